@@ -92,7 +92,7 @@ impl TestEnv {
         let dir = tempfile::Builder::new().prefix("convoy-testenv-").tempdir()?;
         let dir_str = dir.path().to_string_lossy().to_string();
         let pid = std::process::id().to_string();
-        let kubeconfig = run(&["up", "--dir", &dir_str, "--owner-pid", &pid]).inspect_err(|_| {
+        let kubeconfig = run(&["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"]).inspect_err(|_| {
             // `up` may have started etcd before failing.
             let _ = run(&["down", "--dir", &dir_str]);
         })?;

@@ -71,7 +71,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  testenv up --dir DIR [--owner-pid PID]
+  testenv up --dir DIR [--owner-pid PID [--remove-dir]]
   testenv down --dir DIR
   testenv restart-apiserver --dir DIR
   testenv kube-scheduler --dir DIR --config FILE [-- extra kube-scheduler flags]`)
@@ -117,8 +117,10 @@ func (e *env) path(parts ...string) string {
 
 func up(args []string) error {
 	var owner int
+	var removeDir bool
 	e, _, err := parseCommon("up", args, func(fs *flag.FlagSet) {
 		fs.IntVar(&owner, "owner-pid", 0, "tear everything down when this process exits")
+		fs.BoolVar(&removeDir, "remove-dir", false, "with --owner-pid: also delete DIR when the owner exits")
 	})
 	if err != nil {
 		return err
@@ -169,7 +171,7 @@ func up(args []string) error {
 		return err
 	}
 	if owner > 0 {
-		if err := spawnWatchdog(e, owner); err != nil {
+		if err := spawnWatchdog(e, owner, removeDir); err != nil {
 			return err
 		}
 	}
@@ -305,25 +307,35 @@ func kubeScheduler(args []string) error {
 // watch polls the owner process and runs `down` when it is gone.
 func watch(args []string) error {
 	var owner int
+	var removeDir bool
 	e, _, err := parseCommon("watch", args, func(fs *flag.FlagSet) {
 		fs.IntVar(&owner, "owner-pid", 0, "process to watch")
+		fs.BoolVar(&removeDir, "remove-dir", false, "delete DIR after tearing down")
 	})
 	if err != nil {
 		return err
 	}
 	for processAlive(owner) {
-		time.Sleep(300 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
 	_ = os.Remove(e.path("watchdog.pid")) // down must not kill us mid-way
-	return down([]string{"--dir", e.dir})
+	err = down([]string{"--dir", e.dir})
+	if removeDir {
+		_ = os.RemoveAll(e.dir)
+	}
+	return err
 }
 
-func spawnWatchdog(e *env, owner int) error {
+func spawnWatchdog(e *env, owner int, removeDir bool) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	return startDetached(e, "watchdog", exe, []string{"watch", "--dir", e.dir, "--owner-pid", strconv.Itoa(owner)})
+	args := []string{"watch", "--dir", e.dir, "--owner-pid", strconv.Itoa(owner)}
+	if removeDir {
+		args = append(args, "--remove-dir")
+	}
+	return startDetached(e, "watchdog", exe, args)
 }
 
 // start launches one of the built binaries detached, logging to DIR/NAME.log.

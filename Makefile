@@ -1,0 +1,34 @@
+# Convoy: the two commands a newcomer needs are `make simulate` and `make test`.
+SHELL := /usr/bin/env bash
+CARGO ?= cargo
+
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv
+
+all: test
+
+## simulate: run Convoy on the embedded cluster with the bundled example (no set-up).
+simulate:
+	$(CARGO) run --release -p convoy-scheduler -- simulate --cluster config/examples/cluster.yaml
+
+## deps: check the toolchains and fetch every dependency (Go modules, crates).
+deps:
+	@scripts/check-toolchain.sh
+	cd testenv && go mod download
+	cd testenv/etcd && go mod download
+	$(CARGO) fetch --locked
+
+## testenv: build (or reuse) kube-apiserver, kube-scheduler, kubectl and etcd.
+testenv: deps
+	testenv/testenv build
+
+## test: everything CI runs: builds testenv, then all Rust tests (unit, embedded, real API server).
+test: testenv
+	$(CARGO) test --workspace --locked
+
+## lint: formatting and clippy with warnings as errors.
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+
+fmt:
+	$(CARGO) fmt --all
