@@ -1,0 +1,35 @@
+//! The stream of cluster updates every adapter produces (the API-server
+//! watches, the embedded cluster, benchmarks) and the scheduler consumes.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+/// One change in the cluster, as a watch reports it.
+#[derive(Debug, Clone)]
+pub enum ClusterUpdate {
+    /// A node appeared (or was listed).
+    NodeAdded(Arc<Node>),
+    /// A node changed.
+    NodeUpdated {
+        /// Before.
+        old: Arc<Node>,
+        /// After.
+        new: Arc<Node>,
+    },
+    /// A node was deleted.
+    NodeDeleted(Arc<Node>),
+    /// A pod appeared (or was listed).
+    PodAdded(Arc<Pod>),
+    /// A pod changed (including being bound: `spec.nodeName` set).
+    PodUpdated {
+        /// Before.
+        old: Arc<Pod>,
+        /// After.
+        new: Arc<Pod>,
+    },
+    /// A pod was deleted.
+    PodDeleted(Arc<Pod>),
+    /// The initial lists are complete: scheduling may start.
+    Synced,
+}

@@ -1,0 +1,38 @@
+//! Convoy's plugin API: what a scheduling plugin sees and implements.
+//!
+//! Status codes ([`Status`], [`Code`]), one trait per extension point
+//! ([`FilterPlugin`], [`ScorePlugin`], ...), the typed [`CycleState`],
+//! [`NodeInfo`] and [`PodInfo`], resource arithmetic, and the cluster events
+//! plugins register for requeueing. Out-of-tree plugins depend on this crate
+//! alone.
+//!
+//! May depend on: `k8s-openapi` (object types), `convoy-config` (plugin
+//! args), small pure crates. Does no IO and never depends on a client.
+
+pub mod clock;
+pub mod cluster;
+pub mod cycle_state;
+pub mod events;
+pub mod names;
+pub mod node_info;
+pub mod plugin;
+pub mod pod_info;
+pub mod resource;
+pub mod status;
+pub mod testing;
+
+pub use clock::{Clock, FakeClock, RealClock};
+pub use cluster::ClusterUpdate;
+pub use cycle_state::{CycleState, StateData};
+pub use events::{
+    ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
+    QueueingHintFn,
+};
+pub use node_info::{NodeInfo, next_generation};
+pub use plugin::*;
+pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
+pub use resource::{PodRequests, Resource};
+pub use status::{Code, Reason, Status};
+
+/// Re-export of the Kubernetes object types plugins work with.
+pub use k8s_openapi;

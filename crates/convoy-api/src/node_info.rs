@@ -1,0 +1,188 @@
+//! A node with the pods assigned to it and the resources they take.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use k8s_openapi::api::core::v1::{Node, Taint};
+
+use crate::pod_info::{HostPort, PodInfo};
+use crate::resource::Resource;
+
+static GENERATION: AtomicU64 = AtomicU64::new(1);
+
+/// A fresh, process-wide increasing generation number. Every change to a
+/// [`NodeInfo`] takes one, so a snapshot can tell which nodes changed.
+pub fn next_generation() -> u64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A node as the scheduler sees it: the API object, its allocatable
+/// resources, and the sum of the requests of the pods assigned to it
+/// (pods of every scheduler, and pods assumed but not yet bound).
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    node: Option<Arc<Node>>,
+    name: Arc<str>,
+    /// Allocatable resources (`status.allocatable`).
+    pub allocatable: Resource,
+    /// Sum of the requests of the pods on the node.
+    pub requested: Resource,
+    /// Sum of the "non-zero" requests (CPU and memory), used for scoring.
+    pub non_zero_requested: Resource,
+    /// Pods assigned to the node.
+    pub pods: Vec<Arc<PodInfo>>,
+    /// Host ports in use.
+    pub used_ports: Vec<HostPort>,
+    /// Bumped on every change (see [`next_generation`]).
+    pub generation: u64,
+    /// Why the node's allocatable could not be read, if it could not.
+    pub invalid: Option<Arc<str>>,
+}
+
+impl NodeInfo {
+    /// A node info for a node object.
+    pub fn new(node: Arc<Node>) -> Self {
+        let mut n = Self::placeholder(node.metadata.name.as_deref().unwrap_or(""));
+        n.set_node(node);
+        n
+    }
+
+    /// A node info for a name only: pods assigned to a node the scheduler
+    /// has not seen yet are kept here until the node arrives.
+    pub fn placeholder(name: &str) -> Self {
+        Self {
+            node: None,
+            name: Arc::from(name),
+            allocatable: Resource::default(),
+            requested: Resource::default(),
+            non_zero_requested: Resource::default(),
+            pods: Vec::new(),
+            used_ports: Vec::new(),
+            generation: next_generation(),
+            invalid: None,
+        }
+    }
+
+    /// Replaces the node object (an update); recomputes allocatable.
+    pub fn set_node(&mut self, node: Arc<Node>) {
+        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        match alloc.map(Resource::from_list).transpose() {
+            Ok(a) => {
+                self.allocatable = a.unwrap_or_default();
+                self.invalid = None;
+            }
+            Err((name, e)) => {
+                self.allocatable = Resource::default();
+                self.invalid = Some(Arc::from(format!("status.allocatable[{name}]: {e}")));
+            }
+        }
+        self.name = Arc::from(node.metadata.name.as_deref().unwrap_or(""));
+        self.node = Some(node);
+        self.generation = next_generation();
+    }
+
+    /// The node object; `None` for a placeholder.
+    pub fn node(&self) -> Option<&Arc<Node>> {
+        self.node.as_ref()
+    }
+
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The node's name, shared.
+    pub fn name_arc(&self) -> &Arc<str> {
+        &self.name
+    }
+
+    /// The node's taints.
+    pub fn taints(&self) -> &[Taint] {
+        self.node
+            .as_ref()
+            .and_then(|n| n.spec.as_ref())
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or(&[])
+    }
+
+    /// A label value.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.node.as_ref()?.metadata.labels.as_ref()?.get(key).map(String::as_str)
+    }
+
+    /// Accounts for a pod placed on the node.
+    pub fn add_pod(&mut self, pod: Arc<PodInfo>) {
+        self.requested.add(&pod.requests.requests);
+        self.non_zero_requested.milli_cpu += pod.requests.non_zero_milli_cpu;
+        self.non_zero_requested.memory += pod.requests.non_zero_memory;
+        self.used_ports.extend(pod.host_ports.iter().cloned());
+        self.pods.push(pod);
+        self.generation = next_generation();
+    }
+
+    /// Removes a pod by UID (or by key when UIDs are empty); returns it.
+    pub fn remove_pod(&mut self, pod: &PodInfo) -> Option<Arc<PodInfo>> {
+        let idx = self.pods.iter().position(|p| {
+            if pod.uid.is_empty() || p.uid.is_empty() { p.key == pod.key } else { p.uid == pod.uid }
+        })?;
+        let removed = self.pods.swap_remove(idx);
+        self.requested.sub(&removed.requests.requests);
+        self.non_zero_requested.milli_cpu -= removed.requests.non_zero_milli_cpu;
+        self.non_zero_requested.memory -= removed.requests.non_zero_memory;
+        for hp in &removed.host_ports {
+            if let Some(i) = self.used_ports.iter().position(|u| u == hp) {
+                self.used_ports.swap_remove(i);
+            }
+        }
+        self.generation = next_generation();
+        Some(removed)
+    }
+
+    /// Free amount of a resource (allocatable minus requested).
+    pub fn free(&self, resource: &str) -> i64 {
+        self.allocatable.get(resource) - self.requested.get(resource)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, cpu: &str) -> Arc<PodInfo> {
+        let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": name},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]}
+        }))
+        .unwrap();
+        Arc::new(PodInfo::new(Arc::new(p)).unwrap())
+    }
+
+    #[test]
+    fn add_and_remove_keep_sums() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "4", "pods": "110"}}
+        }))
+        .unwrap();
+        let mut n = NodeInfo::new(Arc::new(node));
+        let g0 = n.generation;
+        n.add_pod(pod("a", "1"));
+        n.add_pod(pod("b", "500m"));
+        assert!(n.generation > g0);
+        assert_eq!(n.requested.milli_cpu, 1500);
+        assert_eq!(n.free("cpu"), 2500);
+        assert_eq!(n.free("pods"), 108);
+        n.remove_pod(&pod("a", "1")).unwrap();
+        assert_eq!(n.requested.milli_cpu, 500);
+        assert!(n.remove_pod(&pod("zzz", "1")).is_none());
+    }
+
+    #[test]
+    fn invalid_allocatable_is_reported() {
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "four"}}
+        }))
+        .unwrap();
+        let n = NodeInfo::new(Arc::new(node));
+        assert!(n.invalid.as_deref().unwrap().starts_with("status.allocatable[cpu]"));
+    }
+}

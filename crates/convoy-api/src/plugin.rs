@@ -1,0 +1,351 @@
+//! The extension points: one small trait each, as upstream's
+//! `framework/interface.go`.
+//!
+//! A plugin is one type implementing [`Plugin`] plus the extension-point
+//! traits it takes part in; it advertises them through the `as_*` methods
+//! (`fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> { Some(self) }`).
+//! The runtime collects each profile's plugins per extension point once,
+//! when the profile is built.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use convoy_config::PluginArgs;
+use futures::future::BoxFuture;
+
+use crate::cycle_state::CycleState;
+use crate::events::ClusterEventWithHint;
+use crate::node_info::NodeInfo;
+use crate::pod_info::{PodInfo, QueuedPodInfo};
+use crate::status::Status;
+
+/// The highest score a Score plugin may give after normalization.
+pub const MAX_NODE_SCORE: i64 = 100;
+/// The lowest score.
+pub const MIN_NODE_SCORE: i64 = 0;
+
+/// What every plugin implements.
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's name, as used in configuration (`NodeResourcesFit`).
+    fn name(&self) -> &'static str;
+
+    /// Cluster events that may make a pod this plugin rejected schedulable
+    /// (upstream `EnqueueExtensions`). A plugin that rejects pods and
+    /// registers nothing leaves them to the periodic flush.
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        Vec::new()
+    }
+
+    /// QueueSort, if implemented.
+    fn as_queue_sort(self: Arc<Self>) -> Option<Arc<dyn QueueSortPlugin>> {
+        None
+    }
+    /// PreEnqueue, if implemented.
+    fn as_pre_enqueue(self: Arc<Self>) -> Option<Arc<dyn PreEnqueuePlugin>> {
+        None
+    }
+    /// PreFilter, if implemented.
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        None
+    }
+    /// Filter, if implemented.
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        None
+    }
+    /// PostFilter, if implemented.
+    fn as_post_filter(self: Arc<Self>) -> Option<Arc<dyn PostFilterPlugin>> {
+        None
+    }
+    /// PreScore, if implemented.
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        None
+    }
+    /// Score (and NormalizeScore), if implemented.
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        None
+    }
+    /// Reserve/Unreserve, if implemented.
+    fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
+        None
+    }
+    /// Permit, if implemented.
+    fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
+        None
+    }
+    /// PreBind, if implemented.
+    fn as_pre_bind(self: Arc<Self>) -> Option<Arc<dyn PreBindPlugin>> {
+        None
+    }
+    /// Bind, if implemented.
+    fn as_bind(self: Arc<Self>) -> Option<Arc<dyn BindPlugin>> {
+        None
+    }
+    /// PostBind, if implemented.
+    fn as_post_bind(self: Arc<Self>) -> Option<Arc<dyn PostBindPlugin>> {
+        None
+    }
+}
+
+/// Orders the active queue. Exactly one per profile (and the same in every
+/// profile).
+pub trait QueueSortPlugin: Plugin {
+    /// Whether `a` should be scheduled before `b`.
+    fn less(&self, a: &QueuedPodInfo, b: &QueuedPodInfo) -> bool;
+}
+
+/// Decides whether a pod may enter the active queue at all.
+pub trait PreEnqueuePlugin: Plugin {
+    /// Success lets the pod in; Unschedulable or Pending keep it in the
+    /// unschedulable pool (gated) until an event this plugin registered
+    /// lets its hint say Queue. Error is logged and treated as gated.
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status;
+}
+
+/// Node subset computed by PreFilter: only these nodes are evaluated.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreFilterResult {
+    /// `None` means all nodes.
+    pub node_names: Option<HashSet<Arc<str>>>,
+}
+
+impl PreFilterResult {
+    /// Intersects two results (the runtime merges every plugin's).
+    pub fn merge(self, other: PreFilterResult) -> PreFilterResult {
+        match (self.node_names, other.node_names) {
+            (None, b) => PreFilterResult { node_names: b },
+            (a, None) => PreFilterResult { node_names: a },
+            (Some(a), Some(b)) => {
+                PreFilterResult { node_names: Some(a.intersection(&b).cloned().collect()) }
+            }
+        }
+    }
+}
+
+/// Runs once per cycle before Filter.
+pub trait PreFilterPlugin: Plugin {
+    /// Success continues; Skip disables this plugin's Filter for the cycle;
+    /// Unschedulable/UnschedulableAndUnresolvable rejects the pod on every
+    /// node; Error aborts the attempt.
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status);
+
+    /// Incremental updates of the state this plugin wrote, used when
+    /// preemption evaluates "what if these pods were gone". `None` when the
+    /// plugin's state does not depend on other pods.
+    fn pre_filter_extensions(&self) -> Option<&dyn PreFilterExtensions> {
+        None
+    }
+}
+
+/// Updates PreFilter state when pods are added or removed in a what-if.
+pub trait PreFilterExtensions: Send + Sync {
+    /// `pod_to_add` is now considered on `node`.
+    fn add_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &PodInfo,
+        pod_to_add: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status;
+    /// `pod_to_remove` is no longer considered on `node`.
+    fn remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod_to_schedule: &PodInfo,
+        pod_to_remove: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status;
+}
+
+/// Decides whether a pod fits one node. Called in parallel over nodes: keep
+/// it allocation-free on the rejection path (static reasons).
+pub trait FilterPlugin: Plugin {
+    /// Success: the node fits. Unschedulable: it may after preemption.
+    /// UnschedulableAndUnresolvable: it will not. Error aborts the attempt.
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status;
+}
+
+/// The statuses of the nodes that did not pass Filter.
+#[derive(Debug, Clone, Default)]
+pub struct NodeToStatus {
+    /// Status of each rejected node, by name.
+    pub map: HashMap<Arc<str>, Status>,
+    /// Status of nodes not in the map that were never evaluated (e.g.
+    /// excluded by a PreFilter result).
+    pub absent: Option<Status>,
+}
+
+/// The outcome of a PostFilter plugin (preemption).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PostFilterResult {
+    /// The node the pod is nominated to after preemption.
+    pub nominated_node_name: Option<String>,
+}
+
+/// Runs when no node fits (preemption lives here).
+pub trait PostFilterPlugin: Plugin {
+    /// Success with a nominated node ends the PostFilter phase;
+    /// Unschedulable lets the next plugin try.
+    fn post_filter(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        statuses: &NodeToStatus,
+    ) -> (Option<PostFilterResult>, Status);
+}
+
+/// Runs once per cycle before Score, over the feasible nodes.
+pub trait PreScorePlugin: Plugin {
+    /// Success continues; Skip disables this plugin's Score for the cycle;
+    /// Error aborts the attempt.
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status;
+}
+
+/// Ranks feasible nodes. Called in parallel over nodes.
+pub trait ScorePlugin: Plugin {
+    /// A score for one node; after `normalize_score` it must lie in
+    /// `[MIN_NODE_SCORE, MAX_NODE_SCORE]`. Err aborts the attempt.
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status>;
+
+    /// NormalizeScore: rescales all nodes' scores (same order as the nodes
+    /// scored). The default leaves them as they are.
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [i64]) -> Status {
+        Status::success()
+    }
+}
+
+/// Tracks resources tentatively given to a pod before binding.
+pub trait ReservePlugin: Plugin {
+    /// Anything but Success unreserves every Reserve plugin and fails the
+    /// attempt.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status;
+    /// Undoes `reserve`; must be idempotent and must not fail.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str);
+}
+
+/// Holds a pod before binding (gangs).
+pub trait PermitPlugin: Plugin {
+    /// Success lets the pod bind; Wait holds it up to the returned timeout
+    /// until allowed or rejected through the waiting-pods map; a rejection
+    /// unreserves and requeues the pod.
+    fn permit(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> (Status, Duration);
+}
+
+/// Runs before Bind, in the binding task (may do IO).
+pub trait PreBindPlugin: Plugin {
+    /// Anything but Success unreserves and requeues the pod.
+    fn pre_bind(
+        &self,
+        state: Arc<CycleState>,
+        pod: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Status>;
+}
+
+/// Binds the pod to the node (in the binding task).
+pub trait BindPlugin: Plugin {
+    /// Success: bound. Skip: let the next Bind plugin do it. Anything else
+    /// unreserves, forgets the assumed pod and requeues it with backoff.
+    fn bind(
+        &self,
+        state: Arc<CycleState>,
+        pod: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Status>;
+}
+
+/// Informational, after a successful bind.
+pub trait PostBindPlugin: Plugin {
+    /// Called once the pod is bound.
+    fn post_bind(&self, state: &CycleState, pod: &PodInfo, node: &str);
+}
+
+/// Why a bind failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BindError {
+    /// The pod is already bound to the node we asked for (a retried bind
+    /// that had succeeded): counts as success.
+    #[error("pod is already bound to this node")]
+    AlreadyBound,
+    /// The pod no longer exists or changed UID.
+    #[error("pod is gone: {0}")]
+    PodGone(String),
+    /// Any other failure (network, conflict, refusal).
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Writes a binding to wherever pods live: the API server, the embedded
+/// cluster, or a benchmark sink.
+pub trait Binder: Send + Sync + 'static {
+    /// Binds the pod to the node.
+    fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>>;
+}
+
+/// Access to the pods waiting at Permit, for plugins (gangs) that allow or
+/// reject them.
+pub trait WaitingPods: Send + Sync {
+    /// Allows the pod on behalf of `plugin`; true if the pod was waiting.
+    fn allow(&self, uid: &str, plugin: &'static str) -> bool;
+    /// Rejects the pod; true if the pod was waiting.
+    fn reject(&self, uid: &str, plugin: &'static str, message: &str) -> bool;
+    /// UIDs of the waiting pods.
+    fn uids(&self) -> Vec<Arc<str>>;
+}
+
+/// What the framework hands each plugin factory.
+#[derive(Clone)]
+pub struct Handle {
+    /// Where bindings go.
+    pub binder: Arc<dyn Binder>,
+    /// The pods waiting at Permit.
+    pub waiting_pods: Arc<dyn WaitingPods>,
+    /// The profile's scheduler name.
+    pub profile: Arc<str>,
+}
+
+/// Builds a plugin from its (already validated) args.
+pub type PluginFactory =
+    Arc<dyn Fn(Option<&PluginArgs>, &Handle) -> Result<Arc<dyn Plugin>, String> + Send + Sync>;
+
+/// Plugin factories by name. The in-tree plugins register themselves in
+/// `convoy_plugins::registry()`; an out-of-tree plugin is one more line:
+/// `registry.register("MyPlugin", |args, handle| Ok(Arc::new(MyPlugin::new(args)?)))`.
+#[derive(Clone, Default)]
+pub struct Registry {
+    factories: BTreeMap<&'static str, PluginFactory>,
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a factory; a later registration of the same name replaces it.
+    pub fn register<F>(&mut self, name: &'static str, factory: F) -> &mut Self
+    where
+        F: Fn(Option<&PluginArgs>, &Handle) -> Result<Arc<dyn Plugin>, String>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.factories.insert(name, Arc::new(factory));
+        self
+    }
+
+    /// The factory for a name.
+    pub fn get(&self, name: &str) -> Option<&PluginFactory> {
+        self.factories.get(name)
+    }
+
+    /// All registered names, sorted.
+    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.factories.keys().copied()
+    }
+}

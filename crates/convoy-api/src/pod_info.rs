@@ -1,0 +1,206 @@
+//! A pod as the scheduler sees it: the API object plus what plugins need on
+//! every cycle, computed once when the pod enters the scheduler.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::resource::{PodRequests, pod_requests};
+
+/// `namespace/name` of a pod.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodKey {
+    /// Namespace.
+    pub namespace: Arc<str>,
+    /// Name.
+    pub name: Arc<str>,
+}
+
+impl PodKey {
+    /// Builds a key.
+    pub fn new(namespace: &str, name: &str) -> Self {
+        Self { namespace: Arc::from(namespace), name: Arc::from(name) }
+    }
+
+    /// The key of a pod object (empty namespace is `default`).
+    pub fn of(pod: &Pod) -> Self {
+        Self::new(
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or(""),
+        )
+    }
+}
+
+impl fmt::Display for PodKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Network protocol of a host port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Protocol {
+    /// TCP (the default).
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+}
+
+/// A host port a container asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct HostPort {
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Host IP; `0.0.0.0` (the default) conflicts with every IP.
+    pub ip: Arc<str>,
+    /// Port number.
+    pub port: i32,
+}
+
+impl HostPort {
+    /// Whether two host ports cannot both be used on one node.
+    pub fn conflicts(&self, other: &HostPort) -> bool {
+        self.port == other.port
+            && self.protocol == other.protocol
+            && (&*self.ip == "0.0.0.0" || &*other.ip == "0.0.0.0" || self.ip == other.ip)
+    }
+}
+
+/// A pod plus the data derived from it once (requests, priority, ports).
+#[derive(Debug, Clone)]
+pub struct PodInfo {
+    /// The API object.
+    pub pod: Arc<Pod>,
+    /// `namespace/name`.
+    pub key: PodKey,
+    /// `metadata.uid` ("" when absent, e.g. in simulations).
+    pub uid: Arc<str>,
+    /// Effective requests (see [`pod_requests`]).
+    pub requests: PodRequests,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
+    /// Host ports of all containers (including init containers).
+    pub host_ports: Vec<HostPort>,
+}
+
+/// A pod whose spec cannot be scheduled as written; names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("pod {pod}: {message}")]
+pub struct InvalidPod {
+    /// The pod.
+    pub pod: PodKey,
+    /// What is wrong, starting with the field path.
+    pub message: String,
+}
+
+impl PodInfo {
+    /// Derives the scheduling data of a pod. Fails (naming the field) when
+    /// the pod has no spec or an unparsable quantity.
+    pub fn new(pod: Arc<Pod>) -> Result<Self, InvalidPod> {
+        let key = PodKey::of(&pod);
+        let invalid = |message: String| InvalidPod { pod: key.clone(), message };
+        let spec = pod.spec.as_ref().ok_or_else(|| invalid("spec: missing".to_string()))?;
+        let requests = pod_requests(spec).map_err(invalid)?;
+        let mut host_ports = Vec::new();
+        for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
+            for p in c.ports.iter().flatten() {
+                if p.host_port.unwrap_or(0) <= 0 {
+                    continue;
+                }
+                let protocol = match p.protocol.as_deref() {
+                    Some("UDP") => Protocol::Udp,
+                    Some("SCTP") => Protocol::Sctp,
+                    _ => Protocol::Tcp,
+                };
+                let ip = p.host_ip.as_deref().filter(|s| !s.is_empty()).unwrap_or("0.0.0.0");
+                host_ports.push(HostPort {
+                    protocol,
+                    ip: Arc::from(ip),
+                    port: p.host_port.unwrap_or(0),
+                });
+            }
+        }
+        Ok(Self {
+            uid: Arc::from(pod.metadata.uid.as_deref().unwrap_or("")),
+            priority: spec.priority.unwrap_or(0),
+            key,
+            requests,
+            host_ports,
+            pod,
+        })
+    }
+
+    /// `spec.schedulerName` (`default-scheduler` when unset, as upstream).
+    pub fn scheduler_name(&self) -> &str {
+        self.spec().scheduler_name.as_deref().unwrap_or("default-scheduler")
+    }
+
+    /// `spec.nodeName`, when the pod is assigned.
+    pub fn node_name(&self) -> Option<&str> {
+        self.spec().node_name.as_deref().filter(|n| !n.is_empty())
+    }
+
+    /// The pod spec (always present: checked by [`PodInfo::new`]).
+    pub fn spec(&self) -> &k8s_openapi::api::core::v1::PodSpec {
+        self.pod.spec.as_ref().expect("PodInfo::new checks the spec")
+    }
+
+    /// Whether the pod has `spec.schedulingGates`.
+    pub fn is_gated(&self) -> bool {
+        self.spec().scheduling_gates.as_ref().is_some_and(|g| !g.is_empty())
+    }
+
+    /// Whether the pod has finished (Succeeded or Failed) and so no longer
+    /// holds node resources.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self.pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded" | "Failed")
+        )
+    }
+}
+
+/// A pod waiting in the scheduling queue, with its queueing history.
+#[derive(Debug, Clone)]
+pub struct QueuedPodInfo {
+    /// The pod.
+    pub pod_info: Arc<PodInfo>,
+    /// When the pod was last added to a queue.
+    pub timestamp: Instant,
+    /// Scheduling attempts so far.
+    pub attempts: u32,
+    /// When the pod was first popped for scheduling (for the SLI metric).
+    pub initial_attempt_timestamp: Option<Instant>,
+    /// Plugins that rejected the pod in its last attempt: only events they
+    /// registered can make it schedulable again.
+    pub unschedulable_plugins: BTreeSet<&'static str>,
+    /// Plugins that returned Pending in its last attempt.
+    pub pending_plugins: BTreeSet<&'static str>,
+    /// Whether a PreEnqueue plugin holds the pod back.
+    pub gated: bool,
+}
+
+impl QueuedPodInfo {
+    /// A pod that has just arrived.
+    pub fn new(pod_info: Arc<PodInfo>, now: Instant) -> Self {
+        Self {
+            pod_info,
+            timestamp: now,
+            attempts: 0,
+            initial_attempt_timestamp: None,
+            unschedulable_plugins: BTreeSet::new(),
+            pending_plugins: BTreeSet::new(),
+            gated: false,
+        }
+    }
+
+    /// The pod's key.
+    pub fn key(&self) -> &PodKey {
+        &self.pod_info.key
+    }
+}

@@ -1,0 +1,238 @@
+//! Fixture builders for tests and benchmarks:
+//! `PodBuilder::new("p").cpu("500m").build()`, `NodeBuilder::new("n").cpu("4").build()`.
+//!
+//! They build real `k8s-openapi` objects, so what a test sets up is what the
+//! scheduler would receive from the API server.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerPort, Node, NodeSpec, NodeStatus, Pod, PodSchedulingGate, PodSpec,
+    ResourceRequirements, Taint, Toleration,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use crate::node_info::NodeInfo;
+use crate::pod_info::PodInfo;
+
+/// Builds a [`Pod`] with one container.
+#[derive(Debug, Clone)]
+pub struct PodBuilder {
+    pod: Pod,
+}
+
+impl PodBuilder {
+    /// A pod in namespace `default` with UID = name and scheduler
+    /// `convoy-scheduler`.
+    pub fn new(name: &str) -> Self {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some("default".to_string()),
+                uid: Some(name.to_string()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                scheduler_name: Some("convoy-scheduler".to_string()),
+                containers: vec![Container { name: "main".to_string(), ..Default::default() }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        Self { pod }
+    }
+
+    fn spec(&mut self) -> &mut PodSpec {
+        self.pod.spec.as_mut().expect("builder pods have a spec")
+    }
+
+    fn request(mut self, name: &str, q: &str) -> Self {
+        let c = &mut self.spec().containers[0];
+        c.resources
+            .get_or_insert_with(ResourceRequirements::default)
+            .requests
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_string(), Quantity(q.to_string()));
+        self
+    }
+
+    /// Namespace.
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.pod.metadata.namespace = Some(ns.to_string());
+        self
+    }
+    /// UID.
+    pub fn uid(mut self, uid: &str) -> Self {
+        self.pod.metadata.uid = Some(uid.to_string());
+        self
+    }
+    /// CPU request.
+    pub fn cpu(self, q: &str) -> Self {
+        self.request("cpu", q)
+    }
+    /// Memory request.
+    pub fn memory(self, q: &str) -> Self {
+        self.request("memory", q)
+    }
+    /// Any resource request (`nvidia.com/gpu`, ...).
+    pub fn resource(self, name: &str, q: &str) -> Self {
+        self.request(name, q)
+    }
+    /// `spec.priority`.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.spec().priority = Some(p);
+        self
+    }
+    /// `spec.schedulerName`.
+    pub fn scheduler(mut self, name: &str) -> Self {
+        self.spec().scheduler_name = Some(name.to_string());
+        self
+    }
+    /// `spec.nodeName`.
+    pub fn node(mut self, name: &str) -> Self {
+        self.spec().node_name = Some(name.to_string());
+        self
+    }
+    /// A label.
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.pod
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(k.to_string(), v.to_string());
+        self
+    }
+    /// A `spec.nodeSelector` entry.
+    pub fn node_selector(mut self, k: &str, v: &str) -> Self {
+        self.spec()
+            .node_selector
+            .get_or_insert_with(BTreeMap::new)
+            .insert(k.to_string(), v.to_string());
+        self
+    }
+    /// A toleration (`operator` Equal when `value` is given, else Exists).
+    pub fn toleration(mut self, key: &str, value: Option<&str>, effect: &str) -> Self {
+        let t = Toleration {
+            key: Some(key.to_string()),
+            operator: Some(if value.is_some() { "Equal" } else { "Exists" }.to_string()),
+            value: value.map(str::to_string),
+            effect: (!effect.is_empty()).then(|| effect.to_string()),
+            ..Default::default()
+        };
+        self.spec().tolerations.get_or_insert_with(Vec::new).push(t);
+        self
+    }
+    /// A TCP host port on the first container.
+    pub fn host_port(mut self, port: i32) -> Self {
+        self.spec().containers[0].ports.get_or_insert_with(Vec::new).push(ContainerPort {
+            container_port: port,
+            host_port: Some(port),
+            ..Default::default()
+        });
+        self
+    }
+    /// A scheduling gate.
+    pub fn gate(mut self, name: &str) -> Self {
+        self.spec()
+            .scheduling_gates
+            .get_or_insert_with(Vec::new)
+            .push(PodSchedulingGate { name: name.to_string() });
+        self
+    }
+    /// Applies a closure to the spec (for anything else).
+    pub fn with_spec(mut self, f: impl FnOnce(&mut PodSpec)) -> Self {
+        f(self.spec());
+        self
+    }
+    /// The pod.
+    pub fn build(self) -> Pod {
+        self.pod
+    }
+    /// The pod as a [`PodInfo`].
+    ///
+    /// # Panics
+    /// If the pod is invalid (only with a bad quantity).
+    pub fn info(self) -> Arc<PodInfo> {
+        Arc::new(PodInfo::new(Arc::new(self.pod)).expect("valid test pod"))
+    }
+}
+
+/// Builds a [`Node`]; the default is upstream scheduler_perf's node:
+/// 4 CPUs, 32Gi, 110 pods.
+#[derive(Debug, Clone)]
+pub struct NodeBuilder {
+    node: Node,
+}
+
+impl NodeBuilder {
+    /// A node with 4 CPUs, 32Gi memory and 110 pods allocatable.
+    pub fn new(name: &str) -> Self {
+        let mut node = Node {
+            metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+            spec: Some(NodeSpec::default()),
+            status: Some(NodeStatus::default()),
+        };
+        let alloc = node.status.as_mut().unwrap().allocatable.get_or_insert_with(BTreeMap::new);
+        for (k, v) in [("cpu", "4"), ("memory", "32Gi"), ("pods", "110")] {
+            alloc.insert(k.to_string(), Quantity(v.to_string()));
+        }
+        Self { node }
+    }
+
+    /// Sets an allocatable resource.
+    pub fn allocatable(mut self, name: &str, q: &str) -> Self {
+        let status = self.node.status.get_or_insert_with(NodeStatus::default);
+        status
+            .allocatable
+            .get_or_insert_with(BTreeMap::new)
+            .insert(name.to_string(), Quantity(q.to_string()));
+        self
+    }
+    /// Allocatable CPU.
+    pub fn cpu(self, q: &str) -> Self {
+        self.allocatable("cpu", q)
+    }
+    /// Allocatable memory.
+    pub fn memory(self, q: &str) -> Self {
+        self.allocatable("memory", q)
+    }
+    /// Allocatable pods.
+    pub fn pods(self, q: &str) -> Self {
+        self.allocatable("pods", q)
+    }
+    /// A label.
+    pub fn label(mut self, k: &str, v: &str) -> Self {
+        self.node
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(k.to_string(), v.to_string());
+        self
+    }
+    /// A taint.
+    pub fn taint(mut self, key: &str, value: &str, effect: &str) -> Self {
+        let spec = self.node.spec.get_or_insert_with(NodeSpec::default);
+        spec.taints.get_or_insert_with(Vec::new).push(Taint {
+            key: key.to_string(),
+            value: (!value.is_empty()).then(|| value.to_string()),
+            effect: effect.to_string(),
+            ..Default::default()
+        });
+        self
+    }
+    /// `spec.unschedulable: true`.
+    pub fn unschedulable(mut self) -> Self {
+        self.node.spec.get_or_insert_with(NodeSpec::default).unschedulable = Some(true);
+        self
+    }
+    /// The node.
+    pub fn build(self) -> Node {
+        self.node
+    }
+    /// The node as a [`NodeInfo`] with no pods.
+    pub fn info(self) -> NodeInfo {
+        NodeInfo::new(Arc::new(self.node))
+    }
+}

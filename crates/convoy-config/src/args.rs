@@ -1,0 +1,478 @@
+//! Typed arguments of the in-tree plugins Convoy implements, with upstream's defaults and
+//! validation (`pkg/scheduler/apis/config/v1/defaults.go`, `validation/validation_pluginargs.go`).
+
+use std::fmt;
+
+use serde::de::{self, Deserializer};
+use serde::{Deserialize, Serialize};
+
+use crate::names;
+
+/// `apiVersion` that plugin args may carry.
+const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
+
+/// Arguments of one plugin, as its factory receives them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum PluginArgs {
+    /// `NodeResourcesFitArgs`.
+    NodeResourcesFit(NodeResourcesFitArgs),
+    /// `NodeResourcesBalancedAllocationArgs`.
+    NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs),
+    /// `NodeAffinityArgs`.
+    NodeAffinity(NodeAffinityArgs),
+    /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
+    /// to decode; `apiVersion`/`kind` are kept if given.
+    Other(serde_json::Value),
+}
+
+impl PluginArgs {
+    /// Default args of the in-tree plugins that have typed args, `None` for others.
+    pub fn default_for(plugin: &str) -> Option<Self> {
+        match plugin {
+            names::NODE_RESOURCES_FIT => Some(Self::NodeResourcesFit(Default::default())),
+            names::NODE_RESOURCES_BALANCED_ALLOCATION => {
+                Some(Self::NodeResourcesBalancedAllocation(Default::default()))
+            }
+            names::NODE_AFFINITY => Some(Self::NodeAffinity(Default::default())),
+            _ => None,
+        }
+    }
+
+    /// Upstream's validation of the (defaulted) args: `(field path below args, message)` pairs.
+    pub(crate) fn validate(&self) -> Vec<(String, String)> {
+        match self {
+            Self::NodeResourcesFit(args) => args.validate(),
+            Self::NodeResourcesBalancedAllocation(args) => args.validate(),
+            Self::NodeAffinity(args) => args.validate(),
+            Self::Other(_) => Vec::new(),
+        }
+    }
+}
+
+/// Decodes the `args` of plugin `plugin` from `deserializer` (null means defaults) and applies
+/// the defaults. Range checks of single fields fail here, with the position of the field.
+pub(crate) fn decode<'de, D: Deserializer<'de>>(
+    plugin: &str,
+    deserializer: D,
+) -> Result<PluginArgs, D::Error> {
+    Ok(match plugin {
+        names::NODE_RESOURCES_FIT => {
+            let raw = Option::<FitArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            let mut args = NodeResourcesFitArgs {
+                ignored_resources: raw.ignored_resources,
+                ignored_resource_groups: raw.ignored_resource_groups,
+                scoring_strategy: raw.scoring_strategy.unwrap_or_default(),
+            };
+            args.scoring_strategy.apply_defaults();
+            PluginArgs::NodeResourcesFit(args)
+        }
+        names::NODE_RESOURCES_BALANCED_ALLOCATION => {
+            let raw = Option::<BalancedArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            let mut resources = raw.resources;
+            default_resources(&mut resources);
+            PluginArgs::NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs {
+                resources,
+            })
+        }
+        names::NODE_AFFINITY => {
+            let raw = Option::<AffinityArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            PluginArgs::NodeAffinity(NodeAffinityArgs { added_affinity: raw.added_affinity })
+        }
+        _ => PluginArgs::Other(
+            Option::<serde_json::Value>::deserialize(deserializer)?
+                .unwrap_or(serde_json::Value::Null),
+        ),
+    })
+}
+
+/// `NodeResourcesFitArgs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeResourcesFitArgs {
+    /// Resources the Filter ignores (e.g. extended resources managed elsewhere).
+    pub ignored_resources: Vec<String>,
+    /// Resource groups (`example.com` for `example.com/*`) the Filter ignores.
+    pub ignored_resource_groups: Vec<String>,
+    /// How the Score ranks nodes.
+    pub scoring_strategy: ScoringStrategy,
+}
+
+impl NodeResourcesFitArgs {
+    fn validate(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        for (i, name) in self.ignored_resources.iter().enumerate() {
+            if name.is_empty() {
+                problems.push((format!("ignoredResources[{i}]"), "must not be empty".to_owned()));
+            }
+        }
+        for (i, group) in self.ignored_resource_groups.iter().enumerate() {
+            if group.is_empty() || group.contains('/') {
+                problems.push((
+                    format!("ignoredResourceGroups[{i}]"),
+                    format!(
+                        "resource group name {group:?} must be non-empty and must not contain '/'"
+                    ),
+                ));
+            }
+        }
+        let strategy = &self.scoring_strategy;
+        validate_resource_weights(&strategy.resources, "scoringStrategy.resources", &mut problems);
+        match (&strategy.type_, &strategy.requested_to_capacity_ratio) {
+            (ScoringStrategyType::RequestedToCapacityRatio, None) => problems.push((
+                "scoringStrategy.requestedToCapacityRatio".to_owned(),
+                "required when type is RequestedToCapacityRatio".to_owned(),
+            )),
+            (ScoringStrategyType::RequestedToCapacityRatio, Some(param)) => {
+                validate_shape(&param.shape, &mut problems);
+            }
+            _ => {}
+        }
+        problems
+    }
+}
+
+fn validate_resource_weights(
+    resources: &[ResourceSpec],
+    path: &str,
+    problems: &mut Vec<(String, String)>,
+) {
+    for (i, resource) in resources.iter().enumerate() {
+        if !(1..=100).contains(&resource.weight) {
+            problems.push((
+                format!("{path}[{i}].weight"),
+                format!(
+                    "resource weight of {} not in valid range [1, 100]: {}",
+                    resource.name, resource.weight
+                ),
+            ));
+        }
+    }
+}
+
+fn validate_shape(shape: &[UtilizationShapePoint], problems: &mut Vec<(String, String)>) {
+    let path = "scoringStrategy.requestedToCapacityRatio.shape";
+    if shape.is_empty() {
+        problems.push((path.to_owned(), "at least one point must be specified".to_owned()));
+        return;
+    }
+    for i in 1..shape.len() {
+        if shape[i - 1].utilization >= shape[i].utilization {
+            problems.push((
+                format!("{path}[{i}].utilization"),
+                format!(
+                    "utilization values must be sorted in strictly increasing order: {} follows {}",
+                    shape[i].utilization,
+                    shape[i - 1].utilization
+                ),
+            ));
+            break;
+        }
+    }
+    for (i, point) in shape.iter().enumerate() {
+        if !(0..=100).contains(&point.utilization) {
+            problems.push((
+                format!("{path}[{i}].utilization"),
+                format!("{} not in valid range [0, 100]", point.utilization),
+            ));
+        }
+        if !(0..=10).contains(&point.score) {
+            problems.push((
+                format!("{path}[{i}].score"),
+                format!("{} not in valid range [0, 10]", point.score),
+            ));
+        }
+    }
+}
+
+/// `scoringStrategy` of [`NodeResourcesFitArgs`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ScoringStrategy {
+    /// The scoring function; default `LeastAllocated`.
+    #[serde(rename = "type")]
+    pub type_: ScoringStrategyType,
+    /// Resources to score and their weights; default cpu:1, memory:1; weights 1..=100 (0 means 1).
+    #[serde(deserialize_with = "resources")]
+    pub resources: Vec<ResourceSpec>,
+    /// The shape for `RequestedToCapacityRatio` (required with that type).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested_to_capacity_ratio: Option<RequestedToCapacityRatioParam>,
+}
+
+impl Default for ScoringStrategy {
+    fn default() -> Self {
+        Self {
+            type_: ScoringStrategyType::LeastAllocated,
+            resources: default_resource_specs(),
+            requested_to_capacity_ratio: None,
+        }
+    }
+}
+
+impl ScoringStrategy {
+    fn apply_defaults(&mut self) {
+        default_resources(&mut self.resources);
+    }
+}
+
+fn resources<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ResourceSpec>, D::Error> {
+    Ok(Option::<Vec<ResourceSpec>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// Upstream's defaulting of a resource list: empty means cpu:1, memory:1; weight 0 means 1.
+fn default_resources(resources: &mut Vec<ResourceSpec>) {
+    if resources.is_empty() {
+        *resources = default_resource_specs();
+    }
+    for resource in resources.iter_mut() {
+        if resource.weight == 0 {
+            resource.weight = 1;
+        }
+    }
+}
+
+fn default_resource_specs() -> Vec<ResourceSpec> {
+    vec![ResourceSpec::new("cpu", 1), ResourceSpec::new("memory", 1)]
+}
+
+/// The scoring function of `NodeResourcesFit`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum ScoringStrategyType {
+    /// Favour nodes with the most free resources (spreading).
+    #[default]
+    LeastAllocated,
+    /// Favour nodes with the least free resources (bin packing).
+    MostAllocated,
+    /// Score by a piecewise-linear function of utilization.
+    RequestedToCapacityRatio,
+}
+
+impl ScoringStrategyType {
+    const NAMES: [&'static str; 3] =
+        ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"];
+}
+
+impl fmt::Display for ScoringStrategyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(Self::NAMES[*self as usize])
+    }
+}
+
+impl<'de> Deserialize<'de> for ScoringStrategyType {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        match text.as_str() {
+            "LeastAllocated" => Ok(Self::LeastAllocated),
+            "MostAllocated" => Ok(Self::MostAllocated),
+            "RequestedToCapacityRatio" => Ok(Self::RequestedToCapacityRatio),
+            _ => Err(de::Error::custom(format!(
+                "unknown variant {text:?}, expected one of {}",
+                quoted_list(&Self::NAMES)
+            ))),
+        }
+    }
+}
+
+fn quoted_list(names: &[&str]) -> String {
+    names.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ")
+}
+
+/// A resource and its weight in a score.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// Resource name (`cpu`, `memory`, `nvidia.com/gpu`, ...).
+    pub name: String,
+    /// Weight; 1..=100 after defaulting (0 in the file means 1).
+    #[serde(default, deserialize_with = "resource_weight")]
+    pub weight: i64,
+}
+
+impl ResourceSpec {
+    /// A resource with a weight.
+    pub fn new(name: impl Into<String>, weight: i64) -> Self {
+        Self { name: name.into(), weight }
+    }
+}
+
+fn resource_weight<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    in_range(i64::deserialize(d)?, 0, 100, "resource weight", " (0 means the default, 1)")
+}
+
+fn in_range<E: de::Error>(
+    value: i64,
+    min: i64,
+    max: i64,
+    what: &str,
+    note: &str,
+) -> Result<i64, E> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(E::custom(format!("{what} {value} not in valid range [{min}, {max}]{note}")))
+    }
+}
+
+/// `requestedToCapacityRatio` of a [`ScoringStrategy`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestedToCapacityRatioParam {
+    /// Points of the piecewise-linear scoring function, utilization strictly increasing.
+    #[serde(default)]
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+/// One point of the `RequestedToCapacityRatio` function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UtilizationShapePoint {
+    /// Utilization in percent, 0..=100.
+    #[serde(deserialize_with = "utilization")]
+    pub utilization: i32,
+    /// Score at that utilization, 0..=10.
+    #[serde(deserialize_with = "shape_score")]
+    pub score: i32,
+}
+
+fn utilization<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+    in_range(i32::deserialize(d)?.into(), 0, 100, "utilization", "").map(|v| v as i32)
+}
+
+fn shape_score<'de, D: Deserializer<'de>>(d: D) -> Result<i32, D::Error> {
+    in_range(i32::deserialize(d)?.into(), 0, 10, "score", "").map(|v| v as i32)
+}
+
+/// `NodeResourcesBalancedAllocationArgs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct NodeResourcesBalancedAllocationArgs {
+    /// Resources to balance; default cpu:1, memory:1; upstream requires weight 1.
+    pub resources: Vec<ResourceSpec>,
+}
+
+impl Default for NodeResourcesBalancedAllocationArgs {
+    fn default() -> Self {
+        Self { resources: default_resource_specs() }
+    }
+}
+
+impl NodeResourcesBalancedAllocationArgs {
+    fn validate(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        for (i, resource) in self.resources.iter().enumerate() {
+            if self.resources[..i].iter().any(|r| r.name == resource.name) {
+                problems.push((
+                    format!("resources[{i}].name"),
+                    format!("duplicate resource {:?}", resource.name),
+                ));
+            }
+            if resource.weight != 1 {
+                problems.push((
+                    format!("resources[{i}].weight"),
+                    format!("must be 1, got {}", resource.weight),
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// `NodeAffinityArgs`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeAffinityArgs {
+    /// A v1 `NodeAffinity` object added to every pod's affinity, kept as JSON for the plugin.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub added_affinity: Option<serde_json::Value>,
+}
+
+impl NodeAffinityArgs {
+    fn validate(&self) -> Vec<(String, String)> {
+        const FIELDS: [&str; 2] = [
+            "requiredDuringSchedulingIgnoredDuringExecution",
+            "preferredDuringSchedulingIgnoredDuringExecution",
+        ];
+        match &self.added_affinity {
+            None | Some(serde_json::Value::Null) => Vec::new(),
+            Some(serde_json::Value::Object(fields)) => fields
+                .keys()
+                .filter(|key| !FIELDS.contains(&key.as_str()))
+                .map(|key| {
+                    (
+                        format!("addedAffinity.{key}"),
+                        format!("unknown field, expected one of {}", quoted_list(&FIELDS)),
+                    )
+                })
+                .collect(),
+            Some(_) => {
+                vec![("addedAffinity".to_owned(), "must be a NodeAffinity object".to_owned())]
+            }
+        }
+    }
+}
+
+// Raw forms of the top-level args: they accept `apiVersion` and `kind`.
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct FitArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_fit")]
+    #[allow(dead_code)]
+    kind: (),
+    ignored_resources: Vec<String>,
+    ignored_resource_groups: Vec<String>,
+    scoring_strategy: Option<ScoringStrategy>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct BalancedArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_balanced")]
+    #[allow(dead_code)]
+    kind: (),
+    #[serde(deserialize_with = "resources")]
+    resources: Vec<ResourceSpec>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct AffinityArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_affinity")]
+    #[allow(dead_code)]
+    kind: (),
+    added_affinity: Option<serde_json::Value>,
+}
+
+fn expect_str<'de, D: Deserializer<'de>>(d: D, field: &str, want: &str) -> Result<(), D::Error> {
+    let got = String::deserialize(d)?;
+    if got == want {
+        Ok(())
+    } else {
+        Err(de::Error::custom(format!("{field} must be {want:?}, got {got:?}")))
+    }
+}
+
+fn api_version<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "apiVersion", ARGS_API_VERSION)
+}
+
+fn kind_fit<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "NodeResourcesFitArgs")
+}
+
+fn kind_balanced<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "NodeResourcesBalancedAllocationArgs")
+}
+
+fn kind_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "NodeAffinityArgs")
+}

@@ -1,0 +1,503 @@
+//! Loading whole files: defaults, merging, arguments, and the messages users see.
+
+use std::time::Duration;
+
+use convoy_config::{
+    ConfigError, KnownPlugins, PluginArgs, PluginRef, ResourceSpec, SchedulerConfig,
+    ScoringStrategyType, default_multi_point, load_file, names, parse_str,
+};
+
+fn known() -> KnownPlugins {
+    let mut names: Vec<String> = default_multi_point().into_iter().map(|p| p.name).collect();
+    names.push("Coscheduling".to_owned());
+    KnownPlugins::new(names)
+}
+
+const HEADER: &str =
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+fn parse(body: &str) -> Result<SchedulerConfig, ConfigError> {
+    parse_str(&format!("{HEADER}{body}"), "config.yaml", &known())
+}
+
+fn ok(body: &str) -> SchedulerConfig {
+    parse(body).unwrap_or_else(|e| panic!("should load:\n{e}"))
+}
+
+fn err(body: &str) -> String {
+    match parse(body) {
+        Ok(config) => panic!("should fail, got:\n{}", config.summary()),
+        Err(e) => e.to_string(),
+    }
+}
+
+fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
+    set.enabled
+        .iter()
+        .map(|p| match p.weight {
+            Some(w) => format!("{}:{w}", p.name),
+            None => p.name.clone(),
+        })
+        .collect()
+}
+
+const DEFAULT_MULTI_POINT: [&str; 10] = [
+    "SchedulingGates",
+    "PrioritySort",
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration:3",
+    "NodeAffinity:2",
+    "NodePorts",
+    "NodeResourcesFit:1",
+    "NodeResourcesBalancedAllocation:1",
+    "DefaultBinder",
+];
+
+#[test]
+fn upstream_full_example_loads() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream_full.yaml");
+    let config = load_file(&path, &known()).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.parallelism, 16);
+    assert_eq!(config.percentage_of_nodes_to_score, Some(0));
+    assert!(!config.enable_profiling);
+    assert_eq!(config.client_connection.content_type, "application/json");
+    assert_eq!(config.leader_election.resource_name, "rust-scheduler");
+    assert_eq!(config.leader_election.lease_duration, Duration::from_secs(15));
+    assert_eq!(config.profiles.len(), 2);
+
+    let first = &config.profiles[0];
+    assert_eq!(first.scheduler_name, "rust-scheduler");
+    assert_eq!(first.percentage_of_nodes_to_score, Some(20));
+    let mut want: Vec<String> = DEFAULT_MULTI_POINT.iter().map(|s| s.to_string()).collect();
+    want.retain(|p| p != "PrioritySort");
+    want.push("Coscheduling".to_owned());
+    assert_eq!(enabled(&first.plugins.multi_point), want);
+    assert_eq!(first.plugins.multi_point.disabled, vec![PluginRef::new("PrioritySort")]);
+    assert_eq!(enabled(&first.plugins.score), ["NodeResourcesFit:5"]);
+    // ImageLocality is not Convoy's: nothing to disable, dropped.
+    assert!(first.plugins.score.disabled.is_empty());
+    match &first.plugin_args["NodeResourcesFit"] {
+        PluginArgs::NodeResourcesFit(args) => {
+            assert_eq!(args.ignored_resource_groups, ["example.com"]);
+            assert_eq!(args.scoring_strategy.type_, ScoringStrategyType::LeastAllocated);
+        }
+        other => panic!("{other:?}"),
+    }
+    match &first.plugin_args["Coscheduling"] {
+        PluginArgs::Other(value) => assert_eq!(value["permitWaitingTimeSeconds"], 60),
+        other => panic!("{other:?}"),
+    }
+    // NodeAffinity is enabled by default and has typed args: defaults are filled in.
+    assert!(matches!(first.plugin_args["NodeAffinity"], PluginArgs::NodeAffinity(_)));
+
+    let second = &config.profiles[1];
+    match &second.plugin_args["NodeResourcesFit"] {
+        PluginArgs::NodeResourcesFit(args) => {
+            let strategy = &args.scoring_strategy;
+            assert_eq!(strategy.type_, ScoringStrategyType::RequestedToCapacityRatio);
+            assert_eq!(strategy.resources[2], ResourceSpec::new("nvidia.com/gpu", 5));
+            assert_eq!(strategy.requested_to_capacity_ratio.as_ref().unwrap().shape.len(), 2);
+        }
+        other => panic!("{other:?}"),
+    }
+    let summary = config.summary();
+    assert!(summary.contains("profile \"rust-scheduler-binpack\":"), "{summary}");
+    assert!(summary.contains("score: NodeResourcesFit(5)"), "{summary}");
+}
+
+#[test]
+fn minimal_upstream_config_gets_defaults() {
+    let config = ok("profiles: [{schedulerName: default-scheduler}]\n");
+    assert_eq!(config.parallelism, 16);
+    assert_eq!(config.percentage_of_nodes_to_score, None);
+    assert_eq!((config.pod_initial_backoff_seconds, config.pod_max_backoff_seconds), (1, 10));
+    let le = &config.leader_election;
+    assert!(le.leader_elect);
+    assert_eq!(
+        (le.lease_duration, le.renew_deadline, le.retry_period),
+        (Duration::from_secs(15), Duration::from_secs(10), Duration::from_secs(2))
+    );
+    assert_eq!(
+        (le.resource_lock.as_str(), le.resource_name.as_str(), le.resource_namespace.as_str()),
+        ("leases", "convoy-scheduler", "kube-system")
+    );
+    assert_eq!((config.client_connection.qps, config.client_connection.burst), (50.0, 100));
+    assert_eq!(config.profiles.len(), 1);
+    let profile = &config.profiles[0];
+    assert_eq!(profile.scheduler_name, "default-scheduler");
+    assert_eq!(enabled(&profile.plugins.multi_point), DEFAULT_MULTI_POINT);
+    assert_eq!(
+        profile.plugin_args.keys().collect::<Vec<_>>(),
+        [
+            names::NODE_AFFINITY,
+            names::NODE_RESOURCES_BALANCED_ALLOCATION,
+            names::NODE_RESOURCES_FIT
+        ]
+    );
+}
+
+#[test]
+fn empty_config_gets_one_convoy_profile() {
+    let config = ok("");
+    assert_eq!(config.profiles.len(), 1);
+    assert_eq!(config.profiles[0].scheduler_name, "convoy-scheduler");
+    let config = ok("profiles: [{}]\n");
+    assert_eq!(config.profiles[0].scheduler_name, "convoy-scheduler");
+}
+
+#[test]
+fn merges_plugins_with_defaults() {
+    // (name, profile plugins YAML, point, expected enabled at that point)
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        (
+            "disable all at score, enable one",
+            "score: {disabled: [{name: '*'}], enabled: [{name: NodeResourcesFit, weight: 4}]}",
+            "score",
+            &["NodeResourcesFit:4"],
+        ),
+        (
+            "change a weight at multiPoint in place",
+            "multiPoint: {enabled: [{name: TaintToleration, weight: 7}]}",
+            "multiPoint",
+            &[
+                "SchedulingGates",
+                "PrioritySort",
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration:7",
+                "NodeAffinity:2",
+                "NodePorts",
+                "NodeResourcesFit:1",
+                "NodeResourcesBalancedAllocation:1",
+                "DefaultBinder",
+            ],
+        ),
+        (
+            "disable upstream plugins Convoy lacks",
+            "multiPoint: {disabled: [{name: PodTopologySpread}, {name: VolumeBinding}, {name: DefaultPreemption}]}",
+            "multiPoint",
+            &DEFAULT_MULTI_POINT,
+        ),
+        (
+            "disable all multiPoint defaults, keep binder",
+            "multiPoint: {disabled: [{name: '*'}], enabled: [{name: DefaultBinder}, {name: Coscheduling}]}",
+            "multiPoint",
+            &["DefaultBinder", "Coscheduling"],
+        ),
+        (
+            "out-of-tree plugin appended after defaults",
+            "multiPoint: {enabled: [{name: Coscheduling}]}",
+            "multiPoint",
+            &[
+                "SchedulingGates",
+                "PrioritySort",
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration:3",
+                "NodeAffinity:2",
+                "NodePorts",
+                "NodeResourcesFit:1",
+                "NodeResourcesBalancedAllocation:1",
+                "DefaultBinder",
+                "Coscheduling",
+            ],
+        ),
+    ];
+    for (name, plugins, point, want) in cases {
+        let config = ok(&format!("profiles:\n- schedulerName: s\n  plugins: {{{plugins}}}\n"));
+        let profile = &config.profiles[0];
+        let set = profile.plugins.points().into_iter().find(|(p, _)| p == point).unwrap().1;
+        assert_eq!(enabled(set), *want, "{name}");
+    }
+}
+
+#[test]
+fn args_default_and_decode() {
+    let config = ok("profiles:
+- schedulerName: s
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      kind: NodeResourcesFitArgs
+      apiVersion: kubescheduler.config.k8s.io/v1
+      scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 0}]}
+  - args: {resources: [{name: cpu}]}
+    name: NodeResourcesBalancedAllocation
+");
+    let args = &config.profiles[0].plugin_args;
+    let PluginArgs::NodeResourcesFit(fit) = &args["NodeResourcesFit"] else { panic!() };
+    assert_eq!(fit.scoring_strategy.type_, ScoringStrategyType::MostAllocated);
+    assert_eq!(fit.scoring_strategy.resources, [ResourceSpec::new("cpu", 1)]);
+    let PluginArgs::NodeResourcesBalancedAllocation(bal) = &args["NodeResourcesBalancedAllocation"]
+    else {
+        panic!()
+    };
+    assert_eq!(bal.resources, [ResourceSpec::new("cpu", 1)]);
+}
+
+#[test]
+fn errors_name_file_position_and_field() {
+    // (case, body, fragments the message must contain)
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "typo in scoring strategy type",
+            "profiles:
+- schedulerName: s
+  pluginConfig:
+  - name: NodeResourcesBalancedAllocation
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAlocated
+",
+            &[
+                r#"config.yaml:10:15: profiles[0].pluginConfig[1].args.scoringStrategy.type: unknown variant "MostAlocated", expected one of "LeastAllocated", "MostAllocated", "RequestedToCapacityRatio""#,
+            ],
+        ),
+        (
+            "typo in scoring strategy type, args before name",
+            "profiles:
+- pluginConfig:
+  - args: {scoringStrategy: {type: MostAlocated}}
+    name: NodeResourcesFit
+",
+            &[
+                r#"config.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.type: unknown variant "MostAlocated""#,
+            ],
+        ),
+        (
+            "unknown top-level field",
+            "parallelizm: 4\n",
+            &["config.yaml:3:1: parallelizm: unknown field `parallelizm`"],
+        ),
+        (
+            "unknown field in args",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {ignoredResource: [x]}\n",
+            &[
+                "config.yaml:6:12: profiles[0].pluginConfig[0].args.ignoredResource: unknown field `ignoredResource`",
+            ],
+        ),
+        (
+            "unknown field in plugin set",
+            "profiles:\n- plugins:\n    score: {enable: []}\n",
+            &["config.yaml:5:13: profiles[0].plugins.score.enable: unknown field `enable`"],
+        ),
+        (
+            "unknown plugin enabled",
+            "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
+            &[
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
+            ],
+        ),
+        (
+            "upstream plugin Convoy lacks enabled",
+            "profiles:\n- plugins: {postFilter: {enabled: [{name: DefaultPreemption}]}}\n",
+            &[
+                r#"profiles[0].plugins.postFilter.enabled[0]: unknown plugin "DefaultPreemption"; known plugins: Coscheduling"#,
+            ],
+        ),
+        (
+            "unknown plugin disabled",
+            "profiles:\n- plugins: {score: {disabled: [{name: NodeResourceFit}]}}\n",
+            &[
+                r#"profiles[0].plugins.score.disabled[0]: unknown plugin "NodeResourceFit"; known plugins:"#,
+                "(cannot disable it)",
+            ],
+        ),
+        (
+            "args for unknown plugin",
+            "profiles:\n- pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 1}}]\n",
+            &[
+                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "InterPodAffinity"; known plugins:"#,
+            ],
+        ),
+        (
+            "duplicate pluginConfig",
+            "profiles:\n- pluginConfig: [{name: NodeAffinity}, {name: NodeAffinity}]\n",
+            &[
+                r#"profiles[0].pluginConfig[1].name: duplicate pluginConfig for plugin "NodeAffinity""#,
+            ],
+        ),
+        (
+            "duplicate schedulerName",
+            "profiles:\n- schedulerName: a\n- schedulerName: b\n- schedulerName: a\n",
+            &[
+                r#"config.yaml:6:18: profiles[2].schedulerName: duplicate scheduler name "a" (also used by profiles[0])"#,
+            ],
+        ),
+        (
+            "empty schedulerName",
+            "profiles:\n- schedulerName: ''\n",
+            &["profiles[0].schedulerName: must not be empty"],
+        ),
+        (
+            "missing schedulerName with two profiles",
+            "profiles:\n- schedulerName: a\n- {}\n",
+            &[
+                "config.yaml: profiles[1].schedulerName: required when there is more than one profile",
+            ],
+        ),
+        (
+            "negative plugin weight",
+            "profiles:\n- plugins: {score: {enabled: [{name: NodeResourcesFit, weight: -2}]}}\n",
+            &[
+                "config.yaml:4:64: profiles[0].plugins.score.enabled[0].weight: weight must be at least 1 (0 means the default, 1), got -2",
+            ],
+        ),
+        (
+            "resource weight out of range",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {resources: [{name: cpu, weight: 101}]}}\n",
+            &[
+                "config.yaml:6:62: profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight: resource weight 101 not in valid range [0, 100]",
+            ],
+        ),
+        (
+            "balanced allocation weight must be 1",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesBalancedAllocation\n    args: {resources: [{name: cpu, weight: 2}, {name: cpu}]}\n",
+            &[
+                "profiles[0].pluginConfig[0].args.resources[0].weight: must be 1, got 2",
+                r#"profiles[0].pluginConfig[0].args.resources[1].name: duplicate resource "cpu""#,
+            ],
+        ),
+        (
+            "shape not increasing",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n          shape: [{utilization: 50, score: 1}, {utilization: 50, score: 2}]\n",
+            &[
+                "config.yaml: profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[1].utilization: utilization values must be sorted in strictly increasing order",
+            ],
+        ),
+        (
+            "shape score out of range",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args:\n      scoringStrategy:\n        type: RequestedToCapacityRatio\n        requestedToCapacityRatio:\n          shape: [{utilization: 0, score: 11}]\n",
+            &[
+                "config.yaml:10:43: profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio.shape[0].score: score 11 not in valid range [0, 10]",
+            ],
+        ),
+        (
+            "shape missing",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: RequestedToCapacityRatio}}\n",
+            &[
+                "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio: required when type is RequestedToCapacityRatio",
+            ],
+        ),
+        (
+            "empty shape",
+            "profiles:\n- pluginConfig:\n  - name: NodeResourcesFit\n    args: {scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: {shape: []}}}\n",
+            &[
+                "args.scoringStrategy.requestedToCapacityRatio.shape: at least one point must be specified",
+            ],
+        ),
+        (
+            "max backoff below initial",
+            "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 3\n",
+            &[
+                "config.yaml:4:23: podMaxBackoffSeconds: 3 is less than podInitialBackoffSeconds (5)",
+            ],
+        ),
+        (
+            "zero parallelism",
+            "parallelism: 0\n",
+            &["config.yaml:3:14: parallelism: must be greater than 0"],
+        ),
+        (
+            "percentage out of range",
+            "profiles:\n- percentageOfNodesToScore: 120\n",
+            &[
+                "config.yaml:4:29: profiles[0].percentageOfNodesToScore: 120 not in valid range [0, 100]",
+            ],
+        ),
+        (
+            "queue sort differs across profiles",
+            "profiles:\n- schedulerName: a\n  plugins: {queueSort: {enabled: [{name: Coscheduling}]}}\n- schedulerName: b\n",
+            &[
+                r#"profiles[1].plugins.queueSort.enabled[0]: queue sort plugin (the default) must be the same for all profiles (profiles[0] uses "Coscheduling")"#,
+            ],
+        ),
+        (
+            "plugin enabled twice",
+            "profiles:\n- plugins: {filter: {enabled: [{name: NodePorts}, {name: NodePorts}]}}\n",
+            &[
+                r#"profiles[0].plugins.filter.enabled: plugin "NodePorts" is enabled more than once"#,
+            ],
+        ),
+        (
+            "bad duration",
+            "leaderElection: {leaseDuration: 15}\n",
+            &["leaderElection.leaseDuration: invalid duration \"15\": missing unit"],
+        ),
+        (
+            "lease not longer than renew deadline",
+            "leaderElection: {leaseDuration: 10s, renewDeadline: 10s}\n",
+            &["config.yaml: leaderElection.leaseDuration: must be greater than renewDeadline"],
+        ),
+        (
+            "wrong kind in args",
+            "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args: {kind: NodeResourcesFitArgs}\n",
+            &[
+                r#"profiles[0].pluginConfig[0].args.kind: kind must be "NodeAffinityArgs", got "NodeResourcesFitArgs""#,
+            ],
+        ),
+        (
+            "extenders",
+            "extenders: [{urlPrefix: 'http://x'}]\n",
+            &["extenders: scheduler extenders are not supported by Convoy"],
+        ),
+        ("YAML syntax", "profiles: [\n", &["config.yaml:3:"]),
+    ];
+    let mut failures = Vec::new();
+    for (case, body, fragments) in cases {
+        let message = err(body);
+        for fragment in *fragments {
+            if !message.contains(fragment) {
+                failures.push(format!("{case}:\n  message: {message}\n  missing: {fragment}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn wrong_version_or_kind_is_named() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\nprofiles: []\n",
+            r#"config.yaml:1:13: apiVersion: unsupported apiVersion "kubescheduler.config.k8s.io/v1beta3"; Convoy reads only "kubescheduler.config.k8s.io/v1""#,
+        ),
+        (
+            "kind: KubeSchedulerConfiguration\n",
+            r#"config.yaml: apiVersion: required; expected "kubescheduler.config.k8s.io/v1""#,
+        ),
+        (
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: Pod\n",
+            r#"config.yaml:2:7: kind: unsupported kind "Pod"; expected "KubeSchedulerConfiguration""#,
+        ),
+    ];
+    for (text, want) in cases {
+        let message = parse_str(text, "config.yaml", &known()).unwrap_err().to_string();
+        assert!(message.contains(want), "message: {message}\nwant: {want}");
+    }
+}
+
+#[test]
+fn reports_every_semantic_problem() {
+    let e = parse("podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 3\nprofiles:\n- plugins: {score: {enabled: [{name: Foo}]}}\n").unwrap_err();
+    assert_eq!(e.problems().len(), 2, "{e}");
+    assert_eq!(e.problems()[1].field, "profiles[0].plugins.score.enabled[0]");
+}
+
+#[test]
+fn missing_file_is_named() {
+    let e = load_file(std::path::Path::new("/nonexistent/convoy.yaml"), &known()).unwrap_err();
+    assert!(e.to_string().starts_with("/nonexistent/convoy.yaml: cannot read"), "{e}");
+}
+
+#[test]
+#[ignore = "prints the summary of the upstream example"]
+fn print_summary() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream_full.yaml");
+    println!("{}", load_file(&path, &known()).unwrap().summary());
+}

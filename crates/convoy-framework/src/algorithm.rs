@@ -1,0 +1,498 @@
+//! The scheduling algorithm of one pod against one snapshot: find feasible
+//! nodes (Filter, in parallel, stopping after enough), rank them (Score,
+//! NormalizeScore, weights) and pick the best (random among ties), as
+//! upstream's `schedulePod`.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use convoy_api::{Code, CycleState, MAX_NODE_SCORE, NodeInfo, NodeToStatus, PodInfo, Status};
+use rand::Rng;
+use rayon::prelude::*;
+
+use crate::framework::Framework;
+
+/// Upstream `minFeasibleNodesToFind`.
+pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
+/// Upstream `minFeasibleNodesPercentageToFind`.
+pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: u32 = 5;
+/// Below this many nodes to evaluate, Filter and Score run on the calling
+/// thread: forking costs more than it saves.
+const PARALLEL_THRESHOLD: usize = 256;
+/// Nodes per parallel work item.
+const CHUNK: usize = 64;
+
+/// How many feasible nodes to find before scoring, as upstream's
+/// `numFeasibleNodesToFind`: all nodes below 100; otherwise the configured
+/// percentage, or adaptively `50 - nodes/125` percent (at least 5%), and
+/// never fewer than 100.
+pub fn num_feasible_nodes_to_find(percentage: Option<u32>, num_all_nodes: usize) -> usize {
+    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND {
+        return num_all_nodes;
+    }
+    let mut pct = percentage.unwrap_or(0);
+    if pct >= 100 {
+        return num_all_nodes;
+    }
+    if pct == 0 {
+        pct = 50u32.saturating_sub((num_all_nodes / 125) as u32);
+        if pct < MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND {
+            pct = MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND;
+        }
+    }
+    let n = num_all_nodes * pct as usize / 100;
+    n.max(MIN_FEASIBLE_NODES_TO_FIND)
+}
+
+/// Why no node fits, per node and per plugin.
+#[derive(Debug, Clone, Default)]
+pub struct Diagnosis {
+    /// Status of every rejected node.
+    pub node_to_status: NodeToStatus,
+    /// Plugins that rejected the pod somewhere (for requeueing).
+    pub unschedulable_plugins: BTreeSet<&'static str>,
+    /// Plugins that returned Pending.
+    pub pending_plugins: BTreeSet<&'static str>,
+    /// The PreFilter rejection message, if PreFilter rejected the pod.
+    pub pre_filter_msg: String,
+    /// The PostFilter message (preemption), if any.
+    pub post_filter_msg: String,
+}
+
+impl Diagnosis {
+    fn record(&mut self, node: Arc<str>, status: Status) {
+        if status.code() == Code::Pending {
+            self.pending_plugins.insert(status.plugin());
+        } else if !status.plugin().is_empty() {
+            self.unschedulable_plugins.insert(status.plugin());
+        }
+        self.node_to_status.map.insert(node, status);
+    }
+
+    /// Count of rejected nodes per reason (the reasons histogram).
+    pub fn reasons(&self) -> BTreeMap<String, usize> {
+        let mut h = BTreeMap::new();
+        for s in self.node_to_status.map.values() {
+            for r in s.reasons() {
+                *h.entry(r.to_string()).or_insert(0) += 1;
+            }
+        }
+        h
+    }
+}
+
+/// No node fits the pod: upstream's `FitError`, whose message is the one
+/// users know (`0/5000 nodes are available: 4200 Insufficient cpu, ...`).
+#[derive(Debug, Clone)]
+pub struct FitError {
+    /// Nodes in the snapshot.
+    pub num_all_nodes: usize,
+    /// Why.
+    pub diagnosis: Diagnosis,
+}
+
+impl fmt::Display for FitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "0/{} nodes are available:", self.num_all_nodes)?;
+        let d = &self.diagnosis;
+        if !d.pre_filter_msg.is_empty() {
+            write!(f, " {}.", d.pre_filter_msg)?;
+        } else {
+            let mut items: Vec<String> =
+                d.reasons().into_iter().map(|(reason, n)| format!("{n} {reason}")).collect();
+            items.sort();
+            if !items.is_empty() {
+                write!(f, " {}.", items.join(", "))?;
+            }
+        }
+        if !d.post_filter_msg.is_empty() {
+            write!(f, " {}.", d.post_filter_msg)?;
+        }
+        Ok(())
+    }
+}
+
+/// Where the pod goes, and how the decision was reached.
+#[derive(Debug, Clone)]
+pub struct ScheduleResult {
+    /// The chosen node.
+    pub node: Arc<str>,
+    /// Its total weighted score.
+    pub score: i64,
+    /// Nodes evaluated by Filter.
+    pub evaluated: usize,
+    /// Nodes that passed Filter.
+    pub feasible: usize,
+    /// Nodes rejected, by reason (for the decision log).
+    pub rejected: BTreeMap<String, usize>,
+}
+
+/// Why scheduling failed.
+#[derive(Debug, Clone)]
+pub enum ScheduleError {
+    /// No node fits.
+    Fit(FitError),
+    /// The snapshot holds no node.
+    NoNodes,
+    /// A plugin returned an Error.
+    Internal(Status),
+}
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ScheduleError::Fit(e) => e.fmt(f),
+            ScheduleError::NoNodes => f.write_str("no nodes available to schedule pods"),
+            ScheduleError::Internal(s) => write!(f, "{s}"),
+        }
+    }
+}
+
+struct Chunk {
+    feasible: Vec<Arc<NodeInfo>>,
+    rejected: Vec<(Arc<str>, Status)>,
+    processed: usize,
+    error: Option<Status>,
+}
+
+impl Framework {
+    /// Schedules one pod on a snapshot's nodes. `next_start` is the
+    /// rotating index Filter starts from (so successive pods spread their
+    /// search over the whole cluster); it is advanced by the nodes processed.
+    pub fn schedule_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        next_start: &mut usize,
+        rng: &mut impl Rng,
+    ) -> Result<ScheduleResult, ScheduleError> {
+        if nodes.is_empty() {
+            return Err(ScheduleError::NoNodes);
+        }
+        let fit_error =
+            |diagnosis| ScheduleError::Fit(FitError { num_all_nodes: nodes.len(), diagnosis });
+
+        // PreFilter.
+        let (pre, status) = self.run_pre_filter(state, pod, nodes);
+        if !status.is_success() {
+            if !status.is_rejected() {
+                return Err(ScheduleError::Internal(status));
+            }
+            let mut diagnosis =
+                Diagnosis { pre_filter_msg: status.message(), ..Default::default() };
+            if status.code() == Code::Pending {
+                diagnosis.pending_plugins.insert(status.plugin());
+            } else {
+                diagnosis.unschedulable_plugins.insert(status.plugin());
+            }
+            diagnosis.node_to_status.absent = Some(status);
+            return Err(fit_error(diagnosis));
+        }
+        let subset: Vec<Arc<NodeInfo>>;
+        let candidates: &[Arc<NodeInfo>] = match pre.and_then(|r| r.node_names) {
+            Some(names) => {
+                subset = nodes.iter().filter(|n| names.contains(n.name())).cloned().collect();
+                &subset
+            }
+            None => nodes,
+        };
+
+        // Filter.
+        let to_find =
+            num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
+        let start = if candidates.len() == nodes.len() { *next_start % nodes.len() } else { 0 };
+        let chunk = self.find_feasible(state, pod, candidates, to_find, start);
+        if let Some(e) = chunk.error {
+            return Err(ScheduleError::Internal(e));
+        }
+        if candidates.len() == nodes.len() {
+            *next_start = (start + chunk.processed) % nodes.len();
+        }
+        let mut diagnosis = Diagnosis::default();
+        for (name, s) in chunk.rejected {
+            diagnosis.record(name, s);
+        }
+        if candidates.len() < nodes.len() {
+            diagnosis.node_to_status.absent =
+                Some(Status::unresolvable("node(s) didn't satisfy plugin(s) [PreFilter]"));
+        }
+        let feasible = chunk.feasible;
+        if feasible.is_empty() {
+            let (_, post) = self.run_post_filter(state, pod, &diagnosis.node_to_status);
+            if !self.post_filter.is_empty() && !post.reasons().is_empty() {
+                diagnosis.post_filter_msg = post.message();
+            }
+            return Err(fit_error(diagnosis));
+        }
+        let rejected = diagnosis.reasons();
+        if feasible.len() == 1 {
+            return Ok(ScheduleResult {
+                node: feasible[0].name_arc().clone(),
+                score: 0,
+                evaluated: chunk.processed,
+                feasible: 1,
+                rejected,
+            });
+        }
+
+        // Score.
+        let totals = self.prioritize(state, pod, &feasible).map_err(ScheduleError::Internal)?;
+        let (best, score) = select_host(&totals, rng);
+        Ok(ScheduleResult {
+            node: feasible[best].name_arc().clone(),
+            score,
+            evaluated: chunk.processed,
+            feasible: feasible.len(),
+            rejected,
+        })
+    }
+
+    fn filter_range(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        order: impl Iterator<Item = usize>,
+        found: &AtomicUsize,
+        to_find: usize,
+        stop: &AtomicBool,
+    ) -> Chunk {
+        let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
+        for i in order {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let node = &nodes[i];
+            let s = self.run_filter(state, pod, node);
+            c.processed += 1;
+            if s.is_success() {
+                if found.fetch_add(1, Ordering::Relaxed) + 1 >= to_find {
+                    stop.store(true, Ordering::Relaxed);
+                }
+                c.feasible.push(node.clone());
+            } else if s.is_rejected() {
+                c.rejected.push((node.name_arc().clone(), s));
+            } else {
+                stop.store(true, Ordering::Relaxed);
+                c.error = Some(s);
+                break;
+            }
+        }
+        c
+    }
+
+    fn find_feasible(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        to_find: usize,
+        start: usize,
+    ) -> Chunk {
+        let n = nodes.len();
+        let found = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let pool = self
+            .pool
+            .as_ref()
+            .filter(|p| p.current_num_threads() > 1 && to_find >= PARALLEL_THRESHOLD);
+        let Some(pool) = pool else {
+            return self.filter_range(
+                state,
+                pod,
+                nodes,
+                (0..n).map(|i| (start + i) % n),
+                &found,
+                to_find,
+                &stop,
+            );
+        };
+        let chunks = n.div_ceil(CHUNK);
+        let parts: Vec<Chunk> = pool.install(|| {
+            (0..chunks)
+                .into_par_iter()
+                .map(|c| {
+                    let lo = c * CHUNK;
+                    let hi = (lo + CHUNK).min(n);
+                    let order = (lo..hi).map(|i| (start + i) % n);
+                    self.filter_range(state, pod, nodes, order, &found, to_find, &stop)
+                })
+                .collect()
+        });
+        let mut all =
+            Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
+        for p in parts {
+            all.feasible.extend(p.feasible);
+            all.rejected.extend(p.rejected);
+            all.processed += p.processed;
+            all.error = all.error.or(p.error);
+        }
+        all.feasible.truncate(to_find);
+        all
+    }
+
+    /// Runs PreScore and Score over the feasible nodes, normalizes each
+    /// plugin's scores, applies the weights and returns each node's total.
+    pub fn prioritize(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Result<Vec<i64>, Status> {
+        if self.score.is_empty() {
+            return Ok(vec![1; nodes.len()]);
+        }
+        let s = self.run_pre_score(state, pod, nodes);
+        if !s.is_success() {
+            return Err(s);
+        }
+        let state: &CycleState = state;
+        let plugins: Vec<_> = self
+            .score
+            .iter()
+            .filter(|(p, _)| !state.skip_score_plugins.contains(&p.name()))
+            .collect();
+        let k = plugins.len();
+        let n = nodes.len();
+        let score_node = |node: &Arc<NodeInfo>, out: &mut [i64]| -> Result<(), Status> {
+            for (j, (p, _)) in plugins.iter().enumerate() {
+                out[j] = p.score(state, pod, node).map_err(|s| s.with_plugin(p.name()))?;
+            }
+            Ok(())
+        };
+        // Node-major scores, computed in parallel over nodes when worth it.
+        let mut by_node = vec![0i64; n * k];
+        let pool =
+            self.pool.as_ref().filter(|p| p.current_num_threads() > 1 && n >= PARALLEL_THRESHOLD);
+        match pool {
+            Some(pool) => pool.install(|| {
+                by_node.par_chunks_mut(k * CHUNK).enumerate().try_for_each(|(c, out)| {
+                    for (i, o) in out.chunks_mut(k).enumerate() {
+                        score_node(&nodes[c * CHUNK + i], o)?;
+                    }
+                    Ok::<(), Status>(())
+                })
+            })?,
+            None => {
+                for (i, o) in by_node.chunks_mut(k.max(1)).enumerate().take(n) {
+                    score_node(&nodes[i], o)?;
+                }
+            }
+        }
+        let mut totals = vec![0i64; n];
+        let mut column = vec![0i64; n];
+        for (j, (p, weight)) in plugins.iter().enumerate() {
+            for i in 0..n {
+                column[i] = by_node[i * k + j];
+            }
+            let s = p.normalize_score(state, pod, &mut column);
+            if !s.is_success() {
+                return Err(s.with_plugin(p.name()));
+            }
+            for i in 0..n {
+                let v = column[i];
+                if !(0..=MAX_NODE_SCORE).contains(&v) {
+                    return Err(Status::error(format!(
+                        "plugin {} returned an invalid score {v} for node {}, should be in [0, {MAX_NODE_SCORE}]",
+                        p.name(),
+                        nodes[i].name()
+                    )));
+                }
+                totals[i] += v * weight;
+            }
+        }
+        Ok(totals)
+    }
+}
+
+/// The index and score of the best node; ties are broken uniformly at
+/// random (reservoir sampling, as upstream).
+pub fn select_host(totals: &[i64], rng: &mut impl Rng) -> (usize, i64) {
+    let mut best = 0;
+    let mut best_score = i64::MIN;
+    let mut ties = 0u32;
+    for (i, &s) in totals.iter().enumerate() {
+        if s > best_score {
+            best = i;
+            best_score = s;
+            ties = 1;
+        } else if s == best_score {
+            ties += 1;
+            if rng.random_range(0..ties) == 0 {
+                best = i;
+            }
+        }
+    }
+    (best, best_score)
+}
+
+/// A per-plugin count of statuses (for tests and logs).
+pub fn count_by_plugin(statuses: &HashMap<Arc<str>, Status>) -> BTreeMap<&'static str, usize> {
+    let mut m = BTreeMap::new();
+    for s in statuses.values() {
+        *m.entry(s.plugin()).or_insert(0) += 1;
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn feasible_nodes_to_find_as_upstream() {
+        let cases = [
+            (None, 10, 10),
+            (None, 99, 99),
+            (None, 1000, 420), // 50 - 8 = 42%
+            (None, 5000, 500), // 50 - 40 = 10%
+            (None, 6000, 300), // 50 - 48 = 2% -> 5%
+            (Some(1), 5000, 100),
+            (Some(100), 5000, 5000),
+            (Some(50), 1000, 500),
+        ];
+        for (pct, all, want) in cases {
+            assert_eq!(num_feasible_nodes_to_find(pct, all), want, "{pct:?} of {all}");
+        }
+    }
+
+    #[test]
+    fn select_host_picks_max_and_spreads_ties() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        assert_eq!(select_host(&[1, 5, 3], &mut rng), (1, 5));
+        let mut seen = [0; 3];
+        for _ in 0..300 {
+            seen[select_host(&[7, 7, 7], &mut rng).0] += 1;
+        }
+        assert!(seen.iter().all(|&c| c > 50), "ties spread: {seen:?}");
+    }
+
+    #[test]
+    fn fit_error_message_is_upstreams() {
+        let mut d = Diagnosis::default();
+        for i in 0..3 {
+            d.record(
+                Arc::from(format!("a{i}")),
+                Status::unschedulable("Insufficient cpu").with_plugin("NodeResourcesFit"),
+            );
+        }
+        d.record(
+            Arc::from("b"),
+            Status::unresolvable("node(s) had untolerated taint {gpu: true}")
+                .with_plugin("TaintToleration"),
+        );
+        let e = FitError { num_all_nodes: 4, diagnosis: d };
+        assert_eq!(
+            e.to_string(),
+            "0/4 nodes are available: 1 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."
+        );
+        assert_eq!(
+            e.diagnosis.unschedulable_plugins.iter().copied().collect::<Vec<_>>(),
+            vec!["NodeResourcesFit", "TaintToleration"]
+        );
+    }
+}
