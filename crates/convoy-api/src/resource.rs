@@ -294,7 +294,7 @@ pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
 
     if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
         let p = Resource::from_list(pod_level).map_err(field("spec".to_string()))?;
-        for (name, _) in pod_level {
+        for name in pod_level.keys() {
             let v = p.get(name);
             reqs.set(name, v);
             match name.as_str() {

@@ -133,7 +133,7 @@ pub struct ScheduleResult {
 #[derive(Debug, Clone)]
 pub enum ScheduleError {
     /// No node fits.
-    Fit(FitError),
+    Fit(Box<FitError>),
     /// The snapshot holds no node.
     NoNodes,
     /// A plugin returned an Error.
@@ -148,6 +148,13 @@ impl fmt::Display for ScheduleError {
             ScheduleError::Internal(s) => write!(f, "{s}"),
         }
     }
+}
+
+/// Shared progress of a (parallel) Filter pass: stop once enough nodes fit.
+struct Progress {
+    found: AtomicUsize,
+    to_find: usize,
+    stop: AtomicBool,
 }
 
 struct Chunk {
@@ -172,8 +179,9 @@ impl Framework {
         if nodes.is_empty() {
             return Err(ScheduleError::NoNodes);
         }
-        let fit_error =
-            |diagnosis| ScheduleError::Fit(FitError { num_all_nodes: nodes.len(), diagnosis });
+        let fit_error = |diagnosis| {
+            ScheduleError::Fit(Box::new(FitError { num_all_nodes: nodes.len(), diagnosis }))
+        };
 
         // PreFilter.
         let (pre, status) = self.run_pre_filter(state, pod, nodes);
@@ -256,10 +264,10 @@ impl Framework {
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
         order: impl Iterator<Item = usize>,
-        found: &AtomicUsize,
-        to_find: usize,
-        stop: &AtomicBool,
+        progress: &Progress,
     ) -> Chunk {
+        let Progress { found, to_find, stop } = progress;
+        let to_find = *to_find;
         let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
         for i in order {
             if stop.load(Ordering::Relaxed) {
@@ -293,8 +301,8 @@ impl Framework {
         start: usize,
     ) -> Chunk {
         let n = nodes.len();
-        let found = AtomicUsize::new(0);
-        let stop = AtomicBool::new(false);
+        let progress =
+            Progress { found: AtomicUsize::new(0), to_find, stop: AtomicBool::new(false) };
         let pool = self
             .pool
             .as_ref()
@@ -305,9 +313,7 @@ impl Framework {
                 pod,
                 nodes,
                 (0..n).map(|i| (start + i) % n),
-                &found,
-                to_find,
-                &stop,
+                &progress,
             );
         };
         let chunks = n.div_ceil(CHUNK);
@@ -318,7 +324,7 @@ impl Framework {
                     let lo = c * CHUNK;
                     let hi = (lo + CHUNK).min(n);
                     let order = (lo..hi).map(|i| (start + i) % n);
-                    self.filter_range(state, pod, nodes, order, &found, to_find, &stop)
+                    self.filter_range(state, pod, nodes, order, &progress)
                 })
                 .collect()
         });

@@ -1,0 +1,144 @@
+//! Helpers shared by the plugins (upstream `plugins/helper`): score
+//! normalization and access to the objects carried by cluster events.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use convoy_api::{EventObject, Status};
+
+/// Upstream `helper.DefaultNormalizeScore`: scales the scores so that the
+/// highest becomes `max_priority`; with `reverse`, a higher raw score gives a
+/// lower final score. All-zero scores stay 0 (or all become `max_priority`
+/// when reversed).
+pub fn default_normalize_score(max_priority: i64, reverse: bool, scores: &mut [i64]) -> Status {
+    let max = scores.iter().copied().max().unwrap_or(0).max(0);
+    if max == 0 {
+        if reverse {
+            scores.iter_mut().for_each(|s| *s = max_priority);
+        }
+        return Status::success();
+    }
+    for s in scores.iter_mut() {
+        let v = max_priority * *s / max;
+        *s = if reverse { max_priority - v } else { v };
+    }
+    Status::success()
+}
+
+/// The node an event carries, if it carries one.
+pub fn event_node(obj: Option<&EventObject>) -> Option<&Node> {
+    match obj? {
+        EventObject::Node(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// The node an event carries, shared (to build a `NodeInfo` from it).
+pub fn event_node_arc(obj: Option<&EventObject>) -> Option<&Arc<Node>> {
+    match obj? {
+        EventObject::Node(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// The pod an event carries, if it carries one.
+pub fn event_pod(obj: Option<&EventObject>) -> Option<&Pod> {
+    match obj? {
+        EventObject::Pod(p) => Some(p),
+        _ => None,
+    }
+}
+
+/// Whether a pod object is assigned or nominated to a node (a deleted pod
+/// that was neither cannot free anything).
+pub fn pod_was_on_a_node(pod: &Pod) -> bool {
+    let node = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or("");
+    let nominated =
+        pod.status.as_ref().and_then(|s| s.nominated_node_name.as_deref()).unwrap_or("");
+    !node.is_empty() || !nominated.is_empty()
+}
+
+/// Test fixtures shared by the plugin tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::sync::Arc;
+
+    use convoy_api::{BindError, Binder, EventObject, Handle, NodeInfo, PodInfo, WaitingPods};
+    use futures::future::BoxFuture;
+    use k8s_openapi::api::core::v1::{Node, Pod};
+
+    /// A binder that answers with a fixed result.
+    pub(crate) struct FixedBinder(pub(crate) Result<(), BindError>);
+
+    impl Binder for FixedBinder {
+        fn bind(
+            &self,
+            _pod: Arc<PodInfo>,
+            _node: Arc<str>,
+        ) -> BoxFuture<'static, Result<(), BindError>> {
+            let r = self.0.clone();
+            Box::pin(async move { r })
+        }
+    }
+
+    struct NoWaiting;
+
+    impl WaitingPods for NoWaiting {
+        fn allow(&self, _uid: &str, _plugin: &'static str) -> bool {
+            false
+        }
+        fn reject(&self, _uid: &str, _plugin: &'static str, _message: &str) -> bool {
+            false
+        }
+        fn uids(&self) -> Vec<Arc<str>> {
+            Vec::new()
+        }
+    }
+
+    /// A handle whose binder always succeeds.
+    pub(crate) fn handle() -> Handle {
+        Handle {
+            binder: Arc::new(FixedBinder(Ok(()))),
+            waiting_pods: Arc::new(NoWaiting),
+            profile: Arc::from("convoy-scheduler"),
+        }
+    }
+
+    /// A node event object.
+    pub(crate) fn node_obj(n: Node) -> EventObject {
+        EventObject::Node(Arc::new(n))
+    }
+
+    /// A pod event object.
+    pub(crate) fn pod_obj(p: Pod) -> EventObject {
+        EventObject::Pod(Arc::new(p))
+    }
+
+    /// The node infos of a list of nodes, shared.
+    pub(crate) fn infos(nodes: Vec<NodeInfo>) -> Vec<Arc<NodeInfo>> {
+        nodes.into_iter().map(Arc::new).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_like_upstream() {
+        let cases: [(&[i64], bool, &[i64]); 6] = [
+            (&[1, 2, 3, 4], false, &[25, 50, 75, 100]),
+            (&[1, 2, 3, 4], true, &[75, 50, 25, 0]),
+            (&[0, 0, 0], false, &[0, 0, 0]),
+            (&[0, 0, 0], true, &[100, 100, 100]),
+            (&[1000, 10, 20, 30], false, &[100, 1, 2, 3]),
+            (&[1000, 10, 20, 30], true, &[0, 99, 98, 97]),
+        ];
+        for (input, reverse, want) in cases {
+            let mut s = input.to_vec();
+            assert!(default_normalize_score(100, reverse, &mut s).is_success());
+            assert_eq!(s, want, "{input:?} reverse={reverse}");
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Convoy's in-tree scheduling plugins, one module per plugin, with the
+//! semantics and reason strings of upstream kube-scheduler
+//! (`pkg/scheduler/framework/plugins/*`), so that messages users compare
+//! read the same.
+//!
+//! [`registry`] registers every plugin under its upstream name
+//! (`convoy_api::names`). Filter and Score run for hundreds of nodes per pod:
+//! plugins precompute what they need in PreFilter/PreScore into the typed
+//! `CycleState`, return static reason strings on the Filter rejection path
+//! and never clone node objects.
+//!
+//! May depend on: `convoy-api` (the plugin API), `convoy-config` (plugin
+//! args), `k8s-openapi` (object types) and small pure crates. Does no IO
+//! besides calling the [`Binder`](convoy_api::Binder) handed to
+//! `DefaultBinder`.
+
+use std::sync::Arc;
+
+use convoy_api::{Plugin, Registry, names};
+
+pub mod default_binder;
+pub mod helper;
+pub mod node_affinity;
+pub mod node_name;
+pub mod node_ports;
+pub mod node_resources;
+pub mod node_unschedulable;
+pub mod priority_sort;
+pub mod scheduling_gates;
+pub mod taint_toleration;
+
+pub use default_binder::DefaultBinder;
+pub use node_affinity::NodeAffinity;
+pub use node_name::NodeName;
+pub use node_ports::NodePorts;
+pub use node_resources::{BalancedAllocation, Fit};
+pub use node_unschedulable::NodeUnschedulable;
+pub use priority_sort::PrioritySort;
+pub use scheduling_gates::SchedulingGates;
+pub use taint_toleration::TaintToleration;
+
+/// A registry with every in-tree plugin, under its upstream name.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    r.register(names::PRIORITY_SORT, |_, _| Ok(Arc::new(PrioritySort) as Arc<dyn Plugin>));
+    r.register(names::SCHEDULING_GATES, |_, _| Ok(Arc::new(SchedulingGates) as Arc<dyn Plugin>));
+    r.register(
+        names::NODE_UNSCHEDULABLE,
+        |_, _| Ok(Arc::new(NodeUnschedulable) as Arc<dyn Plugin>),
+    );
+    r.register(names::NODE_NAME, |_, _| Ok(Arc::new(NodeName) as Arc<dyn Plugin>));
+    r.register(names::NODE_PORTS, |_, _| Ok(Arc::new(NodePorts) as Arc<dyn Plugin>));
+    r.register(names::NODE_AFFINITY, |args, _| {
+        Ok(Arc::new(NodeAffinity::new(args)?) as Arc<dyn Plugin>)
+    });
+    r.register(names::TAINT_TOLERATION, |_, _| Ok(Arc::new(TaintToleration) as Arc<dyn Plugin>));
+    r.register(names::NODE_RESOURCES_FIT, |args, _| {
+        Ok(Arc::new(Fit::new(args)?) as Arc<dyn Plugin>)
+    });
+    r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
+        Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
+    });
+    r.register(names::DEFAULT_BINDER, |_, handle| {
+        Ok(Arc::new(DefaultBinder::new(handle.binder.clone())) as Arc<dyn Plugin>)
+    });
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_has_every_plugin_under_its_upstream_name() {
+        let r = registry();
+        let got: Vec<&str> = r.names().collect();
+        let mut want = vec![
+            names::PRIORITY_SORT,
+            names::SCHEDULING_GATES,
+            names::NODE_UNSCHEDULABLE,
+            names::NODE_NAME,
+            names::NODE_PORTS,
+            names::NODE_AFFINITY,
+            names::TAINT_TOLERATION,
+            names::NODE_RESOURCES_FIT,
+            names::NODE_RESOURCES_BALANCED_ALLOCATION,
+            names::DEFAULT_BINDER,
+        ];
+        want.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn factories_build_with_default_args_and_names_match() {
+        let r = registry();
+        let handle = helper::testing::handle();
+        for name in r.names() {
+            let plugin = (r.get(name).unwrap())(None, &handle).unwrap();
+            assert_eq!(plugin.name(), name);
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! NodeResourcesBalancedAllocation (Score; upstream
+//! `noderesources/balanced_allocation.go`): favours nodes whose resource
+//! fractions (requested / allocatable, pod included) are close to each other.
+
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use convoy_api::{
+    CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status,
+    names,
+};
+use convoy_config::{NodeResourcesBalancedAllocationArgs, PluginArgs};
+
+use super::resource_allocation::{ResourceAllocationScorer, Values};
+
+/// The NodeResourcesBalancedAllocation plugin.
+#[derive(Debug, Clone)]
+pub struct BalancedAllocation {
+    scorer: ResourceAllocationScorer,
+}
+
+/// PreScore state: the pod's request of each balanced resource.
+struct PreScoreState(Values);
+
+impl BalancedAllocation {
+    /// Builds the plugin from `NodeResourcesBalancedAllocationArgs` (None:
+    /// cpu and memory).
+    pub fn new(args: Option<&PluginArgs>) -> Result<Self, String> {
+        let defaults;
+        let args = match args {
+            None => {
+                defaults = NodeResourcesBalancedAllocationArgs::default();
+                &defaults
+            }
+            Some(PluginArgs::NodeResourcesBalancedAllocation(a)) => a,
+            Some(other) => {
+                return Err(format!(
+                    "want args to be of type NodeResourcesBalancedAllocationArgs, got {other:?}"
+                ));
+            }
+        };
+        if args.resources.is_empty() {
+            return Err("resources: resources not found".to_string());
+        }
+        Ok(Self { scorer: ResourceAllocationScorer::new(&args.resources, true) })
+    }
+}
+
+/// Upstream `balancedResourceScorer`: `(1 - std) * 100` over the fractions
+/// (capped at 1) of the resources with allocatable > 0; for two resources
+/// `std = |f1 - f2| / 2`.
+pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
+    let mut fractions: SmallVec<[f64; 4]> = SmallVec::new();
+    let mut total = 0.0;
+    for (r, a) in requested.iter().zip(allocatable) {
+        if *a == 0 {
+            continue;
+        }
+        let f = (*r as f64 / *a as f64).min(1.0);
+        total += f;
+        fractions.push(f);
+    }
+    let std = match fractions.len() {
+        0 | 1 => 0.0,
+        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        n => {
+            let mean = total / n as f64;
+            let sum: f64 = fractions.iter().map(|f| (f - mean) * (f - mean)).sum();
+            (sum / n as f64).sqrt()
+        }
+    };
+    ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
+}
+
+impl Plugin for BalancedAllocation {
+    fn name(&self) -> &'static str {
+        names::NODE_RESOURCES_BALANCED_ALLOCATION
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+impl PreScorePlugin for BalancedAllocation {
+    /// Skip for a pod that requests none of the balanced resources (a
+    /// best-effort pod would otherwise pile onto one node; upstream #129138).
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+        let requests = self.scorer.pod_requests(pod);
+        if requests.iter().all(|r| *r == 0) {
+            return Status::skip();
+        }
+        state.write(PreScoreState(requests));
+        Status::success()
+    }
+}
+
+impl ScorePlugin for BalancedAllocation {
+    /// 0..=100, higher when the node's resource fractions are balanced.
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let computed;
+        let requests = match state.read::<PreScoreState>() {
+            Some(s) => &s.0,
+            None => {
+                computed = self.scorer.pod_requests(pod);
+                if computed.iter().all(|r| *r == 0) {
+                    return Ok(0);
+                }
+                &computed
+            }
+        };
+        let (requested, allocatable) = self.scorer.requested_allocatable(node, requests);
+        Ok(balanced_resource_score(&requested, &allocatable))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+    use convoy_config::ResourceSpec;
+
+    use super::*;
+    use crate::helper::testing::infos;
+
+    fn scores(ba: &BalancedAllocation, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
+        let mut state = CycleState::new();
+        assert!(ba.pre_score(&mut state, pod, nodes).is_success());
+        nodes.iter().map(|n| ba.score(&state, pod, n).unwrap()).collect()
+    }
+
+    #[test]
+    fn formula() {
+        let cases = [
+            (&[3000, 5000][..], &[4000, 10000][..], 87), // std = |0.75 - 0.5| / 2 = 0.125
+            (&[3000, 5000], &[6000, 10000], 100),
+            (&[0, 0], &[4000, 10000], 100),
+            (&[8000, 5000], &[4000, 10000], 75), // cpu capped at 1: |1 - 0.5| / 2
+            (&[1, 0], &[2, 0], 100),             // one resource scored: std 0
+            // Three resources: fractions 0.2, 0.5, 0.8 → std = sqrt(0.06) = 0.2449.
+            (&[2, 5, 8], &[10, 10, 10], 75),
+        ];
+        for (req, alloc, want) in cases {
+            assert_eq!(balanced_resource_score(req, alloc), want, "{req:?} {alloc:?}");
+        }
+    }
+
+    #[test]
+    fn upstream_numbers() {
+        // Upstream balanced_allocation_test "nothing scheduled, resources
+        // requested, differently sized nodes": 87 and 100.
+        let ba = BalancedAllocation::new(None).unwrap();
+        let pod = PodBuilder::new("p").cpu("3000m").memory("5000").info();
+        let nodes = infos(vec![
+            NodeBuilder::new("node1").cpu("4000m").memory("10000").info(),
+            NodeBuilder::new("node2").cpu("6000m").memory("10000").info(),
+        ]);
+        assert_eq!(scores(&ba, &pod, &nodes), vec![87, 100]);
+    }
+
+    #[test]
+    fn counts_existing_pods_by_real_requests() {
+        let ba = BalancedAllocation::new(None).unwrap();
+        let mut n = NodeBuilder::new("n").cpu("4000m").memory("10000").info();
+        n.add_pod(PodBuilder::new("a").cpu("1000m").memory("2000").node("n").info());
+        n.add_pod(PodBuilder::new("besteffort").node("n").info()); // counts 0, not 100m/200Mi
+        let pod = PodBuilder::new("p").cpu("1000m").memory("3000").info();
+        // cpu 2000/4000 = 0.5, memory 5000/10000 = 0.5.
+        assert_eq!(scores(&ba, &pod, &infos(vec![n])), vec![100]);
+    }
+
+    #[test]
+    fn skips_best_effort_pods() {
+        let ba = BalancedAllocation::new(None).unwrap();
+        let s = ba.pre_score(&mut CycleState::new(), &PodBuilder::new("p").info(), &[]);
+        assert!(s.is_skip());
+        // A pod requesting only a resource not balanced is best-effort here too.
+        let s = ba.pre_score(
+            &mut CycleState::new(),
+            &PodBuilder::new("p").resource("nvidia.com/gpu", "1").info(),
+            &[],
+        );
+        assert!(s.is_skip());
+    }
+
+    #[test]
+    fn extended_resources_when_configured() {
+        let args =
+            PluginArgs::NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs {
+                resources: vec![
+                    ResourceSpec::new("cpu", 1),
+                    ResourceSpec::new("memory", 1),
+                    ResourceSpec::new("nvidia.com/gpu", 1),
+                ],
+            });
+        let ba = BalancedAllocation::new(Some(&args)).unwrap();
+        let nodes = infos(vec![
+            NodeBuilder::new("n").cpu("10").memory("10").allocatable("nvidia.com/gpu", "10").info(),
+        ]);
+        // Not requested: the GPU is skipped, two fractions 0.2 and 0.5 → 85.
+        let pod = PodBuilder::new("p").cpu("2").memory("5").info();
+        assert_eq!(scores(&ba, &pod, &nodes), vec![85]);
+        // Requested: 0.2, 0.5, 0.8 → 75.
+        let pod = PodBuilder::new("p").cpu("2").memory("5").resource("nvidia.com/gpu", "8").info();
+        assert_eq!(scores(&ba, &pod, &nodes), vec![75]);
+    }
+}

@@ -1,0 +1,437 @@
+//! TaintToleration: Filter rejects nodes with a NoSchedule/NoExecute taint
+//! the pod does not tolerate; Score prefers nodes with fewer untolerated
+//! PreferNoSchedule taints (upstream `plugins/tainttoleration`).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Taint, Toleration};
+
+use convoy_api::{
+    ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
+    MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreScorePlugin, QueueingHint, ScorePlugin, Status,
+    names,
+};
+
+use crate::helper::{default_normalize_score, event_node, event_pod};
+
+/// Taint effect `NoSchedule`.
+pub const NO_SCHEDULE: &str = "NoSchedule";
+/// Taint effect `PreferNoSchedule`.
+pub const PREFER_NO_SCHEDULE: &str = "PreferNoSchedule";
+/// Taint effect `NoExecute`.
+pub const NO_EXECUTE: &str = "NoExecute";
+
+/// Upstream `Toleration.ToleratesTaint`: an empty effect matches every
+/// effect, an empty key (with `Exists`) every key; operator `Equal` (or
+/// empty) compares values, `Exists` ignores them, `Lt`/`Gt` compare decimal
+/// integers (`taint < toleration`, `taint > toleration`).
+pub fn tolerates_taint(t: &Toleration, taint: &Taint) -> bool {
+    let effect = t.effect.as_deref().unwrap_or("");
+    if !effect.is_empty() && effect != taint.effect {
+        return false;
+    }
+    let key = t.key.as_deref().unwrap_or("");
+    if !key.is_empty() && key != taint.key {
+        return false;
+    }
+    let tv = t.value.as_deref().unwrap_or("");
+    let nv = taint.value.as_deref().unwrap_or("");
+    match t.operator.as_deref().unwrap_or("") {
+        "" | "Equal" => tv == nv,
+        "Exists" => true,
+        op @ ("Lt" | "Gt") => match (decimal_integer(tv), decimal_integer(nv)) {
+            (Some(tv), Some(nv)) => {
+                if op == "Lt" {
+                    nv < tv
+                } else {
+                    nv > tv
+                }
+            }
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// A decimal integer without leading zeros or sign `+` (upstream
+/// `IsDecimalInteger`), as i64.
+fn decimal_integer(s: &str) -> Option<i64> {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    let ok = !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && (digits == "0" || !digits.starts_with('0'))
+        && s != "-0";
+    if ok { s.parse().ok() } else { None }
+}
+
+/// Upstream `TolerationsTolerateTaint`: whether any toleration tolerates the taint.
+pub fn tolerations_tolerate_taint(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| tolerates_taint(t, taint))
+}
+
+/// Upstream `FindMatchingUntoleratedTaint` with `DoNotScheduleTaintsFilterFunc`:
+/// the first NoSchedule or NoExecute taint not tolerated.
+pub fn find_untolerated_no_schedule_taint<'a>(
+    taints: &'a [Taint],
+    tolerations: &[Toleration],
+) -> Option<&'a Taint> {
+    taints.iter().find(|taint| {
+        (taint.effect == NO_SCHEDULE || taint.effect == NO_EXECUTE)
+            && !tolerations_tolerate_taint(tolerations, taint)
+    })
+}
+
+fn pod_tolerations(pod: &PodInfo) -> &[Toleration] {
+    pod.spec().tolerations.as_deref().unwrap_or(&[])
+}
+
+fn node_taints(node: &k8s_openapi::api::core::v1::Node) -> &[Taint] {
+    node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or(&[])
+}
+
+/// The TaintToleration plugin.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct TaintToleration;
+
+/// PreScore state: the pod's tolerations that can apply to PreferNoSchedule.
+struct PreScoreState {
+    tolerations_prefer_no_schedule: Vec<Toleration>,
+}
+
+impl Plugin for TaintToleration {
+    fn name(&self) -> &'static str {
+        names::TAINT_TOLERATION
+    }
+
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_TAINT,
+                is_schedulable_after_node_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Pod,
+                ActionType::UPDATE_POD_TOLERATION,
+                is_schedulable_after_pod_toleration_change,
+            ),
+        ]
+    }
+
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+impl FilterPlugin for TaintToleration {
+    /// UnschedulableAndUnresolvable `node(s) had untolerated taint {key: value}`.
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        match find_untolerated_no_schedule_taint(node.taints(), pod_tolerations(pod)) {
+            None => Status::success(),
+            Some(taint) => Status::unresolvable(format!(
+                "node(s) had untolerated taint {{{}: {}}}",
+                taint.key,
+                taint.value.as_deref().unwrap_or("")
+            )),
+        }
+    }
+}
+
+impl PreScorePlugin for TaintToleration {
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+        let tolerations_prefer_no_schedule = pod_tolerations(pod)
+            .iter()
+            .filter(|t| {
+                let e = t.effect.as_deref().unwrap_or("");
+                e.is_empty() || e == PREFER_NO_SCHEDULE
+            })
+            .cloned()
+            .collect();
+        state.write(PreScoreState { tolerations_prefer_no_schedule });
+        Status::success()
+    }
+}
+
+impl ScorePlugin for TaintToleration {
+    /// The number of PreferNoSchedule taints the pod does not tolerate
+    /// (reversed by `normalize_score`).
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let count = |tolerations: &[Toleration]| {
+            node.taints()
+                .iter()
+                .filter(|t| t.effect == PREFER_NO_SCHEDULE)
+                .filter(|t| !tolerations_tolerate_taint(tolerations, t))
+                .count() as i64
+        };
+        Ok(match state.read::<PreScoreState>() {
+            Some(s) => count(&s.tolerations_prefer_no_schedule),
+            None => count(pod_tolerations(pod)),
+        })
+    }
+
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [i64]) -> Status {
+        default_normalize_score(MAX_NODE_SCORE, true, scores)
+    }
+}
+
+/// Queue when the node goes from untolerated (or absent) to tolerated.
+fn is_schedulable_after_node_change(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let Some(modified) = event_node(new) else { return QueueingHint::Queue };
+    let tolerations = pod_tolerations(pod);
+    let was_untolerated = event_node(old)
+        .is_none_or(|n| find_untolerated_no_schedule_taint(node_taints(n), tolerations).is_some());
+    let is_untolerated =
+        find_untolerated_no_schedule_taint(node_taints(modified), tolerations).is_some();
+    if was_untolerated && !is_untolerated { QueueingHint::Queue } else { QueueingHint::Skip }
+}
+
+/// Queue when the pod whose tolerations changed is the rejected pod.
+fn is_schedulable_after_pod_toleration_change(
+    pod: &PodInfo,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let Some(modified) = event_pod(new) else { return QueueingHint::Queue };
+    if modified.metadata.uid.as_deref().unwrap_or("") == &*pod.uid {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use convoy_api::Code;
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+
+    use super::*;
+    use crate::helper::testing::{node_obj, pod_obj};
+
+    fn tol(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
+        let s = |v: &str| (!v.is_empty()).then(|| v.to_string());
+        Toleration {
+            key: s(key),
+            operator: s(op),
+            value: s(value),
+            effect: s(effect),
+            ..Default::default()
+        }
+    }
+
+    fn taint(key: &str, value: &str, effect: &str) -> Taint {
+        Taint {
+            key: key.to_string(),
+            value: (!value.is_empty()).then(|| value.to_string()),
+            effect: effect.to_string(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn toleration_matching() {
+        let cases = [
+            (
+                "equal matches",
+                tol("k", "Equal", "v", "NoSchedule"),
+                taint("k", "v", "NoSchedule"),
+                true,
+            ),
+            (
+                "empty operator is Equal",
+                tol("k", "", "v", "NoSchedule"),
+                taint("k", "v", "NoSchedule"),
+                true,
+            ),
+            (
+                "equal, other value",
+                tol("k", "Equal", "v", "NoSchedule"),
+                taint("k", "w", "NoSchedule"),
+                false,
+            ),
+            (
+                "exists ignores value",
+                tol("k", "Exists", "", "NoSchedule"),
+                taint("k", "w", "NoSchedule"),
+                true,
+            ),
+            ("other key", tol("k", "Exists", "", ""), taint("j", "", "NoSchedule"), false),
+            (
+                "empty key + Exists matches all",
+                tol("", "Exists", "", ""),
+                taint("any", "x", "NoExecute"),
+                true,
+            ),
+            (
+                "empty effect matches all effects",
+                tol("k", "Exists", "", ""),
+                taint("k", "", "NoExecute"),
+                true,
+            ),
+            (
+                "other effect",
+                tol("k", "Exists", "", "NoSchedule"),
+                taint("k", "", "NoExecute"),
+                false,
+            ),
+            ("unknown operator", tol("k", "Foo", "v", ""), taint("k", "v", "NoSchedule"), false),
+            ("Lt: taint below", tol("k", "Lt", "950", ""), taint("k", "900", "NoSchedule"), true),
+            ("Lt: taint above", tol("k", "Lt", "950", ""), taint("k", "990", "NoSchedule"), false),
+            ("Gt: taint above", tol("k", "Gt", "10", ""), taint("k", "11", "NoSchedule"), true),
+            (
+                "Gt: equal is not greater",
+                tol("k", "Gt", "10", ""),
+                taint("k", "10", "NoSchedule"),
+                false,
+            ),
+            (
+                "Gt: leading zero invalid",
+                tol("k", "Gt", "10", ""),
+                taint("k", "011", "NoSchedule"),
+                false,
+            ),
+            ("Gt: not a number", tol("k", "Gt", "10", ""), taint("k", "x", "NoSchedule"), false),
+        ];
+        for (name, t, taint, want) in cases {
+            assert_eq!(tolerates_taint(&t, &taint), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn filter() {
+        let cases = [
+            ("no taints", NodeBuilder::new("n"), PodBuilder::new("p"), None),
+            (
+                "NoSchedule not tolerated",
+                NodeBuilder::new("n").taint("gpu", "true", "NoSchedule"),
+                PodBuilder::new("p"),
+                Some("node(s) had untolerated taint {gpu: true}"),
+            ),
+            (
+                "NoExecute not tolerated, empty value",
+                NodeBuilder::new("n").taint("dedicated", "", "NoExecute"),
+                PodBuilder::new("p"),
+                Some("node(s) had untolerated taint {dedicated: }"),
+            ),
+            (
+                "PreferNoSchedule never filters",
+                NodeBuilder::new("n").taint("soft", "x", "PreferNoSchedule"),
+                PodBuilder::new("p"),
+                None,
+            ),
+            (
+                "tolerated by Equal",
+                NodeBuilder::new("n").taint("gpu", "true", "NoSchedule"),
+                PodBuilder::new("p").toleration("gpu", Some("true"), "NoSchedule"),
+                None,
+            ),
+            (
+                "tolerated by Exists with empty effect",
+                NodeBuilder::new("n").taint("gpu", "true", "NoSchedule").taint(
+                    "gpu",
+                    "x",
+                    "NoExecute",
+                ),
+                PodBuilder::new("p").toleration("gpu", None, ""),
+                None,
+            ),
+            (
+                "first untolerated of several reported",
+                NodeBuilder::new("n").taint("a", "1", "NoSchedule").taint("b", "2", "NoExecute"),
+                PodBuilder::new("p").toleration("a", None, "NoSchedule"),
+                Some("node(s) had untolerated taint {b: 2}"),
+            ),
+            (
+                "Equal with another value",
+                NodeBuilder::new("n").taint("gpu", "true", "NoSchedule"),
+                PodBuilder::new("p").toleration("gpu", Some("false"), "NoSchedule"),
+                Some("node(s) had untolerated taint {gpu: true}"),
+            ),
+            (
+                "empty key Exists tolerates everything",
+                NodeBuilder::new("n").taint("a", "1", "NoSchedule").taint("b", "2", "NoExecute"),
+                PodBuilder::new("p")
+                    .with_spec(|s| s.tolerations = Some(vec![tol("", "Exists", "", "")])),
+                None,
+            ),
+        ];
+        for (name, node, pod, want) in cases {
+            let s = TaintToleration.filter(&CycleState::new(), &pod.info(), &node.info());
+            match want {
+                None => assert!(s.is_success(), "{name}: {s}"),
+                Some(msg) => {
+                    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable, "{name}");
+                    assert_eq!(s.message(), msg, "{name}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn score_prefer_no_schedule() {
+        // Upstream test: nodes with 0, 1 and 2 intolerable PreferNoSchedule taints.
+        let pod = PodBuilder::new("p")
+            .toleration("foo", Some("bar"), "PreferNoSchedule")
+            .toleration("cpu-type", Some("arm64"), "") // empty effect: applies
+            .toleration("ignored", None, "NoSchedule") // wrong effect: not used for score
+            .info();
+        let nodes = crate::helper::testing::infos(vec![
+            NodeBuilder::new("a").taint("foo", "bar", "PreferNoSchedule").info(),
+            NodeBuilder::new("b")
+                .taint("foo", "bar", "PreferNoSchedule")
+                .taint("x", "1", "PreferNoSchedule")
+                .info(),
+            NodeBuilder::new("c")
+                .taint("x", "1", "PreferNoSchedule")
+                .taint("ignored", "", "PreferNoSchedule")
+                .taint("hard", "", "NoSchedule")
+                .info(),
+            NodeBuilder::new("d").taint("cpu-type", "arm64", "PreferNoSchedule").info(),
+        ]);
+        let mut state = CycleState::new();
+        assert!(TaintToleration.pre_score(&mut state, &pod, &nodes).is_success());
+        let mut scores: Vec<i64> =
+            nodes.iter().map(|n| TaintToleration.score(&state, &pod, n).unwrap()).collect();
+        assert_eq!(scores, vec![0, 1, 2, 0]);
+        TaintToleration.normalize_score(&state, &pod, &mut scores);
+        assert_eq!(scores, vec![100, 50, 0, 100]);
+    }
+
+    #[test]
+    fn hints() {
+        let pod = PodBuilder::new("p").toleration("a", None, "NoSchedule").info();
+        let tainted = || NodeBuilder::new("n").taint("b", "", "NoSchedule").build();
+        let tolerated = || NodeBuilder::new("n").taint("a", "", "NoSchedule").build();
+        let cases = [
+            ("add tolerated", None, tolerated(), QueueingHint::Queue),
+            ("add untolerated", None, tainted(), QueueingHint::Skip),
+            ("taint removed", Some(tainted()), tolerated(), QueueingHint::Queue),
+            ("taint added", Some(tolerated()), tainted(), QueueingHint::Skip),
+            ("already tolerated", Some(tolerated()), tolerated(), QueueingHint::Skip),
+        ];
+        for (name, old, new, want) in cases {
+            let old = old.map(node_obj);
+            let got = is_schedulable_after_node_change(&pod, old.as_ref(), Some(&node_obj(new)));
+            assert_eq!(got, want, "{name}");
+        }
+        let same = pod_obj(PodBuilder::new("p").build());
+        let other = pod_obj(PodBuilder::new("q").build());
+        assert_eq!(
+            is_schedulable_after_pod_toleration_change(&pod, None, Some(&same)),
+            QueueingHint::Queue
+        );
+        assert_eq!(
+            is_schedulable_after_pod_toleration_change(&pod, None, Some(&other)),
+            QueueingHint::Skip
+        );
+    }
+}
