@@ -1,0 +1,100 @@
+//! The per-cycle view of the cluster: an immutable list of nodes the
+//! scheduling cycle reads without taking the cache's lock.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use convoy_api::{NodeInfo, next_generation};
+
+/// The nodes a scheduling cycle sees, refreshed at the start of each cycle by
+/// [`Cache::update_snapshot`](crate::Cache::update_snapshot).
+///
+/// Holds only real nodes (no placeholders for pods on unknown nodes), in the
+/// zone-interleaved order of upstream's `nodeTree`: the first node of each
+/// zone, then the second of each zone, ... (zones and nodes in insertion
+/// order). Nodes are shared with the cache (`Arc`); the cache copies a node
+/// on its next write while a snapshot still holds it, so a snapshot never
+/// changes under a cycle.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub(crate) nodes: Vec<Arc<NodeInfo>>,
+    pub(crate) index: HashMap<Arc<str>, usize>,
+    pub(crate) generation: u64,
+    /// Reused buffer for `update_snapshot` (empty between calls).
+    pub(crate) scratch: Vec<Arc<NodeInfo>>,
+}
+
+impl Snapshot {
+    /// An empty snapshot; the first `update_snapshot` fills it completely.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A snapshot of the given nodes, in the given order (tests and tools;
+    /// the scheduler gets its snapshot from the cache).
+    pub fn from_nodes(nodes: impl IntoIterator<Item = NodeInfo>) -> Self {
+        let mut s = Self {
+            nodes: nodes.into_iter().map(Arc::new).collect(),
+            generation: next_generation(),
+            ..Self::default()
+        };
+        s.rebuild_index();
+        s
+    }
+
+    /// All nodes, in zone-interleaved order.
+    pub fn nodes(&self) -> &[Arc<NodeInfo>] {
+        &self.nodes
+    }
+
+    /// A node by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        self.index.get(name).map(|&i| &self.nodes[i])
+    }
+
+    /// Number of nodes.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether there are no nodes.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    /// A new value after every update that found changes (so it changes
+    /// whenever the content does); 0 for a snapshot never filled. Taken from
+    /// [`next_generation`], so it is at least the generation of every node in
+    /// the snapshot.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    pub(crate) fn rebuild_index(&mut self) {
+        self.index.clear();
+        self.index.reserve(self.nodes.len());
+        for (i, n) in self.nodes.iter().enumerate() {
+            self.index.insert(n.name_arc().clone(), i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use convoy_api::testing::NodeBuilder;
+
+    #[test]
+    fn from_nodes_keeps_order_and_indexes() {
+        let s = Snapshot::from_nodes(["b", "a", "c"].map(|n| NodeBuilder::new(n).info()));
+        let names: Vec<_> = s.nodes().iter().map(|n| n.name()).collect();
+        assert_eq!(names, ["b", "a", "c"]);
+        assert_eq!(s.get("a").unwrap().name(), "a");
+        assert!(s.get("zzz").is_none());
+        assert_eq!(s.len(), 3);
+        assert!(!s.is_empty());
+        assert!(s.generation() > 0);
+        assert!(Snapshot::new().is_empty());
+        assert_eq!(Snapshot::new().generation(), 0);
+    }
+}
