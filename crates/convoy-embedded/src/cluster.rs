@@ -1,0 +1,345 @@
+//! The in-memory cluster: nodes and pods behind one lock, a stream of
+//! [`ClusterUpdate`]s, and a [`Binder`] that assigns pods as the API
+//! server's `pods/binding` subresource does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use convoy_api::{BindError, Binder, ClusterUpdate, PodInfo, PodKey};
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
+use parking_lot::Mutex;
+use tokio::sync::mpsc;
+
+use crate::load::{Objects, default_pod};
+
+/// Why a mutation of the embedded cluster was refused (as the API server
+/// would refuse it).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// An object with that name already exists.
+    #[error("{0} already exists")]
+    AlreadyExists(String),
+    /// No object with that name exists.
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The object has no `metadata.name`.
+    #[error("{0}: metadata.name is required")]
+    MissingName(&'static str),
+}
+
+#[derive(Default)]
+struct State {
+    nodes: HashMap<Arc<str>, Arc<Node>>,
+    pods: HashMap<PodKey, Arc<Pod>>,
+    /// Pods with `spec.nodeName` set.
+    bound: usize,
+    /// Last `metadata.resourceVersion` given out.
+    resource_version: u64,
+}
+
+impl State {
+    fn next_version(&mut self) -> String {
+        self.resource_version += 1;
+        self.resource_version.to_string()
+    }
+}
+
+/// An in-memory cluster that runs the same scheduler as a real one: it
+/// produces the [`ClusterUpdate`] stream the API-server adapter produces
+/// and implements [`Binder`].
+///
+/// Every mutation takes one lock, changes the state and sends its update
+/// while still holding it, so updates arrive in the order the changes were
+/// made. Updates go to an unbounded channel: a slow consumer delays
+/// nothing here. Deleting a node leaves its pods in place (the API server
+/// does the same until the pod garbage collector runs).
+pub struct EmbeddedCluster {
+    state: Mutex<State>,
+    updates: mpsc::UnboundedSender<ClusterUpdate>,
+    binds: AtomicU64,
+}
+
+impl std::fmt::Debug for EmbeddedCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state.lock();
+        f.debug_struct("EmbeddedCluster")
+            .field("nodes", &s.nodes.len())
+            .field("pods", &s.pods.len())
+            .field("bound", &s.bound)
+            .finish()
+    }
+}
+
+fn is_bound(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
+}
+
+fn node_name(node: &Node) -> Option<&str> {
+    node.metadata.name.as_deref().filter(|n| !n.is_empty())
+}
+
+fn pod_key(pod: &Pod) -> Result<PodKey, ClusterError> {
+    match pod.metadata.name.as_deref() {
+        Some(n) if !n.is_empty() => Ok(PodKey::of(pod)),
+        _ => Err(ClusterError::MissingName("pod")),
+    }
+}
+
+impl EmbeddedCluster {
+    /// A cluster holding `objects`, and the stream of its updates: one
+    /// `NodeAdded` per node, one `PodAdded` per pod (assigned pods
+    /// included), then `Synced`, then every later change. PodGroups are
+    /// not held yet.
+    ///
+    /// The objects are expected to come from [`crate::parse_objects`]
+    /// (unique names, UIDs set); a later duplicate replaces an earlier one.
+    pub fn new(objects: Objects) -> (Arc<EmbeddedCluster>, mpsc::UnboundedReceiver<ClusterUpdate>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let cluster = Arc::new(EmbeddedCluster {
+            state: Mutex::new(State::default()),
+            updates: tx,
+            binds: AtomicU64::new(0),
+        });
+        {
+            let mut s = cluster.state.lock();
+            for mut node in objects.nodes {
+                node.metadata.resource_version = Some(s.next_version());
+                let node = Arc::new(node);
+                let name: Arc<str> = Arc::from(node_name(&node).unwrap_or(""));
+                s.nodes.insert(name, Arc::clone(&node));
+                cluster.send(ClusterUpdate::NodeAdded(node));
+            }
+            for mut pod in objects.pods {
+                default_pod(&mut pod);
+                pod.metadata.resource_version = Some(s.next_version());
+                let pod = Arc::new(pod);
+                if let Some(old) = s.pods.insert(PodKey::of(&pod), Arc::clone(&pod)) {
+                    s.bound -= usize::from(is_bound(&old));
+                }
+                s.bound += usize::from(is_bound(&pod));
+                cluster.send(ClusterUpdate::PodAdded(pod));
+            }
+            cluster.send(ClusterUpdate::Synced);
+        }
+        (cluster, rx)
+    }
+
+    fn send(&self, update: ClusterUpdate) {
+        // A dropped receiver means nobody watches any more: not an error.
+        let _ = self.updates.send(update);
+    }
+
+    /// Adds a node; emits `NodeAdded`.
+    pub fn add_node(&self, mut node: Node) -> Result<Arc<Node>, ClusterError> {
+        let name: Arc<str> = Arc::from(node_name(&node).ok_or(ClusterError::MissingName("node"))?);
+        let mut s = self.state.lock();
+        if s.nodes.contains_key(&name) {
+            return Err(ClusterError::AlreadyExists(format!("node {name}")));
+        }
+        if node.metadata.uid.as_deref().is_none_or(str::is_empty) {
+            node.metadata.uid = Some(format!("sim-node-{name}"));
+        }
+        node.metadata.resource_version = Some(s.next_version());
+        let node = Arc::new(node);
+        s.nodes.insert(name, Arc::clone(&node));
+        self.send(ClusterUpdate::NodeAdded(Arc::clone(&node)));
+        Ok(node)
+    }
+
+    /// Replaces a node (found by name; keeps its UID when the new object
+    /// has none); emits `NodeUpdated`.
+    pub fn update_node(&self, mut node: Node) -> Result<Arc<Node>, ClusterError> {
+        let name = node_name(&node).ok_or(ClusterError::MissingName("node"))?;
+        let mut s = self.state.lock();
+        let Some(old) = s.nodes.get(name).cloned() else {
+            return Err(ClusterError::NotFound(format!("node {name}")));
+        };
+        if node.metadata.uid.as_deref().is_none_or(str::is_empty) {
+            node.metadata.uid.clone_from(&old.metadata.uid);
+        }
+        node.metadata.resource_version = Some(s.next_version());
+        let node = Arc::new(node);
+        let name: Arc<str> = Arc::from(node_name(&node).unwrap_or(""));
+        s.nodes.insert(name, Arc::clone(&node));
+        self.send(ClusterUpdate::NodeUpdated { old, new: Arc::clone(&node) });
+        Ok(node)
+    }
+
+    /// Deletes a node; emits `NodeDeleted`. Its pods stay.
+    pub fn delete_node(&self, name: &str) -> Result<Arc<Node>, ClusterError> {
+        let mut s = self.state.lock();
+        let node =
+            s.nodes.remove(name).ok_or_else(|| ClusterError::NotFound(format!("node {name}")))?;
+        self.send(ClusterUpdate::NodeDeleted(Arc::clone(&node)));
+        Ok(node)
+    }
+
+    /// Adds a pod (namespace `default` and a UID when absent); emits
+    /// `PodAdded`.
+    pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
+        let key = pod_key(&pod)?;
+        let mut s = self.state.lock();
+        if s.pods.contains_key(&key) {
+            return Err(ClusterError::AlreadyExists(format!("pod {key}")));
+        }
+        default_pod(&mut pod);
+        pod.metadata.resource_version = Some(s.next_version());
+        let pod = Arc::new(pod);
+        s.bound += usize::from(is_bound(&pod));
+        s.pods.insert(key, Arc::clone(&pod));
+        self.send(ClusterUpdate::PodAdded(Arc::clone(&pod)));
+        Ok(pod)
+    }
+
+    /// Replaces a pod (found by namespace/name; keeps its UID when the new
+    /// object has none); emits `PodUpdated`.
+    pub fn update_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
+        let key = pod_key(&pod)?;
+        let mut s = self.state.lock();
+        let Some(old) = s.pods.get(&key).cloned() else {
+            return Err(ClusterError::NotFound(format!("pod {key}")));
+        };
+        if pod.metadata.uid.as_deref().is_none_or(str::is_empty) {
+            pod.metadata.uid.clone_from(&old.metadata.uid);
+        }
+        default_pod(&mut pod);
+        pod.metadata.resource_version = Some(s.next_version());
+        let pod = Arc::new(pod);
+        s.bound = s.bound - usize::from(is_bound(&old)) + usize::from(is_bound(&pod));
+        s.pods.insert(key, Arc::clone(&pod));
+        self.send(ClusterUpdate::PodUpdated { old, new: Arc::clone(&pod) });
+        Ok(pod)
+    }
+
+    /// Deletes a pod; emits `PodDeleted`.
+    pub fn delete_pod(&self, namespace: &str, name: &str) -> Result<Arc<Pod>, ClusterError> {
+        let key = PodKey::new(namespace, name);
+        let mut s = self.state.lock();
+        let pod =
+            s.pods.remove(&key).ok_or_else(|| ClusterError::NotFound(format!("pod {key}")))?;
+        s.bound -= usize::from(is_bound(&pod));
+        self.send(ClusterUpdate::PodDeleted(Arc::clone(&pod)));
+        Ok(pod)
+    }
+
+    /// The pod `namespace/name`.
+    pub fn pod(&self, namespace: &str, name: &str) -> Option<Arc<Pod>> {
+        self.state.lock().pods.get(&PodKey::new(namespace, name)).cloned()
+    }
+
+    /// The node `name`.
+    pub fn node(&self, name: &str) -> Option<Arc<Node>> {
+        self.state.lock().nodes.get(name).cloned()
+    }
+
+    /// All pods, sorted by namespace/name.
+    pub fn pods(&self) -> Vec<Arc<Pod>> {
+        let mut pods: Vec<(PodKey, Arc<Pod>)> =
+            self.state.lock().pods.iter().map(|(k, p)| (k.clone(), Arc::clone(p))).collect();
+        pods.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        pods.into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// All nodes, sorted by name.
+    pub fn nodes(&self) -> Vec<Arc<Node>> {
+        let mut nodes: Vec<(Arc<str>, Arc<Node>)> =
+            self.state.lock().nodes.iter().map(|(k, n)| (Arc::clone(k), Arc::clone(n))).collect();
+        nodes.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        nodes.into_iter().map(|(_, n)| n).collect()
+    }
+
+    /// How many pods are assigned to a node (`spec.nodeName` set), however
+    /// they got there.
+    pub fn bound_count(&self) -> usize {
+        self.state.lock().bound
+    }
+
+    /// How many binds through [`Binder::bind`] have succeeded.
+    pub fn bind_count(&self) -> u64 {
+        self.binds.load(Ordering::Relaxed)
+    }
+
+    /// Binds a pod as the API server's `pods/binding` does; see
+    /// [`Binder::bind`] (which returns this, already resolved).
+    pub fn bind_now(&self, pod: &PodInfo, node: &str) -> Result<(), BindError> {
+        let mut s = self.state.lock();
+        let Some(old) = s.pods.get(&pod.key) else {
+            return Err(BindError::PodGone(format!("pod {} not found", pod.key)));
+        };
+        let uid = old.metadata.uid.as_deref().unwrap_or("");
+        if !pod.uid.is_empty() && *pod.uid != *uid {
+            return Err(BindError::PodGone(format!(
+                "pod {} has UID {uid}, not {} (it was deleted and recreated)",
+                pod.key, pod.uid
+            )));
+        }
+        let current =
+            old.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty());
+        match current {
+            Some(n) if n == node => return Err(BindError::AlreadyBound),
+            Some(n) => {
+                return Err(BindError::Failed(format!(
+                    "pod {} is already assigned to node \"{n}\"",
+                    pod.key
+                )));
+            }
+            None => {}
+        }
+        if !s.nodes.contains_key(node) {
+            return Err(BindError::Failed(format!("node \"{node}\" not found")));
+        }
+        let old = Arc::clone(old);
+        let mut new = Pod::clone(&old);
+        new.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
+        set_scheduled(new.status.get_or_insert_with(PodStatus::default));
+        new.metadata.resource_version = Some(s.next_version());
+        let new = Arc::new(new);
+        s.pods.insert(pod.key.clone(), Arc::clone(&new));
+        s.bound += 1;
+        self.binds.fetch_add(1, Ordering::Relaxed);
+        self.send(ClusterUpdate::PodUpdated { old, new });
+        Ok(())
+    }
+}
+
+/// Sets the `PodScheduled=True` condition, as the API server does on a
+/// binding (without a transition time, so simulations are reproducible).
+fn set_scheduled(status: &mut PodStatus) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let scheduled = PodCondition {
+        type_: "PodScheduled".to_string(),
+        status: "True".to_string(),
+        ..Default::default()
+    };
+    match conditions.iter_mut().find(|c| c.type_ == "PodScheduled") {
+        Some(c) => *c = scheduled,
+        None => conditions.push(scheduled),
+    }
+}
+
+impl Binder for EmbeddedCluster {
+    /// Binds at once; the future is ready immediately. Errors as the API
+    /// server's: `PodGone` when the pod (with that UID) no longer exists,
+    /// `AlreadyBound` when it is bound to this node, `Failed` when it is
+    /// bound elsewhere (409 Conflict) or the node does not exist.
+    fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>> {
+        Box::pin(std::future::ready(self.bind_now(&pod, &node)))
+    }
+}
+
+/// The embedded cluster as a [`Binder`], for code that wants a binder type
+/// of its own (`Arc<EmbeddedCluster>` is a binder too).
+#[derive(Debug, Clone)]
+pub struct EmbeddedBinder(pub Arc<EmbeddedCluster>);
+
+impl Binder for EmbeddedBinder {
+    /// As [`EmbeddedCluster`]'s `bind`.
+    fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>> {
+        self.0.bind(pod, node)
+    }
+}
+
+#[cfg(test)]
+mod tests;

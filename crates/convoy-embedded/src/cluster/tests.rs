@@ -1,0 +1,283 @@
+use convoy_api::testing::{NodeBuilder, PodBuilder};
+use futures::FutureExt;
+
+use super::*;
+
+fn objects() -> Objects {
+    Objects {
+        nodes: vec![NodeBuilder::new("n1").build(), NodeBuilder::new("n2").build()],
+        pods: vec![
+            PodBuilder::new("a").build(),
+            PodBuilder::new("b").build(),
+            PodBuilder::new("on-n2").node("n2").build(),
+        ],
+        pod_groups: Vec::new(),
+    }
+}
+
+fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
+    let mut out = Vec::new();
+    while let Ok(u) = rx.try_recv() {
+        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.name.clone().unwrap_or_default()
+        };
+        out.push(match u {
+            ClusterUpdate::NodeAdded(n) => format!("NodeAdded {}", name(&n.metadata)),
+            ClusterUpdate::NodeUpdated { new, .. } => {
+                format!("NodeUpdated {}", name(&new.metadata))
+            }
+            ClusterUpdate::NodeDeleted(n) => format!("NodeDeleted {}", name(&n.metadata)),
+            ClusterUpdate::PodAdded(p) => format!("PodAdded {}", name(&p.metadata)),
+            ClusterUpdate::PodUpdated { old, new } => format!(
+                "PodUpdated {} {:?}->{:?}",
+                name(&new.metadata),
+                old.spec.as_ref().unwrap().node_name,
+                new.spec.as_ref().unwrap().node_name
+            ),
+            ClusterUpdate::PodDeleted(p) => format!("PodDeleted {}", name(&p.metadata)),
+            ClusterUpdate::Synced => "Synced".to_string(),
+        });
+    }
+    out
+}
+
+fn info(pod: Arc<Pod>) -> Arc<PodInfo> {
+    Arc::new(PodInfo::new(pod).unwrap())
+}
+
+/// Binds through the trait; the future must be ready at once.
+fn bind(cluster: &Arc<EmbeddedCluster>, pod: Arc<PodInfo>, node: &str) -> Result<(), BindError> {
+    let binder: Arc<dyn Binder> = cluster.clone();
+    binder.bind(pod, Arc::from(node)).now_or_never().expect("bind is ready immediately")
+}
+
+#[test]
+fn stream_starts_with_nodes_then_pods_then_synced() {
+    let (cluster, mut rx) = EmbeddedCluster::new(objects());
+    assert_eq!(
+        drain(&mut rx),
+        ["NodeAdded n1", "NodeAdded n2", "PodAdded a", "PodAdded b", "PodAdded on-n2", "Synced"]
+    );
+    assert_eq!(cluster.bound_count(), 1);
+    assert_eq!(cluster.nodes().len(), 2);
+    let pods: Vec<_> = cluster.pods().iter().map(|p| p.metadata.name.clone().unwrap()).collect();
+    assert_eq!(pods, ["a", "b", "on-n2"]);
+}
+
+#[test]
+fn bind_outcomes() {
+    // (case, pod to bind (name, uid), node, expected result)
+    type Case = (&'static str, (&'static str, &'static str), &'static str, Result<(), BindError>);
+    let cases: Vec<Case> = vec![
+        ("success", ("a", "a"), "n1", Ok(())),
+        ("already bound to the same node", ("on-n2", "on-n2"), "n2", Err(BindError::AlreadyBound)),
+        (
+            "already bound elsewhere",
+            ("on-n2", "on-n2"),
+            "n1",
+            Err(BindError::Failed(
+                "pod default/on-n2 is already assigned to node \"n2\"".to_string(),
+            )),
+        ),
+        (
+            "pod gone",
+            ("nope", "nope"),
+            "n1",
+            Err(BindError::PodGone("pod default/nope not found".to_string())),
+        ),
+        (
+            "pod recreated with another uid",
+            ("a", "old-uid"),
+            "n1",
+            Err(BindError::PodGone(
+                "pod default/a has UID a, not old-uid (it was deleted and recreated)".to_string(),
+            )),
+        ),
+        (
+            "node missing",
+            ("a", "a"),
+            "n9",
+            Err(BindError::Failed("node \"n9\" not found".to_string())),
+        ),
+    ];
+    for (name, (pod, uid), node, want) in cases {
+        let (cluster, mut rx) = EmbeddedCluster::new(objects());
+        drain(&mut rx);
+        let before = cluster.bound_count();
+        let p = info(Arc::new(PodBuilder::new(pod).uid(uid).build()));
+        assert_eq!(bind(&cluster, p, node), want, "{name}");
+        let updates = drain(&mut rx);
+        if want.is_ok() {
+            assert_eq!(updates, [format!("PodUpdated {pod} None->Some(\"{node}\")")], "{name}");
+            assert_eq!(cluster.bound_count(), before + 1, "{name}");
+            assert_eq!(cluster.bind_count(), 1, "{name}");
+        } else {
+            assert!(updates.is_empty(), "{name}: {updates:?}");
+            assert_eq!(cluster.bound_count(), before, "{name}");
+            assert_eq!(cluster.bind_count(), 0, "{name}");
+        }
+    }
+}
+
+#[test]
+fn bind_sets_node_name_and_condition() {
+    let (cluster, mut rx) = EmbeddedCluster::new(objects());
+    drain(&mut rx);
+    let old = cluster.pod("default", "a").unwrap();
+    bind(&cluster, info(Arc::clone(&old)), "n1").unwrap();
+    let new = cluster.pod("default", "a").unwrap();
+    assert_eq!(new.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    let conds = new.status.as_ref().unwrap().conditions.as_ref().unwrap();
+    assert_eq!(conds.len(), 1);
+    assert_eq!((conds[0].type_.as_str(), conds[0].status.as_str()), ("PodScheduled", "True"));
+    assert_ne!(new.metadata.resource_version, old.metadata.resource_version);
+    // The old object is untouched (it is what PodUpdated.old carries).
+    assert!(old.spec.as_ref().unwrap().node_name.is_none());
+    // A second bind of the same pod is a retry that had succeeded.
+    assert_eq!(bind(&cluster, info(old), "n1"), Err(BindError::AlreadyBound));
+    // Through the newtype too.
+    let b = EmbeddedBinder(Arc::clone(&cluster));
+    let p = info(cluster.pod("default", "b").unwrap());
+    assert_eq!(b.bind(p, Arc::from("n2")).now_or_never(), Some(Ok(())));
+    assert_eq!(cluster.bound_count(), 3);
+}
+
+#[test]
+fn mutations_emit_updates() {
+    let (cluster, mut rx) = EmbeddedCluster::new(Objects::default());
+    assert_eq!(drain(&mut rx), ["Synced"]);
+
+    cluster.add_node(NodeBuilder::new("n1").build()).unwrap();
+    let updated = cluster.update_node(NodeBuilder::new("n1").cpu("8").build()).unwrap();
+    assert_eq!(
+        updated.metadata.uid.as_deref(),
+        Some("sim-node-n1"),
+        "keeps the uid given by add_node"
+    );
+    let mut no_ns = PodBuilder::new("p").build();
+    no_ns.metadata.namespace = None;
+    no_ns.metadata.uid = None;
+    let p = cluster.add_pod(no_ns).unwrap();
+    assert_eq!(p.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(p.metadata.uid.as_deref(), Some("sim-default-p"));
+    let mut q = PodBuilder::new("p").node("n1").build();
+    q.metadata.uid = None;
+    let q = cluster.update_pod(q).unwrap();
+    assert_eq!(q.metadata.uid.as_deref(), Some("sim-default-p"), "keeps the uid");
+    assert_eq!(cluster.bound_count(), 1);
+    cluster.delete_pod("default", "p").unwrap();
+    assert_eq!(cluster.bound_count(), 0);
+    cluster.delete_node("n1").unwrap();
+    assert_eq!(
+        drain(&mut rx),
+        [
+            "NodeAdded n1",
+            "NodeUpdated n1",
+            "PodAdded p",
+            "PodUpdated p None->Some(\"n1\")",
+            "PodDeleted p",
+            "NodeDeleted n1",
+        ]
+    );
+    assert!(cluster.pods().is_empty() && cluster.nodes().is_empty());
+}
+
+#[test]
+fn mutation_errors() {
+    let (cluster, mut rx) = EmbeddedCluster::new(objects());
+    drain(&mut rx);
+    let cases: Vec<(&str, Result<(), ClusterError>, ClusterError)> = vec![
+        (
+            "add existing node",
+            cluster.add_node(NodeBuilder::new("n1").build()).map(drop),
+            ClusterError::AlreadyExists("node n1".into()),
+        ),
+        (
+            "update missing node",
+            cluster.update_node(NodeBuilder::new("n9").build()).map(drop),
+            ClusterError::NotFound("node n9".into()),
+        ),
+        (
+            "delete missing node",
+            cluster.delete_node("n9").map(drop),
+            ClusterError::NotFound("node n9".into()),
+        ),
+        (
+            "add existing pod",
+            cluster.add_pod(PodBuilder::new("a").build()).map(drop),
+            ClusterError::AlreadyExists("pod default/a".into()),
+        ),
+        (
+            "update missing pod",
+            cluster.update_pod(PodBuilder::new("z").build()).map(drop),
+            ClusterError::NotFound("pod default/z".into()),
+        ),
+        (
+            "delete missing pod",
+            cluster.delete_pod("default", "z").map(drop),
+            ClusterError::NotFound("pod default/z".into()),
+        ),
+        (
+            "pod without a name",
+            cluster.add_pod(Pod::default()).map(drop),
+            ClusterError::MissingName("pod"),
+        ),
+        (
+            "node without a name",
+            cluster.add_node(Node::default()).map(drop),
+            ClusterError::MissingName("node"),
+        ),
+    ];
+    for (name, got, want) in cases {
+        assert_eq!(got, Err(want), "{name}");
+    }
+    assert!(drain(&mut rx).is_empty(), "a refused mutation emits nothing");
+}
+
+#[test]
+fn deleted_and_recreated_pod_is_gone_for_the_old_uid() {
+    let (cluster, mut rx) = EmbeddedCluster::new(objects());
+    drain(&mut rx);
+    let old = info(cluster.pod("default", "a").unwrap());
+    cluster.delete_pod("default", "a").unwrap();
+    cluster.add_pod(PodBuilder::new("a").uid("a-2").build()).unwrap();
+    assert!(matches!(bind(&cluster, old, "n1"), Err(BindError::PodGone(_))));
+}
+
+/// Many binds all land (speed is measured by the benchmarks, not here).
+#[test]
+fn many_binds_all_land() {
+    let mut o = Objects { nodes: vec![NodeBuilder::new("n").build()], ..Default::default() };
+    for i in 0..20_000 {
+        o.pods.push(PodBuilder::new(&format!("p-{i}")).cpu("100m").build());
+    }
+    let (cluster, _rx) = EmbeddedCluster::new(o);
+    let infos: Vec<_> = cluster.pods().into_iter().map(info).collect();
+    let node: Arc<str> = Arc::from("n");
+    for p in infos {
+        cluster.bind(p, Arc::clone(&node)).now_or_never().unwrap().unwrap();
+    }
+    assert_eq!(cluster.bound_count(), 20_000);
+    assert_eq!(cluster.bind_count(), 20_000);
+}
+
+#[test]
+fn updates_are_delivered_to_an_async_consumer() {
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    rt.block_on(async {
+        let (cluster, mut rx) = EmbeddedCluster::new(objects());
+        let p = info(cluster.pod("default", "b").unwrap());
+        let task = tokio::spawn(async move {
+            let mut n = 0;
+            while let Some(u) = rx.recv().await {
+                n += 1;
+                if matches!(u, ClusterUpdate::PodUpdated { .. }) {
+                    return n;
+                }
+            }
+            n
+        });
+        cluster.bind(p, Arc::from("n1")).await.unwrap();
+        assert_eq!(task.await.unwrap(), 7);
+    });
+}

@@ -1,0 +1,21 @@
+//! An in-memory cluster, so that the very same scheduler runs with no API
+//! server: `convoy-scheduler simulate`, scenario tests and benchmarks.
+//!
+//! [`parse_objects`] / [`load_file`] read nodes, pods and PodGroups from
+//! YAML or JSON (single objects, `---` streams, `kind: List` as `kubectl get
+//! -o yaml` prints it) and check them up front, with errors naming the
+//! document, the object and the field. [`EmbeddedCluster`] holds them,
+//! produces the same [`ClusterUpdate`](convoy_api::ClusterUpdate) stream as
+//! the API-server adapter (every node, every pod, then `Synced`), and
+//! implements [`Binder`](convoy_api::Binder) as the API server's
+//! `pods/binding` does, in O(1) and without waiting.
+//!
+//! May depend on: `convoy-api`, `k8s-openapi`, `tokio`'s sync channels, and
+//! the YAML/JSON crates (`serde-saphyr`, `serde_json`,
+//! `serde_path_to_error`). Never on a Kubernetes client.
+
+pub mod cluster;
+pub mod load;
+
+pub use cluster::{ClusterError, EmbeddedBinder, EmbeddedCluster};
+pub use load::{InvalidObject, LoadError, Objects, PodGroupObject, load_file, parse_objects};

@@ -1,0 +1,534 @@
+//! Loading nodes, pods and PodGroups from YAML or JSON text.
+//!
+//! Accepts what people have at hand: a single object, a multi-document YAML
+//! stream (`---`), a `kind: List` as `kubectl get nodes,pods -A -o yaml`
+//! prints it (also `NodeList`, `PodList` and `PodGroupList`), and JSON
+//! (one object, a list, or several concatenated objects).
+//!
+//! Every object is checked here, once, so that a simulation fails at load
+//! time with a message naming the file, the document, the object and the
+//! field, rather than misbehaving later:
+//!
+//! ```text
+//! cluster.yaml: document 3 (Pod default/web-1): spec.containers[0].resources.requests[cpu]: invalid quantity "lots": unknown suffix
+//! cluster.yaml: document 2: unknown kind "Deployment" (expected Node, Pod, PodGroup or List)
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use convoy_api::PodInfo;
+use convoy_api::resource::Resource;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::Value;
+
+/// The API versions of the PodGroup kinds Convoy understands (the
+/// scheduler-plugins coscheduling CRD and the upstream gang-scheduling API).
+pub const POD_GROUP_API_VERSIONS: [&str; 2] =
+    ["scheduling.x-k8s.io/v1alpha1", "scheduling.k8s.io/v1beta1"];
+
+/// The namespace of a namespaced object that names none.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// The objects of one or more files, in the order they appeared.
+#[derive(Debug, Clone, Default)]
+pub struct Objects {
+    /// Nodes (names unique, UIDs set).
+    pub nodes: Vec<Node>,
+    /// Pods (namespace/name unique, namespace and UID set, quantities valid).
+    pub pods: Vec<Pod>,
+    /// PodGroups, kept as raw JSON until the gang plugins read them.
+    pub pod_groups: Vec<PodGroupObject>,
+}
+
+impl Objects {
+    /// Whether no object was loaded.
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty() && self.pods.is_empty() && self.pod_groups.is_empty()
+    }
+}
+
+/// A PodGroup object (either supported API version), not yet interpreted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodGroupObject {
+    /// `apiVersion`, one of [`POD_GROUP_API_VERSIONS`].
+    pub api_version: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `metadata.namespace` (`default` when absent).
+    pub namespace: String,
+    /// The whole object as written.
+    pub object: Value,
+}
+
+/// Why a file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The text is not valid YAML/JSON, or an object in it is invalid.
+    #[error("{0}")]
+    Invalid(Box<InvalidObject>),
+}
+
+/// Where in a file an invalid object is and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidObject {
+    /// The file (or whatever `source` the text was given with).
+    pub source: String,
+    /// The 1-based document in a `---` stream (or concatenated JSON).
+    pub document: usize,
+    /// The 0-based index in a List's `items`, when the object is in a List.
+    pub item: Option<usize>,
+    /// The object, as `Kind namespace/name` or `Kind name`, when known.
+    pub object: Option<String>,
+    /// What is wrong, starting with the field path when there is one.
+    pub message: String,
+}
+
+impl fmt::Display for InvalidObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: document {}", self.source, self.document)?;
+        if let Some(i) = self.item {
+            write!(f, ", items[{i}]")?;
+        }
+        if let Some(o) = &self.object {
+            write!(f, " ({o})")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl LoadError {
+    /// The invalid object, unless the file could not be read.
+    pub fn invalid(&self) -> Option<&InvalidObject> {
+        match self {
+            LoadError::Invalid(i) => Some(i),
+            LoadError::Io { .. } => None,
+        }
+    }
+}
+
+/// Reads and parses a file (see [`parse_objects`]); errors name the file.
+pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
+    parse_objects(&text, &path.display().to_string())
+}
+
+/// Parses nodes, pods and PodGroups from YAML or JSON text. `source` names
+/// the text in error messages (usually the file name).
+///
+/// Empty documents are skipped. Pods without a namespace get `default`;
+/// objects without `metadata.uid` get a generated one (`sim-<ns>-<name>` for
+/// pods, `sim-node-<name>` for nodes). Duplicate names are errors, as are
+/// unknown kinds, missing names and invalid quantities.
+pub fn parse_objects(text: &str, source: &str) -> Result<Objects, LoadError> {
+    let mut loader = Loader { source, objects: Objects::default(), seen: HashMap::new() };
+    if let Some(values) = parse_json_stream(text) {
+        for (i, value) in values.into_iter().enumerate() {
+            loader.document(value, i + 1)?;
+        }
+        return Ok(loader.objects);
+    }
+    for doc in split_documents(text) {
+        if !doc.has_content {
+            continue;
+        }
+        let value = doc.parse().map_err(|message| loader.err(doc.number, None, None, message))?;
+        loader.document(value, doc.number)?;
+    }
+    Ok(loader.objects)
+}
+
+/// Parses text that looks like JSON (starts with `{` or `[`) as a stream of
+/// JSON values; `None` when it is not JSON, so the YAML parser (which also
+/// reads JSON, and reports errors with a location) takes over.
+fn parse_json_stream(text: &str) -> Option<Vec<Value>> {
+    let trimmed = text.trim_start_matches('\u{feff}').trim_start();
+    if !trimmed.starts_with(['{', '[']) {
+        return None;
+    }
+    serde_json::Deserializer::from_str(trimmed)
+        .into_iter::<Value>()
+        .collect::<Result<Vec<_>, _>>()
+        .ok()
+}
+
+fn parse_yaml(text: &str) -> Result<Value, String> {
+    let options = serde_saphyr::options! {
+        strict_booleans: true,
+        with_snippet: false,
+    };
+    serde_saphyr::from_str_with_options::<Value>(text, options)
+        .map_err(|e| e.to_string().replace(", set DuplicateKeyPolicy in Options if acceptable", ""))
+}
+
+/// One document of a YAML stream.
+#[derive(Debug)]
+struct Document {
+    /// 1-based.
+    number: usize,
+    /// 0-based line of the file the document starts on.
+    start_line: usize,
+    /// The document's lines.
+    text: String,
+    /// Whether it has anything but blank lines, comments and markers.
+    has_content: bool,
+}
+
+impl Document {
+    fn new(number: usize, start_line: usize) -> Self {
+        Self { number, start_line, text: String::new(), has_content: false }
+    }
+
+    fn parse(&self) -> Result<Value, String> {
+        parse_yaml(&self.text).map_err(|_| {
+            // Parse again, preceded by blank lines, so that the error names
+            // the line of the file (only on this rare path: it costs memory
+            // proportional to the file).
+            let padded = format!("{}{}", "\n".repeat(self.start_line), self.text);
+            match parse_yaml(&padded) {
+                Err(e) => e,
+                Ok(_) => "invalid YAML".to_string(),
+            }
+        })
+    }
+}
+
+/// Splits a YAML stream at its document markers. A `---` or `...` at the
+/// start of a line is a marker wherever it appears (YAML forbids it inside
+/// scalars), so splitting by lines is exact; a leading `---` does not start
+/// a second document.
+fn split_documents(text: &str) -> Vec<Document> {
+    let mut docs = Vec::new();
+    let mut cur = Document::new(1, 0);
+    // Whether `cur` was opened by a `---` (so another `---` ends it even if
+    // it is empty) rather than implicitly.
+    let mut explicit = false;
+    for (i, line) in text.split('\n').enumerate() {
+        let marker = |m: &str| {
+            line.strip_prefix(m)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with([' ', '\t', '\r']))
+        };
+        if marker("---") {
+            if cur.has_content || explicit {
+                let next = Document::new(cur.number + 1, i);
+                docs.push(std::mem::replace(&mut cur, next));
+            }
+            explicit = true;
+            let rest = line[3..].trim();
+            cur.has_content |= !rest.is_empty() && !rest.starts_with('#');
+        } else if marker("...") {
+            cur.text.push_str(line);
+            let next = Document::new(cur.number + 1, i + 1);
+            docs.push(std::mem::replace(&mut cur, next));
+            explicit = false;
+            continue;
+        } else {
+            let t = line.trim();
+            cur.has_content |= !t.is_empty() && !t.starts_with('#') && !line.starts_with('%');
+        }
+        if cur.text.is_empty() {
+            cur.start_line = i;
+        }
+        cur.text.push_str(line);
+        cur.text.push('\n');
+    }
+    docs.push(cur);
+    docs
+}
+
+/// Kinds of objects, for duplicate detection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Node,
+    Pod,
+    PodGroup,
+    Uid,
+}
+
+struct Loader<'a> {
+    source: &'a str,
+    objects: Objects,
+    /// Where each node, pod, PodGroup and pod UID was first seen.
+    seen: HashMap<(Kind, String), (usize, Option<usize>)>,
+}
+
+impl Loader<'_> {
+    fn err(
+        &self,
+        document: usize,
+        item: Option<usize>,
+        object: Option<String>,
+        message: String,
+    ) -> LoadError {
+        LoadError::Invalid(Box::new(InvalidObject {
+            source: self.source.to_string(),
+            document,
+            item,
+            object,
+            message,
+        }))
+    }
+
+    fn document(&mut self, value: Value, number: usize) -> Result<(), LoadError> {
+        if value.is_null() {
+            return Ok(());
+        }
+        self.object(value, number, None)
+    }
+
+    fn object(
+        &mut self,
+        mut value: Value,
+        doc: usize,
+        item: Option<usize>,
+    ) -> Result<(), LoadError> {
+        let Some(map) = value.as_object() else {
+            let msg =
+                format!("expected an object with apiVersion and kind, found {}", describe(&value));
+            return Err(self.err(doc, item, None, msg));
+        };
+        let kind = match map.get("kind") {
+            Some(Value::String(k)) => k.clone(),
+            Some(other) => {
+                return Err(self.err(
+                    doc,
+                    item,
+                    None,
+                    format!("kind: expected a string, found {}", describe(other)),
+                ));
+            }
+            None => return Err(self.err(doc, item, None, "missing field `kind`".to_string())),
+        };
+        let api_version = map.get("apiVersion").and_then(Value::as_str).map(str::to_string);
+        let name = value.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
+        let namespace =
+            value.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+        let label = match (&name, kind.as_str()) {
+            (Some(n), "Node") => Some(format!("Node {n}")),
+            (Some(n), "Pod" | "PodGroup") => {
+                Some(format!("{kind} {}/{n}", namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)))
+            }
+            (None, "Node" | "Pod" | "PodGroup") => Some(kind.clone()),
+            _ => None,
+        };
+        let fail = |this: &Self, message: String| this.err(doc, item, label.clone(), message);
+
+        let core = matches!(kind.as_str(), "Node" | "Pod");
+        if core && api_version.as_deref().is_some_and(|v| v != "v1") {
+            let v = api_version.unwrap_or_default();
+            return Err(fail(
+                self,
+                format!("apiVersion: unsupported {v:?} for {kind} (expected \"v1\")"),
+            ));
+        }
+        if core || kind == "PodGroup" {
+            match value.pointer("/metadata/name") {
+                None | Some(Value::Null) => {
+                    return Err(fail(self, "metadata.name: required".to_string()));
+                }
+                Some(Value::String(n)) if n.is_empty() => {
+                    return Err(fail(self, "metadata.name: required".to_string()));
+                }
+                Some(Value::String(_)) => {}
+                Some(other) => {
+                    let msg =
+                        format!("metadata.name: expected a string, found {}", describe(other));
+                    return Err(fail(self, msg));
+                }
+            }
+        }
+        match kind.as_str() {
+            "Node" => {
+                let node = convert::<Node>(value).map_err(|m| fail(self, m))?;
+                self.add_node(node, doc, item).map_err(|m| fail(self, m))
+            }
+            "Pod" => {
+                let pod = convert::<Pod>(value).map_err(|m| fail(self, m))?;
+                self.add_pod(pod, doc, item).map_err(|m| fail(self, m))
+            }
+            "PodGroup" => {
+                let api_version = api_version.unwrap_or_default();
+                if !POD_GROUP_API_VERSIONS.contains(&api_version.as_str()) {
+                    let msg = format!(
+                        "apiVersion: unsupported {api_version:?} for PodGroup (expected {})",
+                        POD_GROUP_API_VERSIONS.join(" or ")
+                    );
+                    return Err(fail(self, msg));
+                }
+                let pg = PodGroupObject {
+                    api_version,
+                    name: name.unwrap_or_default(),
+                    namespace: namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()),
+                    object: value,
+                };
+                let key = format!("{}/{}", pg.namespace, pg.name);
+                self.first_seen(Kind::PodGroup, key, doc, item).map_err(|m| fail(self, m))?;
+                self.objects.pod_groups.push(pg);
+                Ok(())
+            }
+            "List" | "NodeList" | "PodList" | "PodGroupList" => {
+                if item.is_some() {
+                    return Err(fail(self, format!("a {kind} inside a List is not supported")));
+                }
+                let items = match value.as_object_mut().and_then(|m| m.remove("items")) {
+                    Some(Value::Array(items)) => items,
+                    None | Some(Value::Null) => Vec::new(),
+                    Some(other) => {
+                        return Err(fail(
+                            self,
+                            format!("items: expected a list, found {}", describe(&other)),
+                        ));
+                    }
+                };
+                // Items of a typed list (as the API returns them) may omit
+                // their kind and apiVersion: take them from the list.
+                let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty());
+                for (i, mut it) in items.into_iter().enumerate() {
+                    if let (Some(k), Some(m)) = (item_kind, it.as_object_mut()) {
+                        m.entry("kind").or_insert_with(|| Value::String(k.to_string()));
+                        if let Some(v) = &api_version {
+                            m.entry("apiVersion").or_insert_with(|| Value::String(v.clone()));
+                        }
+                    }
+                    self.object(it, doc, Some(i))?;
+                }
+                Ok(())
+            }
+            other => Err(fail(
+                self,
+                format!("unknown kind {other:?} (expected Node, Pod, PodGroup or List)"),
+            )),
+        }
+    }
+
+    /// Records where an object was first seen; a second one is an error
+    /// pointing at the first.
+    fn first_seen(
+        &mut self,
+        kind: Kind,
+        key: String,
+        doc: usize,
+        item: Option<usize>,
+    ) -> Result<(), String> {
+        match self.seen.entry((kind, key)) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let (first_doc, first_item) = *e.get();
+                let what = match kind {
+                    Kind::Node => "node",
+                    Kind::Pod => "pod",
+                    Kind::PodGroup => "PodGroup",
+                    Kind::Uid => "metadata.uid: duplicate uid, also used by the pod",
+                };
+                let at = match first_item {
+                    Some(i) => format!("document {first_doc}, items[{i}]"),
+                    None => format!("document {first_doc}"),
+                };
+                if kind == Kind::Uid {
+                    Err(format!("{what} {:?} in {at}", e.key().1))
+                } else {
+                    Err(format!("duplicate {what} {} (first in {at})", e.key().1))
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert((doc, item));
+                Ok(())
+            }
+        }
+    }
+
+    fn add_node(&mut self, mut node: Node, doc: usize, item: Option<usize>) -> Result<(), String> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        if let Some(status) = &node.status {
+            for (field, list) in
+                [("allocatable", &status.allocatable), ("capacity", &status.capacity)]
+            {
+                if let Some(list) = list {
+                    Resource::from_list(list)
+                        .map_err(|(r, e)| format!("status.{field}[{r}]: {e}"))?;
+                }
+            }
+        }
+        self.first_seen(Kind::Node, name.clone(), doc, item)?;
+        if node.metadata.uid.as_deref().is_none_or(str::is_empty) {
+            node.metadata.uid = Some(format!("sim-node-{name}"));
+        }
+        self.objects.nodes.push(node);
+        Ok(())
+    }
+
+    fn add_pod(&mut self, mut pod: Pod, doc: usize, item: Option<usize>) -> Result<(), String> {
+        default_pod(&mut pod);
+        let pod = Arc::new(pod);
+        let info = PodInfo::new(Arc::clone(&pod)).map_err(|e| e.message)?;
+        // k8s-openapi defaults missing required fields; the API server
+        // would reject a pod without containers.
+        if info.spec().containers.is_empty() {
+            return Err("missing field `containers` at spec".to_string());
+        }
+        let key = info.key.to_string();
+        drop(info);
+        self.first_seen(Kind::Pod, key.clone(), doc, item)?;
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        if let Err(m) = self.first_seen(Kind::Uid, uid, doc, item) {
+            // Keep the pod's name free for a corrected retry of the same set.
+            self.seen.remove(&(Kind::Pod, key));
+            return Err(m);
+        }
+        self.objects.pods.push(Arc::unwrap_or_clone(pod));
+        Ok(())
+    }
+}
+
+/// Sets what the API server would default and the simulation needs: the
+/// namespace (`default`) and a UID (`sim-<namespace>-<name>`).
+pub fn default_pod(pod: &mut Pod) {
+    let ns = pod.metadata.namespace.get_or_insert_with(|| DEFAULT_NAMESPACE.to_string());
+    if ns.is_empty() {
+        *ns = DEFAULT_NAMESPACE.to_string();
+    }
+    if pod.metadata.uid.as_deref().is_none_or(str::is_empty) {
+        let name = pod.metadata.name.as_deref().unwrap_or("");
+        pod.metadata.uid =
+            Some(format!("sim-{}-{name}", pod.metadata.namespace.as_deref().unwrap_or("")));
+    }
+}
+
+/// Converts a JSON value into a typed object; the error names the field.
+fn convert<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        if path == "." {
+            inner
+        } else if inner.starts_with("missing field") {
+            format!("{inner} at {path}")
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
+}
+
+fn describe(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests;

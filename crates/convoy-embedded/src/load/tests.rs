@@ -1,0 +1,315 @@
+use super::*;
+
+const NODE: &str = "apiVersion: v1
+kind: Node
+metadata:
+  name: n1
+status:
+  allocatable: {cpu: \"4\", memory: 8Gi, pods: 110}
+";
+
+const POD: &str = "apiVersion: v1
+kind: Pod
+metadata:
+  name: web-1
+spec:
+  containers:
+  - name: main
+    resources:
+      requests: {cpu: 500m}
+";
+
+/// Names of the nodes, the pods and the PodGroups.
+type Names = (Vec<String>, Vec<String>, Vec<String>);
+
+fn names(o: &Objects) -> Names {
+    (
+        o.nodes.iter().map(|n| n.metadata.name.clone().unwrap()).collect(),
+        o.pods
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap(),
+                    p.metadata.name.as_deref().unwrap()
+                )
+            })
+            .collect(),
+        o.pod_groups.iter().map(|g| format!("{}/{}", g.namespace, g.name)).collect(),
+    )
+}
+
+#[test]
+fn parses_every_accepted_shape() {
+    let multi = format!("{NODE}---\n{POD}");
+    let leading = format!("# a comment\n---\n{NODE}---\n---\n# empty\n---\n{POD}...\n");
+    let list = "apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-1}
+  spec: {containers: [{name: main}]}
+";
+    let typed_lists = "apiVersion: v1
+kind: NodeList
+items:
+- metadata: {name: n1}
+- metadata: {name: n2}
+---
+apiVersion: v1
+kind: PodList
+items:
+- metadata: {name: web-1, namespace: prod}
+  spec: {containers: [{name: main}]}
+";
+    let json = r#"{"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+         "status": {"allocatable": {"cpu": 4, "nvidia.com/gpu": "8"}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-1", "namespace": "default"},
+         "spec": {"containers": [{"name": "main", "resources": {"requests": {"cpu": 0.5}}}]}}
+    ]}"#;
+    let json_stream = r#"{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n2"}}"#;
+    let yaml_flow = "{kind: Node, apiVersion: v1, metadata: {name: n1}}";
+    let pod_groups = "apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata: {name: train}
+spec: {minMember: 4}
+---
+apiVersion: scheduling.k8s.io/v1beta1
+kind: PodGroup
+metadata: {name: train, namespace: ml}
+";
+    let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let cases: Vec<(&str, String, Names)> = vec![
+        ("single node", NODE.to_string(), (s(&["n1"]), s(&[]), s(&[]))),
+        ("single pod", POD.to_string(), (s(&[]), s(&["default/web-1"]), s(&[]))),
+        ("multi-document", multi, (s(&["n1"]), s(&["default/web-1"]), s(&[]))),
+        (
+            "comments, empty documents, end marker",
+            leading,
+            (s(&["n1"]), s(&["default/web-1"]), s(&[])),
+        ),
+        ("List", list.to_string(), (s(&["n1"]), s(&["default/web-1"]), s(&[]))),
+        (
+            "NodeList and PodList",
+            typed_lists.to_string(),
+            (s(&["n1", "n2"]), s(&["prod/web-1"]), s(&[])),
+        ),
+        ("JSON List", json.to_string(), (s(&["n1"]), s(&["default/web-1"]), s(&[]))),
+        ("JSON stream", json_stream.to_string(), (s(&["n1", "n2"]), s(&[]), s(&[]))),
+        ("YAML flow mapping", yaml_flow.to_string(), (s(&["n1"]), s(&[]), s(&[]))),
+        ("PodGroups", pod_groups.to_string(), (s(&[]), s(&[]), s(&["default/train", "ml/train"]))),
+        ("empty", String::new(), (s(&[]), s(&[]), s(&[]))),
+        ("only comments", "# nothing\n---\n".to_string(), (s(&[]), s(&[]), s(&[]))),
+        ("null document", "~\n".to_string(), (s(&[]), s(&[]), s(&[]))),
+        (
+            "empty List",
+            "kind: List\napiVersion: v1\nitems: []\n".to_string(),
+            (s(&[]), s(&[]), s(&[])),
+        ),
+    ];
+    for (name, text, want) in cases {
+        let got = parse_objects(&text, "t.yaml").unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(names(&got), want, "{name}");
+    }
+}
+
+#[test]
+fn defaults_namespace_and_uid() {
+    let text = format!(
+        "{POD}---\n{NODE}---\n{}",
+        POD.replace("web-1", "web-2").replace("metadata:\n", "metadata:\n  uid: u2\n")
+    );
+    let o = parse_objects(&text, "t.yaml").unwrap();
+    assert_eq!(o.pods[0].metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(o.pods[0].metadata.uid.as_deref(), Some("sim-default-web-1"));
+    assert_eq!(o.pods[1].metadata.uid.as_deref(), Some("u2"));
+    assert_eq!(o.nodes[0].metadata.uid.as_deref(), Some("sim-node-n1"));
+}
+
+#[test]
+fn keeps_quantities_and_unknown_fields() {
+    let text = "apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {enabled: yes}}
+someField: ignored
+status:
+  allocatable: {cpu: 4, memory: 8Gi, nvidia.com/gpu: 8}
+";
+    let o = parse_objects(text, "t.yaml").unwrap();
+    let alloc = o.nodes[0].status.as_ref().unwrap().allocatable.as_ref().unwrap();
+    assert_eq!(alloc["cpu"].0, "4");
+    assert_eq!(alloc["nvidia.com/gpu"].0, "8");
+    // YAML 1.2 booleans only: `yes` stays the string a label must be.
+    assert_eq!(o.nodes[0].metadata.labels.as_ref().unwrap()["enabled"], "yes");
+}
+
+#[test]
+fn errors_name_document_object_and_field() {
+    let bad_cpu = POD.replace("500m", "lots");
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "invalid pod quantity",
+            format!("{NODE}---\n{}---\n{bad_cpu}", NODE.replace("n1", "n0")),
+            "t.yaml: document 3 (Pod default/web-1): spec.containers[0].resources.requests[cpu]: invalid quantity \"lots\"",
+        ),
+        (
+            "invalid node quantity",
+            NODE.replace("8Gi", "8Gx"),
+            "t.yaml: document 1 (Node n1): status.allocatable[memory]: invalid quantity \"8Gx\"",
+        ),
+        (
+            "invalid node capacity",
+            format!("{NODE}  capacity: {{cpu: four}}\n"),
+            "t.yaml: document 1 (Node n1): status.capacity[cpu]: invalid quantity \"four\"",
+        ),
+        (
+            "unknown kind",
+            format!("{NODE}---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\n"),
+            "t.yaml: document 2: unknown kind \"Deployment\" (expected Node, Pod, PodGroup or List)",
+        ),
+        (
+            "missing field",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec: {}\n".to_string(),
+            "t.yaml: document 1 (Pod ns/p): missing field `containers` at spec",
+        ),
+        (
+            "wrong type",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    ports: [{containerPort: eighty}]\n".to_string(),
+            "t.yaml: document 1 (Pod default/p): spec.containers[0].ports[0].containerPort: invalid type: string \"eighty\"",
+        ),
+        ("missing name", "apiVersion: v1\nkind: Node\nmetadata: {}\n".to_string(), "t.yaml: document 1 (Node): metadata.name: required"),
+        (
+            "name not a string",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: 3}\n".to_string(),
+            "t.yaml: document 1 (Pod): metadata.name: expected a string, found a number",
+        ),
+        ("duplicate key", "kind: Node\nkind: Pod\n".to_string(), "t.yaml: document 1: duplicate mapping key: kind at line 2"),
+        ("missing kind", "apiVersion: v1\nmetadata: {name: x}\n".to_string(), "t.yaml: document 1: missing field `kind`"),
+        ("not an object", "42\n".to_string(), "t.yaml: document 1: expected an object with apiVersion and kind, found a number"),
+        ("wrong apiVersion", NODE.replace("v1", "v2"), "t.yaml: document 1 (Node n1): apiVersion: unsupported \"v2\" for Node"),
+        (
+            "PodGroup of another API",
+            "apiVersion: example.com/v1\nkind: PodGroup\nmetadata: {name: g}\n".to_string(),
+            "t.yaml: document 1 (PodGroup default/g): apiVersion: unsupported \"example.com/v1\" for PodGroup",
+        ),
+        (
+            "duplicate node",
+            format!("{NODE}---\n{NODE}"),
+            "t.yaml: document 2 (Node n1): duplicate node n1 (first in document 1)",
+        ),
+        (
+            "duplicate pod in a List",
+            "kind: PodList\napiVersion: v1\nitems:\n- metadata: {name: p}\n  spec: {containers: [{name: c}]}\n- metadata: {name: p, namespace: default}\n  spec: {containers: [{name: c}]}\n".to_string(),
+            "t.yaml: document 1, items[1] (Pod default/p): duplicate pod default/p (first in document 1, items[0])",
+        ),
+        (
+            "duplicate uid",
+            "kind: PodList\napiVersion: v1\nitems:\n- metadata: {name: p, uid: u}\n  spec: {containers: [{name: c}]}\n- metadata: {name: q, uid: u}\n  spec: {containers: [{name: c}]}\n".to_string(),
+            "t.yaml: document 1, items[1] (Pod default/q): metadata.uid: duplicate uid, also used by the pod \"u\" in document 1, items[0]",
+        ),
+        (
+            "nested List",
+            "kind: List\napiVersion: v1\nitems:\n- kind: List\n  apiVersion: v1\n  items: []\n".to_string(),
+            "t.yaml: document 1, items[0]: a List inside a List is not supported",
+        ),
+        ("items not a list", "kind: List\napiVersion: v1\nitems: 3\n".to_string(), "t.yaml: document 1: items: expected a list, found a number"),
+        ("YAML syntax error names the file line", format!("{NODE}---\nkind: Pod\n  bad: [\n"), "t.yaml: document 2: "),
+    ];
+    for (name, text, want) in cases {
+        let err = parse_objects(&text, "t.yaml").map(|o| names(&o)).expect_err(name).to_string();
+        assert!(err.starts_with(want), "{name}:\n got: {err}\nwant: {want}...");
+    }
+}
+
+#[test]
+fn syntax_errors_report_file_lines() {
+    let text = format!("{NODE}---\nkind: Pod\nmetadata: [\n");
+    let err = parse_objects(&text, "t.yaml").unwrap_err();
+    let inv = err.invalid().unwrap();
+    assert_eq!(inv.document, 2);
+    // The error is on line 9 or 10 of the file, not line 2 or 3 of the document.
+    assert!(inv.message.contains("line 9") || inv.message.contains("line 10"), "{}", inv.message);
+}
+
+#[test]
+fn garbage_is_an_error_not_a_panic() {
+    let deep = "[".repeat(10_000);
+    let cases = [
+        ":::",
+        "[1,2",
+        "42",
+        "\"just a string\"",
+        "- a\n- b\n",
+        "{\"kind\": 3}",
+        "kind: [Node]\n",
+        "\t\tkind: Node",
+        "---\n- 1\n...\n%%%\n",
+        "kind: Pod\nmetadata: {name: 3}\n",
+        "kind: Pod\nmetadata: {name: p}\nspec: 7\n",
+        "a: &a [*a]\n",
+        "a: 1\na: 2\n",
+        &deep,
+        "\u{feff}{\"kind\": \"Node\"",
+    ];
+    for text in cases {
+        let r = parse_objects(text, "g.yaml");
+        assert!(r.is_err(), "{text:?} parsed: {r:?}");
+    }
+    // Empty and blank files hold nothing, which is not an error.
+    for text in ["", "\n\n", "   ", "---", "# only\n"] {
+        assert!(parse_objects(text, "g.yaml").unwrap().is_empty(), "{text:?}");
+    }
+}
+
+#[test]
+fn load_file_names_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.yaml");
+    std::fs::write(&path, format!("{NODE}---\n{POD}")).unwrap();
+    let o = load_file(&path).unwrap();
+    assert_eq!((o.nodes.len(), o.pods.len()), (1, 1));
+
+    std::fs::write(&path, "kind: Secret\n").unwrap();
+    let err = load_file(&path).unwrap_err().to_string();
+    assert!(err.starts_with(&format!("{}: document 1: unknown kind", path.display())), "{err}");
+
+    let missing = dir.path().join("missing.yaml");
+    let err = load_file(&missing).unwrap_err();
+    assert!(matches!(err, LoadError::Io { .. }));
+    assert!(err.to_string().starts_with(&missing.display().to_string()));
+}
+
+#[test]
+fn example_cluster_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/examples/cluster.yaml");
+    let o = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(o.nodes.len(), 6);
+    assert!(o.pods.len() >= 12);
+    let gpu_nodes = o
+        .nodes
+        .iter()
+        .filter(|n| {
+            n.status
+                .as_ref()
+                .and_then(|s| s.allocatable.as_ref())
+                .is_some_and(|a| a.contains_key("nvidia.com/gpu"))
+        })
+        .count();
+    assert_eq!(gpu_nodes, 2);
+    fn scheduler(p: &Pod) -> &str {
+        p.spec.as_ref().unwrap().scheduler_name.as_deref().unwrap_or("default-scheduler")
+    }
+    let pending = |p: &&Pod| p.spec.as_ref().unwrap().node_name.is_none();
+    let for_default: Vec<_> =
+        o.pods.iter().filter(pending).filter(|p| scheduler(p) == "default-scheduler").collect();
+    assert_eq!(for_default.len(), 1, "one pending pod for default-scheduler");
+    let for_convoy =
+        o.pods.iter().filter(pending).filter(|p| scheduler(p) == "convoy-scheduler").count();
+    assert!(for_convoy >= 10, "{for_convoy}");
+}
