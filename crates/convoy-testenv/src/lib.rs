@@ -57,9 +57,11 @@ pub fn script() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Result<String> {
-    let out = Command::new(script()).args(args).stdin(Stdio::null()).output().map_err(|e| {
-        Error::Command { command: args[0].to_string(), detail: e.to_string() }
-    })?;
+    let out = Command::new(script())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| Error::Command { command: args[0].to_string(), detail: e.to_string() })?;
     if !out.status.success() {
         return Err(Error::Command {
             command: args[0].to_string(),
@@ -92,10 +94,11 @@ impl TestEnv {
         let dir = tempfile::Builder::new().prefix("convoy-testenv-").tempdir()?;
         let dir_str = dir.path().to_string_lossy().to_string();
         let pid = std::process::id().to_string();
-        let kubeconfig = run(&["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"]).inspect_err(|_| {
-            // `up` may have started etcd before failing.
-            let _ = run(&["down", "--dir", &dir_str]);
-        })?;
+        let kubeconfig = run(&["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"])
+            .inspect_err(|_| {
+                // `up` may have started etcd before failing.
+                let _ = run(&["down", "--dir", &dir_str]);
+            })?;
         Ok(Self { dir, kubeconfig: PathBuf::from(kubeconfig) })
     }
 

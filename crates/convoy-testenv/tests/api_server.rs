@@ -114,7 +114,12 @@ async fn bind_through_the_binding_subresource() -> Result<()> {
     let mut stale = binding(&created, "bind-gpu-node");
     stale.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
     let err = pods
-        .create_subresource::<_, kube::core::Status>("binding", "p1", &PostParams::default(), &stale)
+        .create_subresource::<_, kube::core::Status>(
+            "binding",
+            "p1",
+            &PostParams::default(),
+            &stale,
+        )
         .await
         .expect_err("stale UID must not bind");
     assert!(is_conflict(&err), "stale UID gives 409, got {err:?}");
@@ -163,7 +168,10 @@ async fn upstream_pod_group_is_served() -> Result<()> {
         },
         ..Default::default()
     };
-    groups.create(&PostParams::default(), &pg).await.context("create scheduling.k8s.io/v1beta1 PodGroup")?;
+    groups
+        .create(&PostParams::default(), &pg)
+        .await
+        .context("create scheduling.k8s.io/v1beta1 PodGroup")?;
     let read = groups.get("training").await?;
     assert_eq!(read.spec.scheduling_policy.gang.map(|g| g.min_count), Some(8));
     Ok(())
@@ -174,7 +182,8 @@ async fn crd_is_installed_and_served() -> Result<()> {
     let env = TestEnv::shared();
     let client = env.client().await?;
     let ns = env.create_namespace(&client, "crd").await?;
-    let path = convoy_testenv::repo_root().join("charts/convoy/crds/scheduling.x-k8s.io_podgroups.yaml");
+    let path =
+        convoy_testenv::repo_root().join("charts/convoy/crds/scheduling.x-k8s.io_podgroups.yaml");
     let text = std::fs::read_to_string(&path)?;
     let crd: CustomResourceDefinition = serde_json::from_value(yaml_to_json(&text)?)?;
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -209,7 +218,9 @@ async fn upstream_kube_scheduler_binds_only_its_pods() -> Result<()> {
     let env = TestEnv::shared();
     let client = env.client().await?;
     let ns = env.create_namespace(&client, "upstream").await?;
-    Api::<Node>::all(client.clone()).create(&PostParams::default(), &node("upstream-node", 0)).await?;
+    Api::<Node>::all(client.clone())
+        .create(&PostParams::default(), &node("upstream-node", 0))
+        .await?;
 
     let config = env.dir().join("kube-scheduler-config.yaml");
     std::fs::write(

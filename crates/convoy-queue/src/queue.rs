@@ -1,0 +1,325 @@
+//! [`SchedulingQueue`]: the public face of the queue, one lock around the
+//! state machine plus a [`Notify`] that wakes `pop`.
+
+use std::collections::HashMap;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use convoy_api::{
+    ActionType, Clock, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, QueueSortPlugin,
+    QueuedPodInfo,
+};
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use crate::metrics::{IncomingCount, IncomingEvent, PendingCounts, QueueKind};
+use crate::profiles::ProfileQueueing;
+use crate::state::State;
+
+/// Upstream's default `podInitialBackoffSeconds`.
+pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
+/// Upstream's default `podMaxBackoffSeconds`.
+pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(10);
+/// Upstream's default `podMaxInUnschedulablePodsDuration`.
+pub const DEFAULT_MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);
+
+/// How to build a [`SchedulingQueue`].
+pub struct QueueConfig {
+    /// Where time comes from.
+    pub clock: Arc<dyn Clock>,
+    /// The QueueSort plugin (the same in every profile).
+    pub less: Arc<dyn QueueSortPlugin>,
+    /// Per scheduler name (profile): PreEnqueue plugins and registered
+    /// events. Pods of other scheduler names get neither.
+    pub profiles: HashMap<String, ProfileQueueing>,
+    /// Backoff after the first failed attempt (`podInitialBackoffSeconds`);
+    /// zero disables backoff.
+    pub initial_backoff: Duration,
+    /// Longest backoff (`podMaxBackoffSeconds`).
+    pub max_backoff: Duration,
+    /// How long a pod may stay in the unschedulable pool before the
+    /// periodic flush retries it (`podMaxInUnschedulablePodsDuration`).
+    pub max_in_unschedulable: Duration,
+}
+
+impl QueueConfig {
+    /// A configuration with upstream's default durations and no profiles.
+    pub fn new(clock: Arc<dyn Clock>, less: Arc<dyn QueueSortPlugin>) -> Self {
+        Self {
+            clock,
+            less,
+            profiles: HashMap::new(),
+            initial_backoff: DEFAULT_INITIAL_BACKOFF,
+            max_backoff: DEFAULT_MAX_BACKOFF,
+            max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
+        }
+    }
+}
+
+impl std::fmt::Debug for QueueConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueueConfig")
+            .field("less", &self.less.name())
+            .field("profiles", &self.profiles)
+            .field("initial_backoff", &self.initial_backoff)
+            .field("max_backoff", &self.max_backoff)
+            .field("max_in_unschedulable", &self.max_in_unschedulable)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How a scheduling attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Plugins rejected the pod (Unschedulable, UnschedulableAndUnresolvable
+    /// or Pending); the rejecting plugins are in the pod's
+    /// `unschedulable_plugins` and `pending_plugins`.
+    Unschedulable,
+    /// An internal error: the pod is retried after its backoff, whatever
+    /// the events.
+    Error,
+}
+
+/// The scheduling queue, shared (`Arc`) between the event handlers and the
+/// scheduling loop. See the crate documentation for the life of a pod.
+pub struct SchedulingQueue {
+    state: Mutex<State>,
+    notify: Notify,
+}
+
+impl std::fmt::Debug for SchedulingQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SchedulingQueue").field("pending", &self.pending_counts()).finish()
+    }
+}
+
+impl SchedulingQueue {
+    /// An empty queue.
+    pub fn new(config: QueueConfig) -> Self {
+        Self { state: Mutex::new(State::new(config)), notify: Notify::new() }
+    }
+
+    fn wake(&self, to_active: usize) {
+        match to_active {
+            0 => {}
+            1 => self.notify.notify_one(),
+            _ => self.notify.notify_waiters(),
+        }
+    }
+
+    /// A new pending pod: runs its profile's PreEnqueue plugins, then into
+    /// activeQ, or into the pool as gated if one rejects it (recorded in
+    /// `unschedulable_plugins`, so that plugin's events can release it). A
+    /// pod the queue already holds is updated instead.
+    pub fn add(&self, pod: Arc<PodInfo>) {
+        let n = self.state.lock().add(pod, IncomingEvent::PodAdd);
+        self.wake(n);
+    }
+
+    /// Waits for a pod in activeQ and pops it (flushing backoffQ first when
+    /// activeQ is empty); `None` once [`close`](Self::close) was called.
+    ///
+    /// The pod's `attempts` is incremented, `initial_attempt_timestamp` set
+    /// on its first pop, and it is in flight until [`done`](Self::done) or
+    /// [`add_unschedulable_if_not_present`](Self::add_unschedulable_if_not_present).
+    pub async fn pop(&self) -> Option<QueuedPodInfo> {
+        loop {
+            {
+                let mut s = self.state.lock();
+                if s.closed {
+                    return None;
+                }
+                if let Some(p) = s.pop() {
+                    return Some(p);
+                }
+            }
+            // Register for a wake-up before looking again, so an add
+            // between the two looks is not missed.
+            let mut notified = pin!(self.notify.notified());
+            notified.as_mut().enable();
+            {
+                let mut s = self.state.lock();
+                if s.closed {
+                    return None;
+                }
+                if let Some(p) = s.pop() {
+                    return Some(p);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Pops a pod if one is in activeQ, without waiting (simulations,
+    /// benchmarks); same bookkeeping as [`pop`](Self::pop).
+    pub fn try_pop(&self) -> Option<QueuedPodInfo> {
+        self.state.lock().pop()
+    }
+
+    /// After a failed attempt: the pod goes to the unschedulable pool, or
+    /// to backoffQ (activeQ if its backoff is over) when the failure was an
+    /// [`Failure::Error`], no plugin was recorded as rejecting it, or a
+    /// cluster event its rejecting plugins registered arrived while it was
+    /// in flight. An update of the pod seen while it was in flight replaces
+    /// it (and its hints are asked); a deletion drops it.
+    ///
+    /// Returns where the pod went, or `None` if it was dropped (deleted
+    /// meanwhile, or a pod with its key is already queued). Ends the pod's
+    /// in-flight state.
+    pub fn add_unschedulable_if_not_present(
+        &self,
+        pod: QueuedPodInfo,
+        failure: Failure,
+    ) -> Option<QueueKind> {
+        let kind = self.state.lock().add_unschedulable(pod, failure);
+        self.wake(usize::from(kind == Some(QueueKind::Active)));
+        kind
+    }
+
+    /// The pod's attempt is over (bound, or requeued): it is no longer in
+    /// flight. Idempotent.
+    pub fn done(&self, uid: &str) {
+        self.state.lock().done(uid);
+    }
+
+    /// A cluster event: moves every pod of the unschedulable pool that it
+    /// may help. A pod moves if one of its rejecting plugins registered a
+    /// matching event whose hint (if any) says Queue (a pod with no
+    /// rejecting plugin moves on any event, and a WildCard event moves
+    /// every pod); it goes to backoffQ if its backoff is not over, else to
+    /// activeQ (straight to activeQ when the Queue came from a Pending
+    /// plugin). A gated pod re-runs PreEnqueue and stays if still rejected.
+    /// The event is also remembered for pods in flight.
+    ///
+    /// Returns the number of pods moved to activeQ.
+    pub fn move_all_to_active_or_backoff(
+        &self,
+        event: ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+    ) -> usize {
+        let n = self.state.lock().move_all(event, old, new);
+        self.wake(n);
+        n
+    }
+
+    /// A pod was assigned (bound) or an assigned pod appeared.
+    pub fn assigned_pod_added(&self, pod: &EventObject) -> usize {
+        let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD);
+        self.move_all_to_active_or_backoff(event, None, Some(pod))
+    }
+
+    /// An assigned pod changed; `action` says how (e.g.
+    /// `ActionType::UPDATE_POD_LABEL`, or `ActionType::UPDATE` if unknown).
+    pub fn assigned_pod_updated(
+        &self,
+        old: &EventObject,
+        new: &EventObject,
+        action: ActionType,
+    ) -> usize {
+        let event = ClusterEvent::new(EventResource::AssignedPod, action);
+        self.move_all_to_active_or_backoff(event, Some(old), Some(new))
+    }
+
+    /// An assigned pod was deleted (its resources are free).
+    pub fn assigned_pod_deleted(&self, pod: &EventObject) -> usize {
+        let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE);
+        self.move_all_to_active_or_backoff(event, Some(pod), None)
+    }
+
+    /// A new version of a pending pod (the queue compares it with the
+    /// version it holds). In activeQ or backoffQ the pod is updated in
+    /// place; in the pool, a gated pod re-runs PreEnqueue and another moves
+    /// if its plugins' hints for the update event (UnscheduledPod, with
+    /// the changes as upstream's `PodSchedulingPropertiesChange`) say
+    /// Queue; in flight, the update is kept for when the attempt ends. A
+    /// pod the queue does not know is added.
+    pub fn update(&self, new_pod: Arc<PodInfo>) {
+        let n = self.state.lock().update(new_pod);
+        self.wake(n);
+    }
+
+    /// A pending pod was deleted: removed from wherever it is (an in-flight
+    /// pod will not be requeued).
+    pub fn delete(&self, pod: &PodInfo) {
+        self.state.lock().delete(pod);
+    }
+
+    /// Moves pods whose backoff is over from backoffQ to activeQ (the
+    /// scheduler calls it every second; `pop` also does when activeQ is
+    /// empty). Returns how many moved.
+    pub fn flush_backoff_completed(&self) -> usize {
+        let n = {
+            let mut s = self.state.lock();
+            let now = s.now();
+            s.flush_backoff(now)
+        };
+        self.wake(n);
+        n
+    }
+
+    /// Retries pods that stayed in the unschedulable pool longer than
+    /// `max_in_unschedulable` (upstream flushes every 30 s): they go to
+    /// backoffQ or activeQ; gated pods re-run PreEnqueue and stay if still
+    /// rejected. Returns how many moved to activeQ.
+    pub fn flush_unschedulable_leftover(&self) -> usize {
+        let n = self.state.lock().flush_leftover();
+        self.wake(n);
+        n
+    }
+
+    /// When the earliest backoff in backoffQ ends (`None` if backoffQ is
+    /// empty): a simulation advances its clock to it when nothing else can
+    /// happen.
+    pub fn next_backoff_expiry(&self) -> Option<Instant> {
+        self.state.lock().next_backoff_expiry()
+    }
+
+    /// Moves the given pods to activeQ now, from backoffQ or the pool
+    /// (gated pods re-run PreEnqueue). A pod in flight goes to activeQ if
+    /// its attempt fails. Returns how many moved.
+    pub fn activate<'a>(&self, keys: impl IntoIterator<Item = &'a PodKey>) -> usize {
+        let n = self.state.lock().activate(keys);
+        self.wake(n);
+        n
+    }
+
+    /// Pods pending per queue (`scheduler_pending_pods{queue}`).
+    pub fn pending_counts(&self) -> PendingCounts {
+        self.state.lock().pending_counts()
+    }
+
+    /// Pods that entered each queue, per event, since the queue was built
+    /// (`scheduler_queue_incoming_pods_total{queue,event}`). Pods that an
+    /// event examined but left in the pool are not counted.
+    pub fn incoming(&self) -> Vec<IncomingCount> {
+        self.state.lock().incoming()
+    }
+
+    /// Which queue holds a pod, if any (in-flight pods are in none).
+    pub fn queue_of(&self, key: &PodKey) -> Option<QueueKind> {
+        self.state.lock().queue_of(key)
+    }
+
+    /// Number of pods queued (in flight excluded).
+    pub fn len(&self) -> usize {
+        self.state.lock().len()
+    }
+
+    /// Whether no pod is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of pods in flight.
+    pub fn in_flight(&self) -> usize {
+        self.state.lock().in_flight_len()
+    }
+
+    /// Closes the queue: `pop` and `try_pop` return `None` from now on.
+    pub fn close(&self) {
+        self.state.lock().closed = true;
+        self.notify.notify_waiters();
+    }
+}

@@ -1,0 +1,44 @@
+//! Convoy: a Kubernetes scheduler for GPU clusters. This crate wires the
+//! pieces into a running scheduler and hosts the `convoy-scheduler` binary.
+//!
+//! - [`scheduler`]: one queue and one cache shared by the profiles'
+//!   frameworks, fed by a stream of cluster updates from any adapter;
+//! - [`schedule_one`]: the scheduling cycle, top to bottom;
+//! - [`run`]: the production loop and the simulation driver;
+//! - [`decision`]: how every decision is explained;
+//! - [`simulate`]: `convoy-scheduler simulate` on the embedded cluster.
+//!
+//! May depend on every Convoy crate; `main.rs` only parses flags.
+
+pub mod decision;
+pub mod run;
+pub mod schedule_one;
+pub mod scheduler;
+pub mod simulate;
+
+use std::path::Path;
+
+use convoy_api::Registry;
+use convoy_config::{KnownPlugins, SchedulerConfig};
+
+pub use scheduler::{Scheduler, SchedulerOptions};
+
+/// The plugin registry of this build: every in-tree plugin. An out-of-tree
+/// plugin is one more `register` line here (or in a binary of your own).
+pub fn registry() -> Registry {
+    convoy_plugins::registry()
+}
+
+/// Loads and validates a configuration file, or returns the default
+/// configuration (one profile, `convoy-scheduler`) when no file is given.
+pub fn load_config(path: Option<&Path>) -> Result<SchedulerConfig, convoy_config::ConfigError> {
+    let known = KnownPlugins::new(registry().names());
+    match path {
+        Some(p) => convoy_config::load_file(p, &known),
+        None => convoy_config::parse_str(
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n",
+            "<default>",
+            &known,
+        ),
+    }
+}

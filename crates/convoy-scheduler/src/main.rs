@@ -1,0 +1,109 @@
+//! `convoy-scheduler`: parses flags, sets up logging, calls the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Convoy, a Kubernetes scheduler for GPU clusters.
+#[derive(Parser)]
+#[command(name = "convoy-scheduler", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    /// KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value = "text")]
+    log_format: LogFormat,
+    /// Kubeconfig for running against an API server (in-cluster config otherwise).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Schedule the pending pods of a YAML cluster on the embedded cluster and print each decision.
+    Simulate {
+        /// Nodes, Pods and PodGroups: one object, several documents, or a `kind: List`.
+        #[arg(long)]
+        cluster: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        output: Output,
+        /// Also write the decision log (one line per attempt) to stderr.
+        #[arg(long)]
+        log_decisions: bool,
+    },
+    /// Validate a configuration file and print the effective profiles.
+    CheckConfig,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Output {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logging(format: LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Some(Command::CheckConfig) => {
+            init_logging(cli.log_format, "warn");
+            let config = convoy_scheduler::load_config(cli.config.as_deref())?;
+            // Building the frameworks checks what the config alone cannot
+            // (which extension points each plugin implements).
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            rt.block_on(async { convoy_scheduler::simulate::check(&config) })?;
+            print!("{}", config.summary());
+            Ok(())
+        }
+        Some(Command::Simulate { cluster, output, log_decisions }) => {
+            init_logging(cli.log_format, if log_decisions { "info" } else { "warn" });
+            let config = convoy_scheduler::load_config(cli.config.as_deref())?;
+            let objects = convoy_embedded::load_file(&cluster)?;
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            let report =
+                rt.block_on(convoy_scheduler::simulate::simulate(config, objects, log_decisions))?;
+            match output {
+                Output::Text => print!("{}", report.to_text()),
+                Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            }
+            Ok(())
+        }
+        None => {
+            let _ = (cli.kubeconfig, cli.config);
+            anyhow::bail!(
+                "running against an API server is not implemented yet (issue 4); \
+                 use `convoy-scheduler simulate --cluster FILE` to run on the embedded cluster"
+            )
+        }
+    }
+}

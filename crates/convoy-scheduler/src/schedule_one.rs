@@ -1,0 +1,237 @@
+//! The scheduling cycle of one pod, top to bottom, as upstream's
+//! `schedule_one.go`:
+//!
+//! 1. take a fresh snapshot of the cache (only changed nodes are copied);
+//! 2. run the profile's algorithm: PreFilter, Filter, (PostFilter), PreScore,
+//!    Score, NormalizeScore, pick the best node;
+//! 3. assume the pod on that node in the cache, so the next cycle sees it;
+//! 4. Reserve, then Permit;
+//! 5. hand the pod to a binding task (PreBind, Bind, PostBind) and return
+//!    at once: the loop never waits on the network.
+//!
+//! Any failure after step 3 undoes what was done, in reverse (unreserve,
+//! forget the assumed pod) and requeues the pod.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use convoy_api::{CycleState, InvalidPod, PodInfo, QueuedPodInfo, Status};
+use convoy_framework::{Framework, PermitWait, ScheduleError};
+use convoy_queue::Failure;
+
+use crate::decision::{Decision, Outcome};
+use crate::scheduler::Scheduler;
+
+impl Scheduler {
+    /// Schedules one pod popped from the queue. Returns once the pod is
+    /// assumed and handed to its binding task, or requeued.
+    pub fn schedule_one(self: &Arc<Self>, qpi: QueuedPodInfo) {
+        let started = Instant::now();
+        let pod = qpi.pod_info.clone();
+        let Some(fwk) = self.profiles.get(pod.scheduler_name()).cloned() else {
+            self.queue.done(&pod.uid);
+            return;
+        };
+        if self.cache.is_assumed(&pod.uid) {
+            // Already placed by an earlier attempt whose binding is in flight.
+            self.queue.done(&pod.uid);
+            return;
+        }
+
+        // 1-2: snapshot and algorithm.
+        let mut state = CycleState::new();
+        let (result, total) = {
+            let mut ls = self.loop_state.lock();
+            let ls = &mut *ls;
+            self.cache.update_snapshot(&mut ls.snapshot);
+            let nodes = ls.snapshot.nodes();
+            let r = fwk.schedule_pod(&mut state, &pod, nodes, &mut ls.next_start, &mut ls.rng);
+            (r, nodes.len())
+        };
+        let result = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.fail(&fwk, qpi, e, total, started);
+                return;
+            }
+        };
+        let node = result.node.clone();
+        let decision = Decision {
+            pod: pod.key.clone(),
+            profile: fwk.name().clone(),
+            outcome: Outcome::Scheduled { node: node.clone(), score: result.score },
+            evaluated: result.evaluated,
+            feasible: result.feasible,
+            total,
+            rejected: result.rejected,
+            attempt: qpi.attempts,
+            latency: started.elapsed(),
+        };
+
+        // 3: assume.
+        if let Err(e) = self.cache.assume_pod(pod.clone(), &node) {
+            self.fail_after_assume(&fwk, qpi, decision, Status::error(e.to_string()), false);
+            return;
+        }
+
+        // 4: Reserve and Permit.
+        let s = fwk.run_reserve(&mut state, &pod, &node);
+        if !s.is_success() {
+            self.forget(&pod);
+            self.fail_after_assume(&fwk, qpi, decision, s, false);
+            return;
+        }
+        let wait = match fwk.run_permit(&mut state, &pod, &node) {
+            Ok(w) => w,
+            Err(s) => {
+                fwk.run_unreserve(&mut state, &pod, &node);
+                self.forget(&pod);
+                self.fail_after_assume(&fwk, qpi, decision, s, false);
+                return;
+            }
+        };
+
+        // 5: binding cycle, asynchronously.
+        self.binds_in_flight.fetch_add(1, Ordering::AcqRel);
+        let this = self.clone();
+        tokio::spawn(async move {
+            this.binding_cycle(fwk, qpi, state, wait, decision).await;
+            this.binds_in_flight.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+
+    async fn binding_cycle(
+        self: &Arc<Self>,
+        fwk: Arc<Framework>,
+        qpi: QueuedPodInfo,
+        mut state: CycleState,
+        wait: Option<PermitWait>,
+        decision: Decision,
+    ) {
+        let pod = qpi.pod_info.clone();
+        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
+        let node = node.clone();
+        if let Some(wait) = wait {
+            let s = wait.wait().await;
+            if !s.is_success() {
+                fwk.run_unreserve(&mut state, &pod, &node);
+                self.forget(&pod);
+                self.fail_after_assume(&fwk, qpi, decision, s, true);
+                return;
+            }
+        }
+        let shared = Arc::new(state);
+        let s = fwk.run_bind(shared.clone(), pod.clone(), node.clone()).await;
+        let mut state = Arc::try_unwrap(shared).unwrap_or_else(|s| (*s).clone());
+        if !s.is_success() {
+            fwk.run_unreserve(&mut state, &pod, &node);
+            self.forget(&pod);
+            self.fail_after_assume(&fwk, qpi, decision, s, true);
+            return;
+        }
+        self.cache.finish_binding(&pod);
+        fwk.run_post_bind(&state, &pod, &node);
+        self.sink.record(&decision);
+        self.queue.done(&pod.uid);
+    }
+
+    fn forget(&self, pod: &PodInfo) {
+        if let Err(e) = self.cache.forget_pod(pod) {
+            tracing::debug!(pod = %pod.key, error = %e, "forget after a failed attempt");
+        }
+    }
+
+    /// No node fits, or the algorithm failed: record why and requeue.
+    fn fail(
+        &self,
+        fwk: &Framework,
+        mut qpi: QueuedPodInfo,
+        err: ScheduleError,
+        total: usize,
+        started: Instant,
+    ) {
+        let (outcome, rejected, is_error) = match &err {
+            ScheduleError::Fit(fit) => {
+                qpi.unschedulable_plugins = fit.diagnosis.unschedulable_plugins.clone();
+                qpi.pending_plugins = fit.diagnosis.pending_plugins.clone();
+                (
+                    Outcome::Unschedulable { message: fit.to_string() },
+                    fit.diagnosis.reasons(),
+                    false,
+                )
+            }
+            ScheduleError::NoNodes => {
+                (Outcome::Unschedulable { message: err.to_string() }, BTreeMap::new(), false)
+            }
+            ScheduleError::Internal(s) => {
+                (Outcome::Error { message: s.to_string() }, BTreeMap::new(), true)
+            }
+        };
+        let evaluated = rejected.values().sum();
+        self.sink.record(&Decision {
+            pod: qpi.pod_info.key.clone(),
+            profile: fwk.name().clone(),
+            outcome,
+            evaluated,
+            feasible: 0,
+            total,
+            rejected,
+            attempt: qpi.attempts,
+            latency: started.elapsed(),
+        });
+        let uid = qpi.pod_info.uid.clone();
+        self.queue.add_unschedulable_if_not_present(
+            qpi,
+            if is_error { Failure::Error } else { Failure::Unschedulable },
+        );
+        self.queue.done(&uid);
+    }
+
+    /// A failure after the pod was assumed (Reserve, Permit or Bind): the
+    /// caller has already undone the reservation.
+    fn fail_after_assume(
+        &self,
+        fwk: &Framework,
+        mut qpi: QueuedPodInfo,
+        mut decision: Decision,
+        status: Status,
+        binding: bool,
+    ) {
+        let rejected = status.is_rejected();
+        if rejected && !status.plugin().is_empty() {
+            qpi.unschedulable_plugins.insert(status.plugin());
+        }
+        let what = if binding { "binding rejected" } else { "running Reserve/Permit" };
+        decision.outcome = if rejected {
+            Outcome::Unschedulable { message: format!("{what}: {}", status.message()) }
+        } else {
+            Outcome::Error { message: format!("{what}: {status}") }
+        };
+        decision.profile = fwk.name().clone();
+        self.sink.record(&decision);
+        let uid = qpi.pod_info.uid.clone();
+        self.queue.add_unschedulable_if_not_present(
+            qpi,
+            if rejected { Failure::Unschedulable } else { Failure::Error },
+        );
+        self.queue.done(&uid);
+    }
+}
+
+/// The decision recorded for a pod that cannot even enter the queue (an
+/// unreadable spec): it stays pending, and the reason names the field.
+pub fn invalid_pod_decision(e: &InvalidPod) -> Decision {
+    Decision {
+        pod: e.pod.clone(),
+        profile: Arc::from(""),
+        outcome: Outcome::Unschedulable { message: format!("invalid pod: {}", e.message) },
+        evaluated: 0,
+        feasible: 0,
+        total: 0,
+        rejected: BTreeMap::new(),
+        attempt: 0,
+        latency: std::time::Duration::ZERO,
+    }
+}

@@ -1,0 +1,371 @@
+//! The scheduler: profiles, queue, cache and binder wired together, fed by a
+//! stream of [`ClusterUpdate`]s from any adapter.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use convoy_api::{
+    ActionType, Binder, Clock, ClusterEvent, ClusterUpdate, EventObject, EventResource, Handle,
+    PodInfo, Registry,
+};
+use convoy_cache::{Cache, Snapshot};
+use convoy_config::SchedulerConfig;
+use convoy_framework::{Framework, FrameworkOptions, WaitingPodsMap};
+use convoy_queue::{ProfileQueueing, QueueConfig, SchedulingQueue};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+
+use crate::decision::DecisionSink;
+
+/// Upstream's default for how long a pod may stay in the unschedulable pool
+/// before the periodic flush retries it.
+pub const MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);
+
+/// Building the scheduler failed (a profile could not be built).
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// A profile is invalid.
+    #[error(transparent)]
+    Framework(#[from] convoy_framework::FrameworkError),
+    /// The thread pool could not start.
+    #[error("starting the scheduling thread pool: {0}")]
+    Pool(String),
+}
+
+/// Everything a scheduler is built from.
+pub struct SchedulerOptions {
+    /// The validated configuration.
+    pub config: SchedulerConfig,
+    /// Plugin factories (in-tree plus any out-of-tree).
+    pub registry: Registry,
+    /// Where bindings go.
+    pub binder: Arc<dyn Binder>,
+    /// Time source.
+    pub clock: Arc<dyn Clock>,
+    /// Where decisions go.
+    pub sink: Arc<dyn DecisionSink>,
+    /// Seed of the tie-breaking RNG (fixed in tests, random otherwise).
+    pub seed: Option<u64>,
+}
+
+/// State only the scheduling loop touches.
+pub(crate) struct LoopState {
+    pub(crate) snapshot: Snapshot,
+    pub(crate) next_start: usize,
+    pub(crate) rng: SmallRng,
+}
+
+/// A running scheduler: one queue and one cache shared by all profiles.
+pub struct Scheduler {
+    pub(crate) profiles: HashMap<String, Arc<Framework>>,
+    pub(crate) queue: Arc<SchedulingQueue>,
+    pub(crate) cache: Arc<Cache>,
+    pub(crate) sink: Arc<dyn DecisionSink>,
+    pub(crate) loop_state: Mutex<LoopState>,
+    pub(crate) binds_in_flight: Arc<AtomicUsize>,
+    pub(crate) waiting_pods: Arc<WaitingPodsMap>,
+}
+
+impl std::fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scheduler").field("profiles", &self.profiles.keys()).finish_non_exhaustive()
+    }
+}
+
+impl Scheduler {
+    /// Builds every profile's framework, the queue and the cache.
+    pub fn new(opts: SchedulerOptions) -> Result<Arc<Self>, BuildError> {
+        let cfg = &opts.config;
+        let threads = (cfg.parallelism as usize)
+            .min(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+        let pool = if threads > 1 {
+            Some(Arc::new(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("convoy-filter-{i}"))
+                    .build()
+                    .map_err(|e| BuildError::Pool(e.to_string()))?,
+            ))
+        } else {
+            None
+        };
+        let waiting_pods = WaitingPodsMap::new();
+        let mut profiles = HashMap::new();
+        let mut queueing = HashMap::new();
+        let mut less = None;
+        for p in &cfg.profiles {
+            let handle = Handle {
+                binder: opts.binder.clone(),
+                waiting_pods: waiting_pods.clone(),
+                profile: Arc::from(p.scheduler_name.as_str()),
+            };
+            let fwk = Framework::new(
+                p,
+                &FrameworkOptions {
+                    registry: opts.registry.clone(),
+                    handle,
+                    waiting_pods: waiting_pods.clone(),
+                    percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
+                    pool: pool.clone(),
+                },
+            )?;
+            less.get_or_insert_with(|| fwk.queue_sort().clone());
+            queueing.insert(
+                p.scheduler_name.clone(),
+                ProfileQueueing {
+                    pre_enqueue: fwk.pre_enqueue_plugins().to_vec(),
+                    events: fwk.events_to_register().clone(),
+                },
+            );
+            profiles.insert(p.scheduler_name.clone(), Arc::new(fwk));
+        }
+        let queue = Arc::new(SchedulingQueue::new(QueueConfig {
+            clock: opts.clock.clone(),
+            less: less.expect("config has at least one profile"),
+            profiles: queueing,
+            initial_backoff: Duration::from_secs(cfg.pod_initial_backoff_seconds),
+            max_backoff: Duration::from_secs(cfg.pod_max_backoff_seconds),
+            max_in_unschedulable: MAX_IN_UNSCHEDULABLE,
+        }));
+        let cache = Arc::new(Cache::new(opts.clock.clone()));
+        let rng = match opts.seed {
+            Some(s) => SmallRng::seed_from_u64(s),
+            None => SmallRng::from_os_rng(),
+        };
+        Ok(Arc::new(Self {
+            profiles,
+            queue,
+            cache,
+            sink: opts.sink,
+            loop_state: Mutex::new(LoopState { snapshot: Snapshot::default(), next_start: 0, rng }),
+            binds_in_flight: Arc::new(AtomicUsize::new(0)),
+            waiting_pods,
+        }))
+    }
+
+    /// The scheduling queue.
+    pub fn queue(&self) -> &Arc<SchedulingQueue> {
+        &self.queue
+    }
+
+    /// The cluster cache.
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+
+    /// The profiles' frameworks by scheduler name.
+    pub fn profiles(&self) -> &HashMap<String, Arc<Framework>> {
+        &self.profiles
+    }
+
+    /// Bindings started and not yet finished.
+    pub fn binds_in_flight(&self) -> usize {
+        self.binds_in_flight.load(Ordering::Acquire)
+    }
+
+    /// Whether a pod is one of ours (its scheduler name is a profile).
+    pub fn is_ours(&self, pod: &Pod) -> bool {
+        let name = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.scheduler_name.as_deref())
+            .unwrap_or("default-scheduler");
+        self.profiles.contains_key(name)
+    }
+
+    /// Applies one cluster update to the cache and the queue, as upstream's
+    /// event handlers do.
+    pub fn handle_update(&self, update: ClusterUpdate) {
+        match update {
+            ClusterUpdate::NodeAdded(node) => {
+                self.cache.add_node(node.clone());
+                self.move_all(
+                    EventResource::Node,
+                    ActionType::ADD,
+                    None,
+                    Some(EventObject::Node(node)),
+                );
+            }
+            ClusterUpdate::NodeUpdated { old, new } => {
+                self.cache.update_node(new.clone());
+                let action = node_update_action(&old, &new);
+                if action.0 != 0 {
+                    self.move_all(
+                        EventResource::Node,
+                        action,
+                        Some(EventObject::Node(old)),
+                        Some(EventObject::Node(new)),
+                    );
+                }
+            }
+            ClusterUpdate::NodeDeleted(node) => {
+                log_cache_error(
+                    self.cache.remove_node(node.metadata.name.as_deref().unwrap_or("")),
+                );
+            }
+            ClusterUpdate::PodAdded(pod) => self.pod_added(pod),
+            ClusterUpdate::PodUpdated { old, new } => self.pod_updated(old, new),
+            ClusterUpdate::PodDeleted(pod) => self.pod_deleted(pod),
+            ClusterUpdate::Synced => {}
+        }
+    }
+
+    fn move_all(
+        &self,
+        resource: EventResource,
+        action: ActionType,
+        old: Option<EventObject>,
+        new: Option<EventObject>,
+    ) {
+        self.queue.move_all_to_active_or_backoff(
+            ClusterEvent::new(resource, action),
+            old.as_ref(),
+            new.as_ref(),
+        );
+    }
+
+    fn pod_info(&self, pod: Arc<Pod>) -> Option<Arc<PodInfo>> {
+        match PodInfo::new(pod) {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring a pod the scheduler cannot read");
+                None
+            }
+        }
+    }
+
+    fn pod_added(&self, pod: Arc<Pod>) {
+        let assigned =
+            pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        if assigned {
+            let Some(info) = self.pod_info(pod.clone()) else { return };
+            if info.is_terminal() {
+                return;
+            }
+            log_cache_error(self.cache.add_pod(info));
+            self.move_all(
+                EventResource::AssignedPod,
+                ActionType::ADD,
+                None,
+                Some(EventObject::Pod(pod)),
+            );
+        } else if self.is_ours(&pod) && !is_terminal(&pod) {
+            match PodInfo::new(pod) {
+                Ok(info) => self.queue.add(Arc::new(info)),
+                Err(e) => self.sink.record(&crate::schedule_one::invalid_pod_decision(&e)),
+            }
+        }
+    }
+
+    fn pod_updated(&self, old: Arc<Pod>, new: Arc<Pod>) {
+        let was_assigned =
+            old.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        let assigned =
+            new.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        match (was_assigned, assigned) {
+            (false, true) => {
+                // Bound (by us or another scheduler): no longer pending.
+                if let Some(info) = self.pod_info(old.clone()) {
+                    self.queue.delete(&info);
+                }
+                self.pod_added(new);
+            }
+            (true, true) => {
+                let (Some(o), Some(n)) = (self.pod_info(old.clone()), self.pod_info(new.clone()))
+                else {
+                    return;
+                };
+                log_cache_error(self.cache.update_pod(&o, n));
+                self.move_all(
+                    EventResource::AssignedPod,
+                    ActionType::UPDATE,
+                    Some(EventObject::Pod(old)),
+                    Some(EventObject::Pod(new)),
+                );
+            }
+            _ => {
+                if !self.is_ours(&new) {
+                    return;
+                }
+                let (Some(o), Some(n)) = (self.pod_info(old), self.pod_info(new)) else { return };
+                if n.is_terminal() {
+                    self.queue.delete(&o);
+                } else {
+                    self.queue.update(n);
+                }
+            }
+        }
+    }
+
+    fn pod_deleted(&self, pod: Arc<Pod>) {
+        let Some(info) = self.pod_info(pod.clone()) else { return };
+        if info.node_name().is_some() {
+            log_cache_error(self.cache.remove_pod(&info));
+            self.move_all(
+                EventResource::AssignedPod,
+                ActionType::DELETE,
+                Some(EventObject::Pod(pod)),
+                None,
+            );
+        } else {
+            self.queue.delete(&info);
+            // Deleted while its binding was in flight: give back what it reserved.
+            if self.cache.is_assumed(&info.uid) {
+                log_cache_error(self.cache.remove_pod(&info));
+                self.move_all(
+                    EventResource::AssignedPod,
+                    ActionType::DELETE,
+                    Some(EventObject::Pod(pod)),
+                    None,
+                );
+            }
+            convoy_api::WaitingPods::reject(&*self.waiting_pods, &info.uid, "", "pod deleted");
+        }
+    }
+}
+
+/// Cache errors on the event path mean the event stream and the cache
+/// disagree (a relist, a missed event): log and go on, never crash.
+fn log_cache_error(r: convoy_cache::Result<()>) {
+    if let Err(e) = r {
+        tracing::warn!(error = %e, "cache update");
+    }
+}
+
+fn is_terminal(pod: &Pod) -> bool {
+    matches!(pod.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed"))
+}
+
+/// Which node-update actions a change carries (upstream `nodeSchedulingPropertiesChange`).
+pub fn node_update_action(old: &Node, new: &Node) -> ActionType {
+    let mut a = ActionType(0);
+    let alloc = |n: &Node| n.status.as_ref().and_then(|s| s.allocatable.clone());
+    if alloc(old) != alloc(new) {
+        a |= ActionType::UPDATE_NODE_ALLOCATABLE;
+    }
+    if old.metadata.labels != new.metadata.labels {
+        a |= ActionType::UPDATE_NODE_LABEL;
+    }
+    let taints =
+        |n: &Node| n.spec.as_ref().map(|s| (s.taints.clone(), s.unschedulable)).unwrap_or_default();
+    if taints(old) != taints(new) {
+        a |= ActionType::UPDATE_NODE_TAINT;
+    }
+    let conds = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|c| c.iter().map(|c| (c.type_.clone(), c.status.clone())).collect::<Vec<_>>())
+    };
+    if conds(old) != conds(new) {
+        a |= ActionType::UPDATE_NODE_CONDITION;
+    }
+    if old.metadata.annotations != new.metadata.annotations {
+        a |= ActionType::UPDATE_NODE_ANNOTATION;
+    }
+    a
+}

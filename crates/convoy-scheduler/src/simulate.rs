@@ -1,0 +1,200 @@
+//! `convoy-scheduler simulate`: the real scheduler on the embedded cluster.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use convoy_api::{FakeClock, PodInfo, PodKey};
+use convoy_config::SchedulerConfig;
+use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::decision::{Decision, DecisionSink, Fanout, LogSink, Outcome};
+use crate::scheduler::{Scheduler, SchedulerOptions};
+
+/// Where each pod of the run ended.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct PodResult {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The node it is bound to, if bound.
+    pub node: Option<String>,
+    /// Why it stays pending, if not bound.
+    pub reason: Option<String>,
+}
+
+/// Totals of a run.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Summary {
+    /// Pods bound by this run.
+    pub bound: usize,
+    /// Pods of Convoy's profiles still pending.
+    pub pending: usize,
+    /// Wall time from the first update to idle.
+    pub seconds: f64,
+    /// `bound / seconds`.
+    pub pods_per_second: f64,
+}
+
+/// The result of a simulation, printable as text or JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// Every pod the run considered (pending pods of Convoy's profiles).
+    pub pods: Vec<PodResult>,
+    /// Totals.
+    pub summary: Summary,
+}
+
+/// Keeps the last decision of each pod.
+#[derive(Default)]
+struct Collect(Mutex<HashMap<PodKey, Outcome>>);
+
+impl DecisionSink for Collect {
+    fn record(&self, d: &Decision) {
+        self.0.lock().insert(d.pod.clone(), d.outcome.clone());
+    }
+}
+
+/// Runs every pending pod of `objects` whose scheduler name is one of the
+/// profiles through the scheduler on an embedded cluster.
+pub async fn simulate(
+    config: SchedulerConfig,
+    objects: Objects,
+    log_decisions: bool,
+) -> anyhow::Result<Report> {
+    let considered: Vec<PodKey> = {
+        let names: Vec<&str> = config.profiles.iter().map(|p| p.scheduler_name.as_str()).collect();
+        objects
+            .pods
+            .iter()
+            .filter(|p| {
+                let s = p.spec.as_ref();
+                s.and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty)
+                    && names.contains(
+                        &s.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler"),
+                    )
+            })
+            .map(PodKey::of)
+            .collect()
+    };
+    let (cluster, mut updates) = EmbeddedCluster::new(objects);
+    let collect = Arc::new(Collect::default());
+    let mut sinks: Vec<Arc<dyn DecisionSink>> = vec![collect.clone()];
+    if log_decisions {
+        sinks.push(Arc::new(LogSink));
+    }
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config,
+        registry: crate::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(Fanout(sinks)),
+        seed: Some(0),
+    })?;
+    let started = Instant::now();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let seconds = started.elapsed().as_secs_f64();
+
+    let decisions = collect.0.lock();
+    let mut pods = Vec::with_capacity(considered.len());
+    let (mut bound, mut pending) = (0, 0);
+    for key in considered {
+        let pod = cluster.pod(&key.namespace, &key.name);
+        let node = pod.as_ref().and_then(|p| p.spec.as_ref()?.node_name.clone());
+        let reason = if node.is_some() {
+            bound += 1;
+            None
+        } else {
+            pending += 1;
+            Some(pending_reason(&scheduler, &key, pod, decisions.get(&key)))
+        };
+        pods.push(PodResult {
+            namespace: key.namespace.to_string(),
+            name: key.name.to_string(),
+            node,
+            reason,
+        });
+    }
+    Ok(Report {
+        pods,
+        summary: Summary {
+            bound,
+            pending,
+            seconds,
+            pods_per_second: if seconds > 0.0 { bound as f64 / seconds } else { 0.0 },
+        },
+    })
+}
+
+fn pending_reason(
+    scheduler: &Scheduler,
+    key: &PodKey,
+    pod: Option<Arc<k8s_openapi::api::core::v1::Pod>>,
+    last: Option<&Outcome>,
+) -> String {
+    match last {
+        Some(Outcome::Unschedulable { message } | Outcome::Error { message }) => message.clone(),
+        Some(Outcome::Scheduled { node, .. }) => format!("binding to {node} did not complete"),
+        None => {
+            // Never attempted: held back before the queue (PreEnqueue).
+            let Some(pod) = pod else { return format!("pod {key} was deleted") };
+            let Ok(info) = PodInfo::new(pod) else { return "invalid pod".to_string() };
+            let Some(fwk) = scheduler.profiles().get(info.scheduler_name()) else {
+                return "no profile".to_string();
+            };
+            let s = fwk.run_pre_enqueue(&info);
+            if s.is_success() { "never attempted".to_string() } else { s.message() }
+        }
+    }
+}
+
+impl Report {
+    /// The human-readable table and summary.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write;
+        let mut out = String::new();
+        let width = self
+            .pods
+            .iter()
+            .map(|p| p.namespace.len() + p.name.len() + 1)
+            .max()
+            .unwrap_or(3)
+            .max(3);
+        for p in &self.pods {
+            let key = format!("{}/{}", p.namespace, p.name);
+            match (&p.node, &p.reason) {
+                (Some(node), _) => writeln!(out, "{key:width$}  -> {node}").unwrap(),
+                (None, Some(reason)) => writeln!(out, "{key:width$}  pending: {reason}").unwrap(),
+                (None, None) => writeln!(out, "{key:width$}  pending").unwrap(),
+            }
+        }
+        let s = &self.summary;
+        writeln!(
+            out,
+            "\n{} bound, {} pending in {:.3}s ({:.0} pods/s)",
+            s.bound, s.pending, s.seconds, s.pods_per_second
+        )
+        .unwrap();
+        out
+    }
+}
+
+/// Builds every profile's framework (without running anything), so that
+/// `check-config` reports what only the framework can check, such as a
+/// plugin enabled at an extension point it does not implement.
+pub fn check(config: &SchedulerConfig) -> anyhow::Result<()> {
+    let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
+    Scheduler::new(SchedulerOptions {
+        config: config.clone(),
+        registry: crate::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster)),
+        clock: Arc::new(FakeClock::new()),
+        sink: Arc::new(Collect::default()),
+        seed: Some(0),
+    })?;
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! Scheduling scenarios on the embedded cluster: the whole scheduler (queue,
+//! cache, plugins, binding cycle), no API server.
+
+use std::sync::Arc;
+
+use convoy_api::FakeClock;
+use convoy_api::testing::{NodeBuilder, PodBuilder};
+use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_scheduler::decision::LogSink;
+use convoy_scheduler::simulate::{Report, simulate};
+use convoy_scheduler::{Scheduler, SchedulerOptions};
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+fn objects(nodes: Vec<Node>, pods: Vec<Pod>) -> Objects {
+    Objects { nodes, pods, ..Default::default() }
+}
+
+async fn run(nodes: Vec<Node>, pods: Vec<Pod>) -> Report {
+    let config = convoy_scheduler::load_config(None).unwrap();
+    simulate(config, objects(nodes, pods), false).await.unwrap()
+}
+
+fn node_of<'a>(r: &'a Report, name: &str) -> Option<&'a str> {
+    r.pods.iter().find(|p| p.name == name).and_then(|p| p.node.as_deref())
+}
+
+fn reason_of<'a>(r: &'a Report, name: &str) -> &'a str {
+    r.pods.iter().find(|p| p.name == name).and_then(|p| p.reason.as_deref()).unwrap_or("")
+}
+
+#[tokio::test]
+async fn resource_fit_and_upstream_message() {
+    let nodes =
+        vec![NodeBuilder::new("a").cpu("1").build(), NodeBuilder::new("b").cpu("1").build()];
+    let pods = (0..3).map(|i| PodBuilder::new(&format!("p{i}")).cpu("600m").build()).collect();
+    let r = run(nodes, pods).await;
+    assert_eq!(r.summary.bound, 2);
+    assert_eq!(r.summary.pending, 1);
+    let pending = r.pods.iter().find(|p| p.node.is_none()).unwrap();
+    assert_eq!(pending.reason.as_deref(), Some("0/2 nodes are available: 2 Insufficient cpu."));
+    // Two pods of 600m never share a node of 1 CPU.
+    let nodes: Vec<_> = r.pods.iter().filter_map(|p| p.node.clone()).collect();
+    assert_ne!(nodes[0], nodes[1]);
+}
+
+#[tokio::test]
+async fn aggregated_message_counts_each_reason() {
+    let mut nodes: Vec<Node> =
+        (0..42).map(|i| NodeBuilder::new(&format!("small-{i}")).cpu("1").build()).collect();
+    nodes.extend((0..8).map(|i| {
+        NodeBuilder::new(&format!("gpu-{i}")).cpu("64").taint("gpu", "true", "NoSchedule").build()
+    }));
+    let r = run(nodes, vec![PodBuilder::new("big").cpu("2").build()]).await;
+    assert_eq!(
+        reason_of(&r, "big"),
+        "0/50 nodes are available: 42 Insufficient cpu, 8 node(s) had untolerated taint {gpu: true}."
+    );
+}
+
+#[tokio::test]
+async fn taints_and_tolerations() {
+    let nodes =
+        vec![NodeBuilder::new("gpu").taint("nvidia.com/gpu", "present", "NoSchedule").build()];
+    let pods = vec![
+        PodBuilder::new("plain").build(),
+        PodBuilder::new("tolerant").toleration("nvidia.com/gpu", None, "NoSchedule").build(),
+    ];
+    let r = run(nodes, pods).await;
+    assert_eq!(node_of(&r, "tolerant"), Some("gpu"));
+    assert_eq!(node_of(&r, "plain"), None);
+    assert_eq!(
+        reason_of(&r, "plain"),
+        "0/1 nodes are available: 1 node(s) had untolerated taint {nvidia.com/gpu: present}."
+    );
+}
+
+#[tokio::test]
+async fn node_selector_and_required_affinity() {
+    let nodes = vec![
+        NodeBuilder::new("a").label("zone", "a").build(),
+        NodeBuilder::new("b").label("zone", "b").build(),
+    ];
+    let affinity: k8s_openapi::api::core::v1::Affinity = serde_json::from_value(serde_json::json!({
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+        ]}}
+    }))
+    .unwrap();
+    let pods = vec![
+        PodBuilder::new("sel").node_selector("zone", "a").build(),
+        PodBuilder::new("aff").with_spec(|s| s.affinity = Some(affinity)).build(),
+        PodBuilder::new("none").node_selector("zone", "c").build(),
+    ];
+    let r = run(nodes, pods).await;
+    assert_eq!(node_of(&r, "sel"), Some("a"));
+    assert_eq!(node_of(&r, "aff"), Some("b"));
+    assert_eq!(
+        reason_of(&r, "none"),
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+    );
+}
+
+#[tokio::test]
+async fn host_ports_conflict() {
+    let nodes = vec![NodeBuilder::new("only").build()];
+    let pods = vec![
+        PodBuilder::new("a").host_port(8080).build(),
+        PodBuilder::new("b").host_port(8080).build(),
+    ];
+    let r = run(nodes, pods).await;
+    assert_eq!(r.summary.bound, 1);
+    let pending = r.pods.iter().find(|p| p.node.is_none()).unwrap();
+    assert_eq!(
+        pending.reason.as_deref(),
+        Some(
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+        )
+    );
+}
+
+#[tokio::test]
+async fn scheduling_gates_hold_pods() {
+    let r = run(
+        vec![NodeBuilder::new("n").build()],
+        vec![PodBuilder::new("gated").gate("example.com/wait").build()],
+    )
+    .await;
+    assert_eq!(node_of(&r, "gated"), None);
+    assert_eq!(reason_of(&r, "gated"), "waiting for scheduling gates: [example.com/wait]");
+}
+
+#[tokio::test]
+async fn other_schedulers_pods_are_left_alone_but_counted() {
+    let nodes = vec![NodeBuilder::new("n").cpu("1").build()];
+    let theirs =
+        PodBuilder::new("theirs").scheduler("default-scheduler").cpu("900m").node("n").build();
+    let pods = vec![
+        theirs,
+        PodBuilder::new("ours").cpu("500m").build(),
+        PodBuilder::new("pending-theirs").scheduler("default-scheduler").build(),
+    ];
+    let r = run(nodes, pods).await;
+    assert_eq!(r.pods.len(), 1, "only pending pods of Convoy's profiles are considered");
+    assert_eq!(reason_of(&r, "ours"), "0/1 nodes are available: 1 Insufficient cpu.");
+}
+
+#[tokio::test]
+async fn least_allocated_spreads_pods() {
+    let nodes = (0..4).map(|i| NodeBuilder::new(&format!("n{i}")).build()).collect();
+    let pods =
+        (0..4).map(|i| PodBuilder::new(&format!("p{i}")).cpu("1").memory("1Gi").build()).collect();
+    let r = run(nodes, pods).await;
+    let mut used: Vec<_> = r.pods.iter().filter_map(|p| p.node.clone()).collect();
+    used.sort();
+    used.dedup();
+    assert_eq!(used.len(), 4, "one pod per node: {:?}", r.pods);
+}
+
+#[tokio::test]
+async fn many_pods_never_overcommit() {
+    let nodes: Vec<Node> = (0..20).map(|i| NodeBuilder::new(&format!("n{i}")).build()).collect();
+    // 20 nodes x 4 CPU = 80 CPU; 1000 pods x 100m = 100 CPU: 800 fit.
+    let pods = (0..1000)
+        .map(|i| PodBuilder::new(&format!("p{i}")).cpu("100m").memory("100Mi").build())
+        .collect();
+    let r = run(nodes, pods).await;
+    assert_eq!(r.summary.bound, 800);
+    assert_eq!(r.summary.pending, 200);
+    let mut per_node = std::collections::HashMap::new();
+    for p in &r.pods {
+        if let Some(n) = &p.node {
+            *per_node.entry(n.clone()).or_insert(0) += 1;
+        }
+    }
+    assert!(per_node.values().all(|&c| c == 40), "{per_node:?}");
+}
+
+/// A rejected pod is retried when a node that fits arrives, and not before.
+#[tokio::test]
+async fn node_added_requeues_the_pod() {
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(
+        vec![NodeBuilder::new("small").cpu("1").build()],
+        vec![PodBuilder::new("big").cpu("2").build()],
+    ));
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+    })
+    .unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 0);
+    assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
+
+    // A node that fits arrives: the pod moves without waiting for a periodic flush.
+    cluster.add_node(NodeBuilder::new("big-node").cpu("8").build()).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let pod = cluster.pod("default", "big").unwrap();
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("big-node"));
+}
+
+/// A taint removed from a node releases the pods it rejected.
+#[tokio::test]
+async fn taint_removed_requeues_the_pod() {
+    let tainted = NodeBuilder::new("n").taint("maintenance", "", "NoSchedule").build();
+    let (cluster, mut updates) =
+        EmbeddedCluster::new(objects(vec![tainted], vec![PodBuilder::new("p").build()]));
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+    })
+    .unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 0);
+    cluster.update_node(NodeBuilder::new("n").build()).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 1);
+    scheduler.cache().check_invariants().unwrap();
+}
+
+/// A bound pod deleted frees its resources for a pending one.
+#[tokio::test]
+async fn pod_deleted_requeues_the_pod() {
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(
+        vec![NodeBuilder::new("n").cpu("1").build()],
+        vec![PodBuilder::new("first").cpu("800m").build()],
+    ));
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+    })
+    .unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    cluster.add_pod(PodBuilder::new("second").cpu("800m").build()).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 1);
+    cluster.delete_pod("default", "first").unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let second = cluster.pod("default", "second").unwrap();
+    assert_eq!(second.spec.as_ref().unwrap().node_name.as_deref(), Some("n"));
+}
+
+#[tokio::test]
+async fn bundled_example_runs() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/examples/cluster.yaml");
+    let objects = convoy_embedded::load_file(std::path::Path::new(path)).unwrap();
+    let config = convoy_scheduler::load_config(None).unwrap();
+    let r = simulate(config, objects, false).await.unwrap();
+    assert!(r.summary.bound > 0);
+    assert!(r.summary.pending > 0, "the example shows pods that stay pending");
+    for p in &r.pods {
+        assert!(p.node.is_some() != p.reason.is_some(), "{p:?}");
+    }
+}
