@@ -1,7 +1,6 @@
 //! Typed per-cycle state shared between a plugin's extension points.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Data a plugin stores in the [`CycleState`] (written in PreFilter or
@@ -14,9 +13,13 @@ impl<T: Any + Send + Sync> StateData for T {}
 /// stores its own type, so reads never fail on a downcast and two plugins
 /// cannot collide. Values are behind `Arc`, so cloning the state (for
 /// preemption what-ifs) is cheap.
+///
+/// Entries are few (one per plugin that keeps state) and read once per
+/// node per plugin, so they sit in a small vector scanned by `TypeId`:
+/// faster than hashing on that path.
 #[derive(Clone, Default)]
 pub struct CycleState {
-    data: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    data: Vec<(TypeId, Arc<dyn Any + Send + Sync>)>,
     /// Whether per-plugin timings are recorded for this cycle (sampled).
     pub record_plugin_metrics: bool,
     /// Plugins whose PreFilter returned Skip: their Filter is not called.
@@ -39,17 +42,24 @@ impl CycleState {
 
     /// Stores a value, replacing one of the same type.
     pub fn write<T: StateData>(&mut self, value: T) {
-        self.data.insert(TypeId::of::<T>(), Arc::new(value));
+        let id = TypeId::of::<T>();
+        let value: Arc<dyn Any + Send + Sync> = Arc::new(value);
+        match self.data.iter_mut().find(|(k, _)| *k == id) {
+            Some(slot) => slot.1 = value,
+            None => self.data.push((id, value)),
+        }
     }
 
     /// Reads the value of type `T`, if one was written.
     pub fn read<T: StateData>(&self) -> Option<&T> {
-        self.data.get(&TypeId::of::<T>()).and_then(|v| v.downcast_ref::<T>())
+        let id = TypeId::of::<T>();
+        self.data.iter().find(|(k, _)| *k == id).and_then(|(_, v)| v.downcast_ref::<T>())
     }
 
     /// Removes the value of type `T`.
     pub fn delete<T: StateData>(&mut self) {
-        self.data.remove(&TypeId::of::<T>());
+        let id = TypeId::of::<T>();
+        self.data.retain(|(k, _)| *k != id);
     }
 }
 

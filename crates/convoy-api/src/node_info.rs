@@ -37,6 +37,11 @@ pub struct NodeInfo {
     pub generation: u64,
     /// Why the node's allocatable could not be read, if it could not.
     pub invalid: Option<Arc<str>>,
+    /// `spec.taints`, copied here so the Filter and Score paths read them
+    /// without touching the (large, cold) node object.
+    taints: Vec<Taint>,
+    /// `spec.unschedulable`, copied for the same reason.
+    unschedulable: bool,
 }
 
 impl NodeInfo {
@@ -60,6 +65,8 @@ impl NodeInfo {
             used_ports: Vec::new(),
             generation: next_generation(),
             invalid: None,
+            taints: Vec::new(),
+            unschedulable: false,
         }
     }
 
@@ -77,6 +84,9 @@ impl NodeInfo {
             }
         }
         self.name = Arc::from(node.metadata.name.as_deref().unwrap_or(""));
+        let spec = node.spec.as_ref();
+        self.taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
+        self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
         self.node = Some(node);
         self.generation = next_generation();
     }
@@ -98,11 +108,12 @@ impl NodeInfo {
 
     /// The node's taints.
     pub fn taints(&self) -> &[Taint] {
-        self.node
-            .as_ref()
-            .and_then(|n| n.spec.as_ref())
-            .and_then(|s| s.taints.as_deref())
-            .unwrap_or(&[])
+        &self.taints
+    }
+
+    /// `spec.unschedulable`.
+    pub fn unschedulable(&self) -> bool {
+        self.unschedulable
     }
 
     /// A label value.

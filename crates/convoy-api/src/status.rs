@@ -3,8 +3,6 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use smallvec::SmallVec;
-
 /// The verdict of a plugin at one extension point.
 ///
 /// The variants carry upstream's names and meaning; the doc on each says how
@@ -51,12 +49,22 @@ impl Code {
 /// A reason: static strings (the common case) cost no allocation.
 pub type Reason = Cow<'static, str>;
 
+/// The reasons of a status: none (every Success), one static string (the
+/// common rejection, no allocation), or several. Dropping the first two
+/// costs nothing, which matters on the Filter path (once per plugin per node).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Reasons {
+    None,
+    One(Reason),
+    Many(Vec<Reason>),
+}
+
 /// The result of a plugin call: a code, the reasons for it and the plugin
 /// that gave it (set by the runtime).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Status {
     code: Code,
-    reasons: SmallVec<[Reason; 2]>,
+    reasons: Reasons,
     plugin: &'static str,
 }
 
@@ -69,7 +77,7 @@ impl Default for Status {
 impl Status {
     /// A status with a code and no reason.
     pub const fn new(code: Code) -> Self {
-        Self { code, reasons: SmallVec::new_const(), plugin: "" }
+        Self { code, reasons: Reasons::None, plugin: "" }
     }
 
     /// Success.
@@ -84,9 +92,7 @@ impl Status {
 
     /// A status with one reason.
     pub fn with_reason(code: Code, reason: impl Into<Reason>) -> Self {
-        let mut s = Self::new(code);
-        s.reasons.push(reason.into());
-        s
+        Self { code, reasons: Reasons::One(reason.into()), plugin: "" }
     }
 
     /// Unschedulable with one reason (no allocation for a static string).
@@ -111,7 +117,15 @@ impl Status {
 
     /// Adds a reason.
     pub fn push_reason(&mut self, reason: impl Into<Reason>) {
-        self.reasons.push(reason.into());
+        let reason = reason.into();
+        self.reasons = match std::mem::replace(&mut self.reasons, Reasons::None) {
+            Reasons::None => Reasons::One(reason),
+            Reasons::One(first) => Reasons::Many(vec![first, reason]),
+            Reasons::Many(mut v) => {
+                v.push(reason);
+                Reasons::Many(v)
+            }
+        };
     }
 
     /// The code.
@@ -121,7 +135,11 @@ impl Status {
 
     /// The reasons, in the order given.
     pub fn reasons(&self) -> &[Reason] {
-        &self.reasons
+        match &self.reasons {
+            Reasons::None => &[],
+            Reasons::One(r) => std::slice::from_ref(r),
+            Reasons::Many(v) => v,
+        }
     }
 
     /// The plugin that returned this status ("" when not set).
@@ -156,7 +174,7 @@ impl Status {
 
     /// The reasons joined with ", " (for messages).
     pub fn message(&self) -> String {
-        self.reasons.join(", ")
+        self.reasons().join(", ")
     }
 }
 
@@ -166,7 +184,7 @@ impl fmt::Display for Status {
         if !self.plugin.is_empty() {
             write!(f, " from {}", self.plugin)?;
         }
-        if !self.reasons.is_empty() {
+        if !self.reasons().is_empty() {
             write!(f, ": {}", self.message())?;
         }
         Ok(())

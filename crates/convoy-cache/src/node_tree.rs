@@ -2,6 +2,7 @@
 //! upstream's `nodeTree`, so that a scheduler that stops after finding
 //! "enough" feasible nodes spreads its search over all zones.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -33,7 +34,8 @@ pub fn zone_key(node: &Node) -> String {
 #[derive(Debug, Default)]
 pub(crate) struct NodeTree {
     zones: Vec<Zone>,
-    len: usize,
+    /// Every node in the tree, so that adding stays O(1) at 5,000 nodes.
+    members: HashSet<Arc<str>>,
 }
 
 #[derive(Debug)]
@@ -52,9 +54,8 @@ impl NodeTree {
                 self.zones.last_mut().expect("just pushed")
             }
         };
-        if !z.nodes.iter().any(|n| **n == *name) {
+        if self.members.insert(name.clone()) {
             z.nodes.push(name);
-            self.len += 1;
         }
     }
 
@@ -72,13 +73,13 @@ impl NodeTree {
         if z.nodes.is_empty() {
             self.zones.remove(zi);
         }
-        self.len -= 1;
+        self.members.remove(name);
         true
     }
 
     /// Number of nodes.
     pub(crate) fn len(&self) -> usize {
-        self.len
+        self.members.len()
     }
 
     /// Calls `f` on every node: the first node of each zone, then the second

@@ -8,19 +8,23 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use convoy_api::{Code, CycleState, MAX_NODE_SCORE, NodeInfo, NodeToStatus, PodInfo, Status};
+use convoy_api::{
+    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeToStatus, PodInfo, Status,
+};
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::framework::Framework;
+use crate::framework::{Framework, run_filters};
 
 /// Upstream `minFeasibleNodesToFind`.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
 /// Upstream `minFeasibleNodesPercentageToFind`.
 pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: u32 = 5;
-/// Below this many nodes to evaluate, Filter and Score run on the calling
-/// thread: forking costs more than it saves.
-const PARALLEL_THRESHOLD: usize = 256;
+/// Below this many nodes to find (Filter) or score, the work runs on the
+/// calling thread: waking the pool costs more than it saves. Measured on 2
+/// cores with the default plugins (~0.2 µs per node), a parallel pass over
+/// 500 nodes was slower than a sequential one (docs/benchmarks.md).
+const PARALLEL_THRESHOLD: usize = 2048;
 /// Nodes per parallel work item.
 const CHUNK: usize = 64;
 
@@ -150,8 +154,10 @@ impl fmt::Display for ScheduleError {
     }
 }
 
-/// Shared progress of a (parallel) Filter pass: stop once enough nodes fit.
-struct Progress {
+/// One Filter pass: the plugins that run this cycle, and the shared
+/// progress of a parallel pass (stop once enough nodes fit).
+struct Pass<'a> {
+    filters: Vec<&'a Arc<dyn FilterPlugin>>,
     found: AtomicUsize,
     to_find: usize,
     stop: AtomicBool,
@@ -264,27 +270,34 @@ impl Framework {
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
         order: impl Iterator<Item = usize>,
-        progress: &Progress,
+        pass: &Pass<'_>,
+        parallel: bool,
     ) -> Chunk {
-        let Progress { found, to_find, stop } = progress;
-        let to_find = *to_find;
         let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
         for i in order {
-            if stop.load(Ordering::Relaxed) {
+            if parallel && pass.stop.load(Ordering::Relaxed) {
                 break;
             }
             let node = &nodes[i];
-            let s = self.run_filter(state, pod, node);
+            let s = run_filters(&pass.filters, state, pod, node);
             c.processed += 1;
             if s.is_success() {
-                if found.fetch_add(1, Ordering::Relaxed) + 1 >= to_find {
-                    stop.store(true, Ordering::Relaxed);
-                }
                 c.feasible.push(node.clone());
+                let found = if parallel {
+                    pass.found.fetch_add(1, Ordering::Relaxed) + 1
+                } else {
+                    c.feasible.len()
+                };
+                if found >= pass.to_find {
+                    pass.stop.store(true, Ordering::Relaxed);
+                    if !parallel {
+                        break;
+                    }
+                }
             } else if s.is_rejected() {
                 c.rejected.push((node.name_arc().clone(), s));
             } else {
-                stop.store(true, Ordering::Relaxed);
+                pass.stop.store(true, Ordering::Relaxed);
                 c.error = Some(s);
                 break;
             }
@@ -301,8 +314,12 @@ impl Framework {
         start: usize,
     ) -> Chunk {
         let n = nodes.len();
-        let progress =
-            Progress { found: AtomicUsize::new(0), to_find, stop: AtomicBool::new(false) };
+        let pass = Pass {
+            filters: self.active_filters(state),
+            found: AtomicUsize::new(0),
+            to_find,
+            stop: AtomicBool::new(false),
+        };
         let pool = self
             .pool
             .as_ref()
@@ -313,7 +330,8 @@ impl Framework {
                 pod,
                 nodes,
                 (0..n).map(|i| (start + i) % n),
-                &progress,
+                &pass,
+                false,
             );
         };
         let chunks = n.div_ceil(CHUNK);
@@ -324,7 +342,7 @@ impl Framework {
                     let lo = c * CHUNK;
                     let hi = (lo + CHUNK).min(n);
                     let order = (lo..hi).map(|i| (start + i) % n);
-                    self.filter_range(state, pod, nodes, order, &progress)
+                    self.filter_range(state, pod, nodes, order, &pass, true)
                 })
                 .collect()
         });

@@ -297,25 +297,38 @@ impl Framework {
         (result, Status::success())
     }
 
-    /// Runs Filter plugins on one node, stopping at the first rejection.
-    pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        if let Some(why) = &node.invalid {
-            return Status::unresolvable(format!("node(s) had invalid status: {why}"));
-        }
-        for p in &self.filter {
-            if !state.skip_filter_plugins.is_empty()
-                && state.skip_filter_plugins.contains(&p.name())
-            {
-                continue;
-            }
-            let s = p.filter(state, pod, node);
-            if !s.is_success() {
-                return s.with_plugin(p.name());
-            }
-        }
-        Status::success()
+    /// The Filter plugins that run this cycle (those whose PreFilter did
+    /// not Skip), computed once per cycle rather than per node.
+    pub fn active_filters(&self, state: &CycleState) -> Vec<&Arc<dyn FilterPlugin>> {
+        self.filter.iter().filter(|p| !state.skip_filter_plugins.contains(&p.name())).collect()
     }
 
+    /// Runs Filter plugins on one node, stopping at the first rejection.
+    pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        run_filters(&self.active_filters(state), state, pod, node)
+    }
+}
+
+/// Runs the given Filter plugins on one node, stopping at the first rejection.
+pub(crate) fn run_filters(
+    filters: &[&Arc<dyn FilterPlugin>],
+    state: &CycleState,
+    pod: &PodInfo,
+    node: &NodeInfo,
+) -> Status {
+    if let Some(why) = &node.invalid {
+        return Status::unresolvable(format!("node(s) had invalid status: {why}"));
+    }
+    for p in filters {
+        let s = p.filter(state, pod, node);
+        if !s.is_success() {
+            return s.with_plugin(p.name());
+        }
+    }
+    Status::success()
+}
+
+impl Framework {
     /// Runs PostFilter plugins until one succeeds.
     pub fn run_post_filter(
         &self,

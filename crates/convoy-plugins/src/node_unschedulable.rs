@@ -73,8 +73,7 @@ impl Plugin for NodeUnschedulable {
 impl FilterPlugin for NodeUnschedulable {
     /// UnschedulableAndUnresolvable `node(s) were unschedulable`.
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(n) = node.node() else { return Status::success() };
-        if !is_unschedulable(n) || tolerates_unschedulable(pod) {
+        if !node.unschedulable() || tolerates_unschedulable(pod) {
             return Status::success();
         }
         Status::unresolvable(ERR_REASON_UNSCHEDULABLE)

@@ -5,6 +5,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// mimalloc: the scheduler allocates many small, short-lived objects per
+/// cycle (node lists, statuses, pod copies); glibc malloc cost ~10% of a
+/// cycle in profiles (docs/benchmarks.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Convoy, a Kubernetes scheduler for GPU clusters.
 #[derive(Parser)]
 #[command(name = "convoy-scheduler", version, about)]

@@ -39,6 +39,32 @@ pub struct Summary {
     pub pods_per_second: f64,
 }
 
+/// Scheduling-cycle latency (from pop to decision, binding excluded) over
+/// every attempt of the run.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct CycleLatency {
+    /// Attempts measured.
+    pub attempts: usize,
+    /// Median, in microseconds.
+    pub p50_us: f64,
+    /// 99th percentile, in microseconds.
+    pub p99_us: f64,
+    /// Maximum, in microseconds.
+    pub max_us: f64,
+}
+
+impl CycleLatency {
+    fn of(mut micros: Vec<f64>) -> Self {
+        if micros.is_empty() {
+            return Self::default();
+        }
+        micros.sort_by(f64::total_cmp);
+        let at =
+            |q: f64| micros[((micros.len() as f64 * q).ceil() as usize).clamp(1, micros.len()) - 1];
+        Self { attempts: micros.len(), p50_us: at(0.50), p99_us: at(0.99), max_us: at(1.0) }
+    }
+}
+
 /// The result of a simulation, printable as text or JSON.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
@@ -46,15 +72,21 @@ pub struct Report {
     pub pods: Vec<PodResult>,
     /// Totals.
     pub summary: Summary,
+    /// Scheduling-cycle latency.
+    pub cycle_latency: CycleLatency,
 }
 
-/// Keeps the last decision of each pod.
+/// Keeps the last decision of each pod, and every attempt's latency.
 #[derive(Default)]
-struct Collect(Mutex<HashMap<PodKey, Outcome>>);
+struct Collect {
+    last: Mutex<HashMap<PodKey, Outcome>>,
+    latencies_us: Mutex<Vec<f64>>,
+}
 
 impl DecisionSink for Collect {
     fn record(&self, d: &Decision) {
-        self.0.lock().insert(d.pod.clone(), d.outcome.clone());
+        self.last.lock().insert(d.pod.clone(), d.outcome.clone());
+        self.latencies_us.lock().push(d.latency.as_secs_f64() * 1e6);
     }
 }
 
@@ -99,7 +131,7 @@ pub async fn simulate(
     scheduler.run_until_idle(&mut updates, &clock).await;
     let seconds = started.elapsed().as_secs_f64();
 
-    let decisions = collect.0.lock();
+    let decisions = collect.last.lock();
     let mut pods = Vec::with_capacity(considered.len());
     let (mut bound, mut pending) = (0, 0);
     for key in considered {
@@ -119,8 +151,10 @@ pub async fn simulate(
             reason,
         });
     }
+    let cycle_latency = CycleLatency::of(std::mem::take(&mut *collect.latencies_us.lock()));
     Ok(Report {
         pods,
+        cycle_latency,
         summary: Summary {
             bound,
             pending,
@@ -173,10 +207,11 @@ impl Report {
             }
         }
         let s = &self.summary;
+        let l = &self.cycle_latency;
         writeln!(
             out,
-            "\n{} bound, {} pending in {:.3}s ({:.0} pods/s)",
-            s.bound, s.pending, s.seconds, s.pods_per_second
+            "\n{} bound, {} pending in {:.3}s ({:.0} pods/s); scheduling cycle p50 {:.0}µs, p99 {:.0}µs",
+            s.bound, s.pending, s.seconds, s.pods_per_second, l.p50_us, l.p99_us
         )
         .unwrap();
         out
