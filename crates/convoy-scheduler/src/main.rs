@@ -87,8 +87,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // Building the frameworks checks what the config alone cannot
             // (which extension points each plugin implements).
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-            rt.block_on(async { convoy_scheduler::simulate::check(&config) })?;
+            let pipeline = rt.block_on(async { convoy_scheduler::simulate::check(&config) })?;
             print!("{}", config.summary());
+            print!("{pipeline}");
             Ok(())
         }
         Some(Command::Simulate { cluster, output, log_decisions }) => {

@@ -220,10 +220,12 @@ impl Report {
 
 /// Builds every profile's framework (without running anything), so that
 /// `check-config` reports what only the framework can check, such as a
-/// plugin enabled at an extension point it does not implement.
-pub fn check(config: &SchedulerConfig) -> anyhow::Result<()> {
+/// plugin enabled at an extension point it does not implement. Returns the
+/// pipeline of each profile, extension point by extension point.
+pub fn check(config: &SchedulerConfig) -> anyhow::Result<String> {
+    use std::fmt::Write;
     let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
-    Scheduler::new(SchedulerOptions {
+    let scheduler = Scheduler::new(SchedulerOptions {
         config: config.clone(),
         registry: crate::registry(),
         binder: Arc::new(EmbeddedBinder(cluster)),
@@ -231,5 +233,15 @@ pub fn check(config: &SchedulerConfig) -> anyhow::Result<()> {
         sink: Arc::new(Collect::default()),
         seed: Some(0),
     })?;
-    Ok(())
+    let mut out = String::new();
+    for p in &config.profiles {
+        let fwk = &scheduler.profiles()[&p.scheduler_name];
+        writeln!(out, "pipeline of profile {:?}:", p.scheduler_name)?;
+        for (point, plugins) in fwk.describe() {
+            if !plugins.is_empty() {
+                writeln!(out, "  {point}: {}", plugins.join(", "))?;
+            }
+        }
+    }
+    Ok(out)
 }
