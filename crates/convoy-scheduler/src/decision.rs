@@ -47,6 +47,8 @@ impl Outcome {
 pub struct Decision {
     /// The pod.
     pub pod: PodKey,
+    /// The pod's UID, when it has one (Events refer to it).
+    pub uid: Option<Arc<str>>,
     /// The profile (scheduler name).
     pub profile: Arc<str>,
     /// How it ended.

@@ -11,9 +11,12 @@
 //! May depend on every Convoy crate; `main.rs` only parses flags.
 
 pub mod decision;
+pub mod http;
+pub mod metrics;
 pub mod run;
 pub mod schedule_one;
 pub mod scheduler;
+pub mod serve;
 pub mod simulate;
 
 use std::path::Path;

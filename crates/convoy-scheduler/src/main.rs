@@ -23,9 +23,18 @@ struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value = "text")]
     log_format: LogFormat,
-    /// Kubeconfig for running against an API server (in-cluster config otherwise).
+    /// Kubeconfig for running against an API server (default: clientConnection.kubeconfig, else in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:10251")]
+    http_addr: std::net::SocketAddr,
+    /// Leader-election identity (default: hostname_pid).
+    #[arg(long, env = "CONVOY_IDENTITY")]
+    identity: Option<String>,
+    /// Use streaming lists (WatchList, `sendInitialEvents`) for the initial lists.
+    #[arg(long)]
+    streaming_lists: bool,
 }
 
 #[derive(Subcommand)]
@@ -61,7 +70,11 @@ enum LogFormat {
 fn init_logging(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
@@ -106,11 +119,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         None => {
-            let _ = (cli.kubeconfig, cli.config);
-            anyhow::bail!(
-                "running against an API server is not implemented yet (issue 4); \
-                 use `convoy-scheduler simulate --cluster FILE` to run on the embedded cluster"
-            )
+            init_logging(cli.log_format, "info");
+            let config = convoy_scheduler::load_config(cli.config.as_deref())?;
+            let opts = convoy_scheduler::serve::ServeOptions {
+                kubeconfig: cli.kubeconfig,
+                http_addr: cli.http_addr,
+                identity: cli.identity.unwrap_or_else(convoy_scheduler::serve::default_identity),
+                streaming_lists: cli.streaming_lists,
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            match rt.block_on(convoy_scheduler::serve::serve(config, opts))? {
+                convoy_scheduler::run::Exit::Shutdown => Ok(()),
+                convoy_scheduler::run::Exit::LostLease => anyhow::bail!("leader election lost"),
+                convoy_scheduler::run::Exit::WatchEnded => anyhow::bail!("the watches ended"),
+            }
         }
     }
 }

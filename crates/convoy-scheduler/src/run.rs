@@ -2,14 +2,28 @@
 //! tasks, periodic queue flushes) and the simulation driver that runs until
 //! the cluster is idle.
 
+use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use convoy_api::{ClusterUpdate, FakeClock};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 use crate::scheduler::Scheduler;
+
+/// Why the live loop returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// SIGTERM or SIGINT: shut down cleanly.
+    Shutdown,
+    /// This replica lost the lease.
+    LostLease,
+    /// The watches ended (should not happen).
+    WatchEnded,
+}
 
 /// How often backoff-completed pods move to the active queue (upstream: 1 s).
 pub const BACKOFF_FLUSH_PERIOD: Duration = Duration::from_secs(1);
@@ -19,9 +33,18 @@ pub const UNSCHEDULABLE_FLUSH_PERIOD: Duration = Duration::from_secs(30);
 pub const ASSUMED_CLEANUP_PERIOD: Duration = Duration::from_secs(1);
 
 impl Scheduler {
-    /// Runs until `updates` ends: one task applies cluster updates, one
-    /// schedules pods as they become active, and tickers flush the queue.
-    pub async fn run(self: Arc<Self>, updates: impl Stream<Item = ClusterUpdate> + Send + 'static) {
+    /// Runs against a live cluster: one task applies cluster updates (from
+    /// start-up, so the cache is warm before this replica leads), tickers
+    /// flush the queue, and this task schedules pods while `leader` is true
+    /// and the initial lists are synced. Returns on `shutdown`, when the
+    /// lease is lost (scheduling stops at once), or when `updates` ends.
+    pub async fn run_leader(
+        self: Arc<Self>,
+        updates: impl Stream<Item = ClusterUpdate> + Send + 'static,
+        mut leader: watch::Receiver<bool>,
+        shutdown: impl Future<Output = ()>,
+    ) -> Exit {
+        let (ended_tx, mut ended) = watch::channel(false);
         let events = {
             let this = self.clone();
             tokio::spawn(async move {
@@ -29,39 +52,63 @@ impl Scheduler {
                 while let Some(u) = updates.next().await {
                     this.handle_update(u);
                 }
+                let _ = ended_tx.send(true);
             })
         };
-        let tickers = {
-            let this = self.clone();
-            tokio::spawn(async move {
-                let mut backoff = tokio::time::interval(BACKOFF_FLUSH_PERIOD);
-                let mut leftover = tokio::time::interval(UNSCHEDULABLE_FLUSH_PERIOD);
-                let mut assumed = tokio::time::interval(ASSUMED_CLEANUP_PERIOD);
-                loop {
-                    tokio::select! {
-                        _ = backoff.tick() => { this.queue.flush_backoff_completed(); }
-                        _ = leftover.tick() => { this.queue.flush_unschedulable_leftover(); }
-                        _ = assumed.tick() => {
-                            for p in this.cache.cleanup_expired_assumed_pods() {
-                                tracing::warn!(pod = %p.pod.key, node = %p.node, "assumed pod expired: its binding was never confirmed");
-                            }
+        let tickers = self.clone().spawn_tickers();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let exit = 'outer: {
+            // Wait until this replica leads and the cache is synced.
+            while !(*leader.borrow() && self.synced.load(Ordering::Acquire)) {
+                tokio::select! {
+                    _ = &mut shutdown => break 'outer Exit::Shutdown,
+                    _ = ended.changed() => break 'outer Exit::WatchEnded,
+                    r = leader.changed() => if r.is_err() { break 'outer Exit::LostLease },
+                    _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                }
+            }
+            tracing::info!("leading: scheduling starts");
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut shutdown => break 'outer Exit::Shutdown,
+                    r = leader.changed() => {
+                        if r.is_err() || !*leader.borrow() {
+                            tracing::warn!("leader election lost: scheduling stops");
+                            break 'outer Exit::LostLease;
+                        }
+                    }
+                    _ = ended.changed() => break 'outer Exit::WatchEnded,
+                    qpi = self.queue.pop() => match qpi {
+                        Some(qpi) => self.schedule_one(qpi),
+                        None => break 'outer Exit::Shutdown,
+                    },
+                }
+            }
+        };
+        self.queue.close();
+        events.abort();
+        tickers.abort();
+        exit
+    }
+
+    fn spawn_tickers(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            let mut backoff = tokio::time::interval(BACKOFF_FLUSH_PERIOD);
+            let mut leftover = tokio::time::interval(UNSCHEDULABLE_FLUSH_PERIOD);
+            let mut assumed = tokio::time::interval(ASSUMED_CLEANUP_PERIOD);
+            loop {
+                tokio::select! {
+                    _ = backoff.tick() => { self.queue.flush_backoff_completed(); }
+                    _ = leftover.tick() => { self.queue.flush_unschedulable_leftover(); }
+                    _ = assumed.tick() => {
+                        for p in self.cache.cleanup_expired_assumed_pods() {
+                            tracing::warn!(pod = %p.pod.key, node = %p.node, "assumed pod expired: its binding was never confirmed");
                         }
                     }
                 }
-            })
-        };
-        let scheduling = {
-            let this = self.clone();
-            tokio::spawn(async move {
-                while let Some(qpi) = this.queue.pop().await {
-                    this.schedule_one(qpi);
-                }
-            })
-        };
-        let _ = events.await;
-        self.queue.close();
-        let _ = scheduling.await;
-        tickers.abort();
+            }
+        })
     }
 
     /// Runs a simulation to its end: applies every update, schedules every

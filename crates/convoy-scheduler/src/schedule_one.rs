@@ -60,6 +60,7 @@ impl Scheduler {
         let node = result.node.clone();
         let decision = Decision {
             pod: pod.key.clone(),
+            uid: uid_of(&pod),
             profile: fwk.name().clone(),
             outcome: Outcome::Scheduled { node: node.clone(), score: result.score },
             evaluated: result.evaluated,
@@ -172,6 +173,7 @@ impl Scheduler {
         let evaluated = rejected.values().sum();
         self.sink.record(&Decision {
             pod: qpi.pod_info.key.clone(),
+            uid: uid_of(&qpi.pod_info),
             profile: fwk.name().clone(),
             outcome,
             evaluated,
@@ -220,11 +222,16 @@ impl Scheduler {
     }
 }
 
+fn uid_of(pod: &PodInfo) -> Option<Arc<str>> {
+    (!pod.uid.is_empty()).then(|| pod.uid.clone())
+}
+
 /// The decision recorded for a pod that cannot even enter the queue (an
 /// unreadable spec): it stays pending, and the reason names the field.
 pub fn invalid_pod_decision(e: &InvalidPod) -> Decision {
     Decision {
         pod: e.pod.clone(),
+        uid: None,
         profile: Arc::from(""),
         outcome: Outcome::Unschedulable { message: format!("invalid pod: {}", e.message) },
         evaluated: 0,

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use convoy_api::{
@@ -67,6 +67,7 @@ pub struct Scheduler {
     pub(crate) sink: Arc<dyn DecisionSink>,
     pub(crate) loop_state: Mutex<LoopState>,
     pub(crate) binds_in_flight: Arc<AtomicUsize>,
+    pub(crate) synced: Arc<AtomicBool>,
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
 }
 
@@ -143,6 +144,7 @@ impl Scheduler {
             sink: opts.sink,
             loop_state: Mutex::new(LoopState { snapshot: Snapshot::default(), next_start: 0, rng }),
             binds_in_flight: Arc::new(AtomicUsize::new(0)),
+            synced: Arc::new(AtomicBool::new(false)),
             waiting_pods,
         }))
     }
@@ -160,6 +162,11 @@ impl Scheduler {
     /// The profiles' frameworks by scheduler name.
     pub fn profiles(&self) -> &HashMap<String, Arc<Framework>> {
         &self.profiles
+    }
+
+    /// Whether the initial lists have been applied (`/readyz`).
+    pub fn synced(&self) -> &Arc<AtomicBool> {
+        &self.synced
     }
 
     /// Bindings started and not yet finished.
@@ -210,7 +217,15 @@ impl Scheduler {
             ClusterUpdate::PodAdded(pod) => self.pod_added(pod),
             ClusterUpdate::PodUpdated { old, new } => self.pod_updated(old, new),
             ClusterUpdate::PodDeleted(pod) => self.pod_deleted(pod),
-            ClusterUpdate::Synced => {}
+            ClusterUpdate::Synced => {
+                if !self.synced.swap(true, Ordering::AcqRel) {
+                    tracing::info!(
+                        nodes = self.cache.node_count(),
+                        pods = self.cache.pod_count(),
+                        "initial lists synced: scheduling may start"
+                    );
+                }
+            }
         }
     }
 

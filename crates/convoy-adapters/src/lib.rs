@@ -1,0 +1,31 @@
+//! Convoy's adapter to a real Kubernetes API server, and the only crate in
+//! the workspace that does API IO (the only one depending on `kube`'s
+//! client).
+//!
+//! - [`connect`]: a [`kube::Client`] from a kubeconfig or the in-cluster
+//!   service account, with a client-go-style QPS/burst limit.
+//! - [`cluster_updates`]: watches Nodes and Pods and yields the same
+//!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster.
+//! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`.
+//! - [`StatusWriter`]: Events and the `PodScheduled` condition, queued and
+//!   rate-limited off the scheduling path.
+//! - [`leader`]: leader election on a Lease.
+//!
+//! May depend on: `convoy-api`, `kube`, `k8s-openapi`, `tokio`, `futures`,
+//! tower's traits. Scheduling logic lives elsewhere; nothing here decides.
+
+pub mod binder;
+pub mod client;
+pub mod error;
+pub mod leader;
+mod rate;
+pub mod status;
+pub mod trim;
+pub mod watch;
+
+pub use binder::ApiBinder;
+pub use client::{RateLimit, RateLimitLayer, connect};
+pub use error::{AdapterError, Result};
+pub use leader::{LeaderElection, LeaderHandle};
+pub use status::{StatusWriter, StatusWriterOptions};
+pub use watch::{WatchOptions, cluster_updates};

@@ -1,0 +1,158 @@
+//! Dropping what scheduling never reads before an object is kept.
+//!
+//! The adapter and the scheduler's cache share one `Arc` per object, so
+//! what is trimmed here is memory saved for the life of the object
+//! (`managedFields` alone is often half of `ObjectMeta`; container env,
+//! probes and per-container status dominate the rest of a pod).
+
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus};
+
+/// Clears `metadata.managedFields`; everything else in a node (labels,
+/// taints, allocatable, conditions, images) is read by plugins.
+pub fn trim_node(node: &mut Node) {
+    node.metadata.managed_fields = None;
+}
+
+/// Clears a pod's `metadata.managedFields`; the containers' and init
+/// containers' env, envFrom, volumeMounts, command, args, probes and
+/// lifecycle; and its status except phase, conditions and
+/// nominatedNodeName.
+pub fn trim_pod(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    if let Some(spec) = pod.spec.as_mut() {
+        spec.containers.iter_mut().for_each(trim_container);
+        if let Some(init) = spec.init_containers.as_mut() {
+            init.iter_mut().for_each(trim_container);
+        }
+    }
+    if let Some(status) = pod.status.take() {
+        pod.status = Some(PodStatus {
+            phase: status.phase,
+            conditions: status.conditions,
+            nominated_node_name: status.nominated_node_name,
+            ..Default::default()
+        });
+    }
+}
+
+fn trim_container(c: &mut Container) {
+    c.env = None;
+    c.env_from = None;
+    c.volume_mounts = None;
+    c.command = None;
+    c.args = None;
+    c.liveness_probe = None;
+    c.readiness_probe = None;
+    c.startup_probe = None;
+    c.lifecycle = None;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn container(name: &str) -> serde_json::Value {
+        json!({
+            "name": name,
+            "image": "img:1",
+            "command": ["/bin/app"],
+            "args": ["--flag"],
+            "env": [{ "name": "A", "value": "1" }],
+            "envFrom": [{ "configMapRef": { "name": "cm" } }],
+            "volumeMounts": [{ "name": "v", "mountPath": "/v" }],
+            "livenessProbe": { "exec": { "command": ["true"] } },
+            "readinessProbe": { "exec": { "command": ["true"] } },
+            "startupProbe": { "exec": { "command": ["true"] } },
+            "lifecycle": { "preStop": { "exec": { "command": ["true"] } } },
+            "resources": { "requests": { "cpu": "500m" }, "limits": { "memory": "1Gi" } },
+            "ports": [{ "containerPort": 80, "hostPort": 8080 }],
+            "restartPolicy": "Always"
+        })
+    }
+
+    fn kept_container(name: &str) -> serde_json::Value {
+        json!({
+            "name": name,
+            "image": "img:1",
+            "resources": { "requests": { "cpu": "500m" }, "limits": { "memory": "1Gi" } },
+            "ports": [{ "containerPort": 80, "hostPort": 8080 }],
+            "restartPolicy": "Always"
+        })
+    }
+
+    #[test]
+    fn trims_pod_to_what_scheduling_reads() {
+        let managed = json!([{ "manager": "kubectl", "operation": "Update" }]);
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                          "labels": { "app": "a" }, "managedFields": managed },
+            "spec": {
+                "schedulerName": "convoy-scheduler",
+                "nodeSelector": { "zone": "a" },
+                "containers": [container("main")],
+                "initContainers": [container("init")]
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [{ "type": "PodScheduled", "status": "False" }],
+                "nominatedNodeName": "n1",
+                "hostIP": "10.0.0.1",
+                "podIP": "10.1.0.1",
+                "startTime": "2026-01-01T00:00:00Z",
+                "containerStatuses": [{ "name": "main", "image": "img:1", "imageID": "",
+                                        "ready": false, "restartCount": 0 }],
+                "qosClass": "Burstable"
+            }
+        }))
+        .unwrap();
+        trim_pod(&mut pod);
+        let want = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": { "name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                          "labels": { "app": "a" } },
+            "spec": {
+                "schedulerName": "convoy-scheduler",
+                "nodeSelector": { "zone": "a" },
+                "containers": [kept_container("main")],
+                "initContainers": [kept_container("init")]
+            },
+            "status": {
+                "phase": "Pending",
+                "conditions": [{ "type": "PodScheduled", "status": "False" }],
+                "nominatedNodeName": "n1"
+            }
+        });
+        assert_eq!(serde_json::to_value(&pod).unwrap(), want);
+    }
+
+    #[test]
+    fn trims_node_managed_fields_only() {
+        let mut node: Node = serde_json::from_value(json!({
+            "metadata": { "name": "n", "labels": { "a": "b" },
+                          "managedFields": [{ "manager": "kubelet" }] },
+            "spec": { "taints": [{ "key": "k", "effect": "NoSchedule" }] },
+            "status": { "allocatable": { "cpu": "4" } }
+        }))
+        .unwrap();
+        trim_node(&mut node);
+        assert_eq!(
+            serde_json::to_value(&node).unwrap(),
+            json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": { "name": "n", "labels": { "a": "b" } },
+                "spec": { "taints": [{ "key": "k", "effect": "NoSchedule" }] },
+                "status": { "allocatable": { "cpu": "4" } }
+            })
+        );
+    }
+
+    #[test]
+    fn trims_pod_without_status_or_spec() {
+        let mut pod = Pod::default();
+        trim_pod(&mut pod);
+        assert_eq!(pod, Pod::default());
+    }
+}

@@ -1,0 +1,429 @@
+//! The [`ClusterUpdate`] stream from the API server: one watcher on all
+//! Nodes, one on all Pods (every namespace).
+//!
+//! Relisting after `410 Gone`, reconnecting and backing off are the
+//! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
+//! bookmarks on). This module turns its events into updates with the same
+//! semantics as the embedded cluster: `NodeAdded` for every listed node,
+//! then `PodAdded` for every listed pod, then one `Synced`, then changes.
+//!
+//! To produce `old` in `*Updated` and to find what disappeared during a
+//! relist, each [`Translator`] remembers the last `Arc` of every object by
+//! `namespace/name`. These are the very `Arc`s handed to the scheduler's
+//! cache, so this is not a second copy of the cluster. Objects are trimmed
+//! ([`crate::trim`]) before they are wrapped.
+
+use std::collections::{HashMap, VecDeque};
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use convoy_api::ClusterUpdate;
+use futures::stream::{self, BoxStream, Stream, StreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+use crate::trim::{trim_node, trim_pod};
+
+/// How the initial lists are fetched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WatchOptions {
+    /// Use streaming lists (`sendInitialEvents`, KEP-3157) instead of
+    /// paginated LIST + WATCH. There is no fallback: a server without the
+    /// `WatchList` feature refuses the watch, and the watcher keeps retrying.
+    pub streaming_lists: bool,
+    /// Page size of the initial LIST (ignored with streaming lists);
+    /// `None` lists everything in one response.
+    pub page_size: Option<u32>,
+}
+
+impl Default for WatchOptions {
+    fn default() -> Self {
+        Self { streaming_lists: false, page_size: Some(500) }
+    }
+}
+
+impl WatchOptions {
+    fn watcher_config(&self) -> watcher::Config {
+        let cfg = watcher::Config { page_size: self.page_size, ..Default::default() };
+        if self.streaming_lists { cfg.streaming_lists() } else { cfg }
+    }
+}
+
+/// Watches all Nodes and all Pods and yields their changes as
+/// [`ClusterUpdate`]s.
+///
+/// The node watcher runs alone until its initial list is complete, then the
+/// pod watcher starts, so every listed node comes before any pod; `Synced`
+/// follows the pods' initial list. Watch errors are logged and retried with
+/// backoff; the stream does not end.
+pub fn cluster_updates(
+    client: kube::Client,
+    opts: WatchOptions,
+) -> impl Stream<Item = ClusterUpdate> + Send + 'static {
+    let cfg = opts.watcher_config();
+    let nodes =
+        watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone()).default_backoff().boxed();
+    let state = Merge {
+        phase: Phase::Nodes { nodes, pods: Api::all(client), cfg },
+        nodes: Translator::default(),
+        pods: Translator::default(),
+        pending: VecDeque::new(),
+    };
+    stream::unfold(state, |mut s| async move {
+        loop {
+            if let Some(update) = s.pending.pop_front() {
+                return Some((update, s));
+            }
+            s.step().await?;
+        }
+    })
+}
+
+type Watch<K> = BoxStream<'static, watcher::Result<Event<K>>>;
+
+#[allow(clippy::large_enum_variant, reason = "one value per stream, replaced once")]
+enum Phase {
+    /// Only nodes until their first list is complete.
+    Nodes { nodes: Watch<Node>, pods: Api<Pod>, cfg: watcher::Config },
+    /// Both, merged fairly.
+    Both(BoxStream<'static, Either>),
+}
+
+#[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]
+enum Either {
+    Node(watcher::Result<Event<Node>>),
+    Pod(watcher::Result<Event<Pod>>),
+}
+
+struct Merge {
+    phase: Phase,
+    nodes: Translator<Node>,
+    pods: Translator<Pod>,
+    pending: VecDeque<ClusterUpdate>,
+}
+
+impl Merge {
+    /// Handles one watcher event; `None` when the watchers ended.
+    async fn step(&mut self) -> Option<()> {
+        match &mut self.phase {
+            Phase::Nodes { nodes, .. } => {
+                let event = nodes.next().await?;
+                let listed = self.nodes.handle_result(event, &mut self.pending);
+                if listed {
+                    let Phase::Nodes { nodes, pods, cfg } =
+                        std::mem::replace(&mut self.phase, Phase::Both(stream::empty().boxed()))
+                    else {
+                        unreachable!("phase checked above")
+                    };
+                    let pods = watcher::watcher(pods, cfg).default_backoff();
+                    self.phase = Phase::Both(
+                        stream::select(nodes.map(Either::Node), pods.map(Either::Pod)).boxed(),
+                    );
+                }
+            }
+            Phase::Both(both) => match both.next().await? {
+                Either::Node(event) => {
+                    self.nodes.handle_result(event, &mut self.pending);
+                }
+                Either::Pod(event) => {
+                    if self.pods.handle_result(event, &mut self.pending) {
+                        self.pending.push_back(ClusterUpdate::Synced);
+                    }
+                }
+            },
+        }
+        Some(())
+    }
+}
+
+/// An object kind the adapter watches.
+pub(crate) trait Watched:
+    Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+    /// For log lines.
+    const KIND: &'static str;
+    fn trim(&mut self);
+    fn added(obj: Arc<Self>) -> ClusterUpdate;
+    fn updated(old: Arc<Self>, new: Arc<Self>) -> ClusterUpdate;
+    fn deleted(obj: Arc<Self>) -> ClusterUpdate;
+}
+
+impl Watched for Node {
+    const KIND: &'static str = "Node";
+    fn trim(&mut self) {
+        trim_node(self);
+    }
+    fn added(obj: Arc<Self>) -> ClusterUpdate {
+        ClusterUpdate::NodeAdded(obj)
+    }
+    fn updated(old: Arc<Self>, new: Arc<Self>) -> ClusterUpdate {
+        ClusterUpdate::NodeUpdated { old, new }
+    }
+    fn deleted(obj: Arc<Self>) -> ClusterUpdate {
+        ClusterUpdate::NodeDeleted(obj)
+    }
+}
+
+impl Watched for Pod {
+    const KIND: &'static str = "Pod";
+    fn trim(&mut self) {
+        trim_pod(self);
+    }
+    fn added(obj: Arc<Self>) -> ClusterUpdate {
+        ClusterUpdate::PodAdded(obj)
+    }
+    fn updated(old: Arc<Self>, new: Arc<Self>) -> ClusterUpdate {
+        ClusterUpdate::PodUpdated { old, new }
+    }
+    fn deleted(obj: Arc<Self>) -> ClusterUpdate {
+        ClusterUpdate::PodDeleted(obj)
+    }
+}
+
+/// Turns one watcher's events into updates, remembering the last object of
+/// each key.
+///
+/// Every (re)list is handled the same way: `Init` starts a new epoch,
+/// `InitApply` upserts and stamps the object with the epoch, `InitDone`
+/// deletes what the list did not stamp. The first list differs only in
+/// that its `InitDone` is reported (so the caller can send `Synced`).
+/// Nothing is buffered during a list beyond the epoch stamps.
+pub(crate) struct Translator<K> {
+    known: HashMap<String, Known<K>>,
+    epoch: u64,
+    listing: bool,
+    synced: bool,
+}
+
+struct Known<K> {
+    obj: Arc<K>,
+    epoch: u64,
+}
+
+impl<K> Default for Translator<K> {
+    fn default() -> Self {
+        Self { known: HashMap::new(), epoch: 0, listing: false, synced: false }
+    }
+}
+
+fn key<K: Resource>(obj: &K) -> String {
+    let meta = obj.meta();
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{}", meta.name.as_deref().unwrap_or("")),
+        None => meta.name.clone().unwrap_or_default(),
+    }
+}
+
+impl<K: Watched> Translator<K> {
+    /// Handles a watcher item (errors are logged: the watcher retries).
+    /// True when this completed the first list.
+    pub(crate) fn handle_result(
+        &mut self,
+        event: watcher::Result<Event<K>>,
+        out: &mut VecDeque<ClusterUpdate>,
+    ) -> bool {
+        match event {
+            Ok(event) => self.handle(event, out),
+            Err(e) => {
+                tracing::warn!(kind = K::KIND, error = %e, "watch failed; retrying with backoff");
+                false
+            }
+        }
+    }
+
+    /// Handles one watcher event. True when this completed the first list.
+    pub(crate) fn handle(&mut self, event: Event<K>, out: &mut VecDeque<ClusterUpdate>) -> bool {
+        match event {
+            Event::Init => {
+                self.epoch += 1;
+                self.listing = true;
+                false
+            }
+            Event::InitApply(obj) => {
+                self.apply(obj, out);
+                false
+            }
+            Event::Apply(obj) => {
+                self.apply(obj, out);
+                false
+            }
+            Event::Delete(obj) => {
+                self.delete(obj, out);
+                false
+            }
+            Event::InitDone => {
+                if self.listing {
+                    self.listing = false;
+                    let epoch = self.epoch;
+                    let mut gone = Vec::new();
+                    self.known.retain(|_, k| {
+                        let keep = k.epoch == epoch;
+                        if !keep {
+                            gone.push(Arc::clone(&k.obj));
+                        }
+                        keep
+                    });
+                    if !gone.is_empty() {
+                        tracing::info!(
+                            kind = K::KIND,
+                            count = gone.len(),
+                            "deleted while not watching"
+                        );
+                    }
+                    out.extend(gone.into_iter().map(K::deleted));
+                }
+                let first = !self.synced;
+                self.synced = true;
+                first
+            }
+        }
+    }
+
+    fn apply(&mut self, mut obj: K, out: &mut VecDeque<ClusterUpdate>) {
+        let key = key(&obj);
+        let epoch = self.epoch;
+        match self.known.get_mut(&key) {
+            Some(known) => {
+                known.epoch = epoch;
+                let (old_meta, new_meta) = (known.obj.meta(), obj.meta());
+                if old_meta.uid != new_meta.uid {
+                    // Deleted and recreated under the same name unseen.
+                    obj.trim();
+                    let new = Arc::new(obj);
+                    let old = std::mem::replace(&mut known.obj, Arc::clone(&new));
+                    out.push_back(K::deleted(old));
+                    out.push_back(K::added(new));
+                } else if old_meta.resource_version != new_meta.resource_version {
+                    obj.trim();
+                    let new = Arc::new(obj);
+                    let old = std::mem::replace(&mut known.obj, Arc::clone(&new));
+                    out.push_back(K::updated(old, new));
+                }
+            }
+            None => {
+                obj.trim();
+                let obj = Arc::new(obj);
+                self.known.insert(key, Known { obj: Arc::clone(&obj), epoch });
+                out.push_back(K::added(obj));
+            }
+        }
+    }
+
+    fn delete(&mut self, mut obj: K, out: &mut VecDeque<ClusterUpdate>) {
+        let Some(known) = self.known.remove(&key(&obj)) else {
+            return; // never reported: nothing to take back
+        };
+        // The final state is the most accurate, unless it is another object.
+        let last = if known.obj.meta().uid == obj.meta().uid {
+            obj.trim();
+            Arc::new(obj)
+        } else {
+            known.obj
+        };
+        out.push_back(K::deleted(last));
+    }
+
+    /// Number of objects known.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.known.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::api::ObjectMeta;
+
+    fn pod(name: &str, uid: &str, rv: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                uid: Some(uid.into()),
+                resource_version: Some(rv.into()),
+                managed_fields: Some(vec![Default::default()]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn describe(out: &mut VecDeque<ClusterUpdate>) -> Vec<String> {
+        let rv = |p: &Pod| {
+            assert!(p.metadata.managed_fields.is_none(), "trimmed");
+            format!(
+                "{}@{}",
+                p.metadata.name.as_deref().unwrap(),
+                p.metadata.resource_version.as_deref().unwrap()
+            )
+        };
+        out.drain(..)
+            .map(|u| match u {
+                ClusterUpdate::PodAdded(p) => format!("add {}", rv(&p)),
+                ClusterUpdate::PodUpdated { old, new } => {
+                    format!("update {} {}", rv(&old), rv(&new))
+                }
+                ClusterUpdate::PodDeleted(p) => format!("delete {}", rv(&p)),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn list_then_changes_then_relist() {
+        let mut t = Translator::<Pod>::default();
+        let mut out = VecDeque::new();
+        assert!(!t.handle(Event::Init, &mut out));
+        t.handle(Event::InitApply(pod("a", "ua", "1")), &mut out);
+        t.handle(Event::InitApply(pod("b", "ub", "2")), &mut out);
+        assert!(t.handle(Event::InitDone, &mut out), "first list complete");
+        assert_eq!(describe(&mut out), ["add a@1", "add b@2"]);
+
+        t.handle(Event::Apply(pod("a", "ua", "3")), &mut out);
+        t.handle(Event::Apply(pod("a", "ua", "3")), &mut out); // same version: nothing
+        t.handle(Event::Apply(pod("c", "uc", "4")), &mut out);
+        t.handle(Event::Delete(pod("b", "ub", "5")), &mut out);
+        t.handle(Event::Delete(pod("zz", "uz", "6")), &mut out); // unknown: nothing
+        assert_eq!(describe(&mut out), ["update a@1 a@3", "add c@4", "delete b@5"]);
+
+        // Relist after missed events: c changed, d is new, a disappeared.
+        assert!(!t.handle(Event::Init, &mut out));
+        t.handle(Event::InitApply(pod("c", "uc", "7")), &mut out);
+        t.handle(Event::InitApply(pod("d", "ud", "8")), &mut out);
+        assert!(!t.handle(Event::InitDone, &mut out), "not the first list");
+        assert_eq!(describe(&mut out), ["update c@4 c@7", "add d@8", "delete a@3"]);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn recreated_under_same_name_is_delete_then_add() {
+        let mut t = Translator::<Pod>::default();
+        let mut out = VecDeque::new();
+        t.handle(Event::Init, &mut out);
+        t.handle(Event::InitApply(pod("a", "u1", "1")), &mut out);
+        t.handle(Event::InitDone, &mut out);
+        out.clear();
+        t.handle(Event::Init, &mut out);
+        t.handle(Event::InitApply(pod("a", "u2", "9")), &mut out);
+        t.handle(Event::InitDone, &mut out);
+        assert_eq!(describe(&mut out), ["delete a@1", "add a@9"]);
+    }
+
+    #[test]
+    fn restarted_first_list_reports_done_once() {
+        let mut t = Translator::<Pod>::default();
+        let mut out = VecDeque::new();
+        t.handle(Event::Init, &mut out);
+        t.handle(Event::InitApply(pod("a", "ua", "1")), &mut out);
+        // The list failed part-way; the watcher starts over.
+        t.handle(Event::Init, &mut out);
+        t.handle(Event::InitApply(pod("b", "ub", "2")), &mut out);
+        assert!(t.handle(Event::InitDone, &mut out));
+        assert_eq!(describe(&mut out), ["add a@1", "add b@2", "delete a@1"]);
+    }
+}

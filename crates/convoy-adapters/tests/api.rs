@@ -1,0 +1,285 @@
+//! Binding, status writing and leader election against a real API server
+//! (one control plane for this binary; each test has its own namespace).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use common::{eventually, pod};
+use convoy_adapters::leader::{self, LeaderElection};
+use convoy_adapters::{ApiBinder, StatusWriter, StatusWriterOptions};
+use convoy_api::{BindError, Binder, PodInfo, PodKey};
+use convoy_testenv::TestEnv;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use tokio::sync::watch;
+
+async fn create_pod(pods: &Api<Pod>, name: &str) -> Result<Arc<PodInfo>> {
+    let created = pods.create(&PostParams::default(), &pod(name)).await?;
+    Ok(Arc::new(PodInfo::new(Arc::new(created))?))
+}
+
+#[tokio::test]
+async fn binder_binds_and_classifies_conflicts() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-binder").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let binder = ApiBinder::new(client.clone(), 4);
+    let (node_a, node_b): (Arc<str>, Arc<str>) = ("binder-node-a".into(), "binder-node-b".into());
+
+    let p1 = create_pod(&pods, "p1").await?;
+    binder.bind(Arc::clone(&p1), Arc::clone(&node_a)).await?;
+    let bound = pods.get("p1").await?;
+    assert_eq!(bound.spec.and_then(|s| s.node_name).as_deref(), Some(&*node_a));
+
+    assert_eq!(
+        binder.bind(Arc::clone(&p1), Arc::clone(&node_a)).await,
+        Err(BindError::AlreadyBound)
+    );
+    match binder.bind(Arc::clone(&p1), Arc::clone(&node_b)).await {
+        Err(BindError::Failed(msg)) => assert!(!msg.is_empty()),
+        other => panic!("binding a bound pod elsewhere must fail, got {other:?}"),
+    }
+
+    // Deleted: an unassigned pod goes away at once.
+    let p2 = create_pod(&pods, "p2").await?;
+    pods.delete("p2", &DeleteParams::default()).await?;
+    eventually(Duration::from_secs(10), || async {
+        pods.get_opt("p2").await.ok().and_then(|p| p.is_none().then_some(()))
+    })
+    .await
+    .context("p2 not deleted")?;
+    assert!(matches!(binder.bind(p2, Arc::clone(&node_a)).await, Err(BindError::PodGone(_))));
+
+    // Another UID (the pod was recreated under the same name).
+    let p3 = create_pod(&pods, "p3").await?;
+    let mut stale = (*p3.pod).clone();
+    stale.metadata.uid = Some("00000000-0000-0000-0000-000000000000".into());
+    let stale = Arc::new(PodInfo::new(Arc::new(stale))?);
+    assert!(matches!(binder.bind(stale, Arc::clone(&node_a)).await, Err(BindError::PodGone(_))));
+    let p3_now = pods.get("p3").await?;
+    assert_eq!(p3_now.spec.and_then(|s| s.node_name), None, "stale UID bound nothing");
+    Ok(())
+}
+
+async fn events_for(events: &Api<Event>, pod: &str, reason: &str) -> Option<Event> {
+    let lp = ListParams::default().fields(&format!("regarding.name={pod}"));
+    events.list(&lp).await.ok()?.items.into_iter().find(|e| e.reason.as_deref() == Some(reason))
+}
+
+#[tokio::test]
+async fn status_writer_records_events_and_condition() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-status").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let (writer, task) = StatusWriter::new(client.clone(), StatusWriterOptions::default());
+
+    let p1 = create_pod(&pods, "p1").await?;
+    let p2 = create_pod(&pods, "p2").await?;
+    let message = "0/3 nodes are available: 3 Insufficient cpu.";
+    assert!(writer.unschedulable(&p1.key, &p1.uid, message));
+    assert!(writer.scheduled(&p2.key, &p2.uid, "status-node-x"));
+    assert!(writer.flush(Duration::from_secs(10)).await, "queue drained");
+    assert_eq!((writer.dropped(), writer.failed()), (0, 0));
+
+    let failed =
+        events_for(&events, "p1", "FailedScheduling").await.context("FailedScheduling event")?;
+    assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    assert_eq!(failed.note.as_deref(), Some(message));
+    assert_eq!(failed.reporting_controller.as_deref(), Some("convoy-scheduler"));
+    let regarding = failed.regarding.context("regarding")?;
+    assert_eq!(regarding.kind.as_deref(), Some("Pod"));
+    assert_eq!(regarding.uid.as_deref(), Some(&*p1.uid));
+
+    let cond = pods
+        .get_status("p1")
+        .await?
+        .status
+        .and_then(|s| s.conditions)
+        .and_then(|c| c.into_iter().find(|c| c.type_ == "PodScheduled"))
+        .context("PodScheduled condition")?;
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    assert_eq!(cond.message.as_deref(), Some(message));
+
+    let scheduled = events_for(&events, "p2", "Scheduled").await.context("Scheduled event")?;
+    assert_eq!(scheduled.type_.as_deref(), Some("Normal"));
+    assert_eq!(scheduled.action.as_deref(), Some("Binding"));
+    assert_eq!(
+        scheduled.note.as_deref(),
+        Some(format!("Successfully assigned {ns}/p2 to status-node-x").as_str())
+    );
+
+    // The task ends once the writer is gone.
+    drop(writer);
+    tokio::time::timeout(Duration::from_secs(5), task).await??;
+    Ok(())
+}
+
+#[tokio::test]
+async fn status_writer_drops_when_full_and_never_blocks() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-status-full").await?;
+    // One write at once, then one per 1000 s: the task stalls on its second.
+    let opts = StatusWriterOptions { capacity: 2, qps: 0.001, burst: 1 };
+    let (writer, task) = StatusWriter::new(client, opts);
+    let key = PodKey::new(&ns, "ghost");
+    let started = tokio::time::Instant::now();
+    let accepted = (0..50).filter(|_| writer.scheduled(&key, "uid", "n")).count();
+    assert!(started.elapsed() < Duration::from_secs(1), "never waits");
+    assert!((2..=4).contains(&accepted), "capacity 2 (+ what the task took): {accepted}");
+    assert_eq!(writer.dropped(), 50 - accepted as u64);
+    assert!(!writer.flush(Duration::from_millis(200)).await, "cannot drain while stalled");
+    task.abort();
+    Ok(())
+}
+
+fn election(ns: &str, identity: &str) -> LeaderElection {
+    LeaderElection {
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(300),
+        ..LeaderElection::new(ns, "convoy-scheduler", identity)
+    }
+}
+
+async fn wait_leader(
+    rx: &mut watch::Receiver<bool>,
+    want: bool,
+    timeout: Duration,
+) -> Result<Duration> {
+    let t0 = tokio::time::Instant::now();
+    tokio::time::timeout(timeout, rx.wait_for(|v| *v == want))
+        .await
+        .with_context(|| format!("leader={want} not reached within {timeout:?}"))??;
+    Ok(t0.elapsed())
+}
+
+#[tokio::test]
+async fn leader_election_hands_over_on_release_and_on_expiry() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-leader").await?;
+
+    let (mut a_rx, a) = leader::start(client.clone(), election(&ns, "a"));
+    wait_leader(&mut a_rx, true, Duration::from_secs(5)).await?;
+    let (mut b_rx, b) = leader::start(client.clone(), election(&ns, "b"));
+    // Several renewals later, still exactly one leader.
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert!(*a_rx.borrow() && !*b_rx.borrow(), "a leads, b waits");
+    }
+    let lease = Api::<Lease>::namespaced(client.clone(), &ns).get("convoy-scheduler").await?;
+    let spec = lease.spec.context("lease spec")?;
+    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
+    assert_eq!(spec.lease_duration_seconds, Some(2));
+
+    // Release: b takes over at its next retry, well within the lease duration.
+    a.release().await;
+    assert!(!*a_rx.borrow());
+    let took = wait_leader(&mut b_rx, true, Duration::from_secs(2)).await?;
+    assert!(took < Duration::from_secs(2), "handover took {took:?}");
+
+    // b stops renewing (dropped without release): c takes over once the
+    // lease expires.
+    let (mut c_rx, c) = leader::start(client.clone(), election(&ns, "c"));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(!*c_rx.borrow(), "c waits while b renews");
+    drop(b);
+    assert!(!*b_rx.borrow(), "a dropped handle reads false");
+    let took = wait_leader(&mut c_rx, true, Duration::from_secs(5)).await?;
+    assert!(took > Duration::from_millis(1000), "c waited for expiry ({took:?})");
+    let lease = Api::<Lease>::namespaced(client, &ns).get("convoy-scheduler").await?;
+    let spec = lease.spec.context("lease spec")?;
+    assert_eq!(spec.holder_identity.as_deref(), Some("c"));
+    assert_eq!(spec.lease_transitions, Some(2));
+    c.release().await;
+    Ok(())
+}
+
+#[tokio::test]
+async fn leader_reports_loss_when_lease_is_taken() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-leader-lost").await?;
+    let (mut rx, handle) = leader::start(client.clone(), election(&ns, "a"));
+    wait_leader(&mut rx, true, Duration::from_secs(5)).await?;
+
+    // Someone overwrites the lease (as an operator or a skewed peer might).
+    let leases: Api<Lease> = Api::namespaced(client, &ns);
+    let mut lease = leases.get("convoy-scheduler").await?;
+    let spec = lease.spec.as_mut().context("lease spec")?;
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_duration_seconds = Some(3600);
+    leases.replace("convoy-scheduler", &PostParams::default(), &lease).await?;
+
+    let took = wait_leader(&mut rx, false, Duration::from_secs(3)).await?;
+    assert!(took < Duration::from_millis(1500), "noticed at the next renewal ({took:?})");
+    drop(handle);
+    Ok(())
+}
+
+#[tokio::test]
+async fn connect_from_kubeconfig_with_rate_limit() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = convoy_adapters::connect(Some(env.kubeconfig()), 5.0, 2).await?;
+    let t0 = tokio::time::Instant::now();
+    for _ in 0..6 {
+        client.apiserver_version().await?;
+    }
+    // Two at once, then four at 5/s: at least 0.8 s.
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(750), "rate limited: {took:?}");
+
+    let unlimited = convoy_adapters::connect(Some(env.kubeconfig()), 0.0, 0).await?;
+    let t0 = tokio::time::Instant::now();
+    for _ in 0..6 {
+        unlimited.apiserver_version().await?;
+    }
+    assert!(t0.elapsed() < took, "qps 0 disables the limit");
+
+    let missing =
+        convoy_adapters::connect(Some(std::path::Path::new("/nonexistent/kubeconfig")), 5.0, 2)
+            .await;
+    assert!(matches!(missing, Err(convoy_adapters::AdapterError::Kubeconfig { .. })));
+    Ok(())
+}
+
+#[tokio::test]
+async fn watch_with_streaming_lists_syncs() -> Result<()> {
+    use convoy_adapters::{WatchOptions, cluster_updates};
+    use convoy_api::ClusterUpdate;
+    use futures::StreamExt;
+
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-streaming").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    pods.create(&PostParams::default(), &pod("s1")).await?;
+    let mut updates =
+        Box::pin(cluster_updates(client, WatchOptions { streaming_lists: true, page_size: None }));
+    let mut found = false;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(u) = updates.next().await {
+            match u {
+                ClusterUpdate::PodAdded(p) if p.metadata.namespace.as_deref() == Some(&*ns) => {
+                    found = true
+                }
+                ClusterUpdate::Synced => break,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .context("streaming list never synced")?;
+    assert!(found, "listed pod delivered before Synced");
+    Ok(())
+}

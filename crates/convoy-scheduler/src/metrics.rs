@@ -1,0 +1,516 @@
+//! Every metric the scheduler exports, declared here and nowhere else, with
+//! upstream kube-scheduler's names, labels and buckets
+//! (`pkg/scheduler/metrics/metrics.go`), so upstream dashboards and alerts
+//! work unchanged:
+//!
+//! | metric | labels | recorded by |
+//! |---|---|---|
+//! | `scheduler_schedule_attempts_total` | `result`, `profile` | [`DecisionSink::record`] |
+//! | `scheduler_scheduling_attempt_duration_seconds` | `result`, `profile` | [`DecisionSink::record`] |
+//! | `scheduler_pending_pods` | `queue` | [`Metrics::sync_queue`] |
+//! | `scheduler_queue_incoming_pods_total` | `queue`, `event` | [`Metrics::sync_queue`] |
+//! | `scheduler_pod_scheduling_sli_duration_seconds` | `attempts` | [`Metrics::observe_sli`] |
+//! | `scheduler_pod_scheduling_attempts` | | [`Metrics::observe_sli`] |
+//! | `scheduler_framework_extension_point_duration_seconds` | `extension_point`, `status`, `profile` | [`Metrics::observe_extension_point`] |
+//! | `scheduler_plugin_execution_duration_seconds` | `plugin`, `extension_point`, `status` | [`Metrics::observe_plugin`], sampled cycles only |
+//! | `convoy_status_writes_dropped_total` | | [`Metrics::sync_status_writes_dropped`] or [`Metrics::status_write_dropped`] |
+//!
+//! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
+//! observation allocates nothing once its series exists; the only locks are
+//! prometheus-client's (a read lock on the family, a short mutex per
+//! histogram). Per-plugin timing is recorded for about one cycle in ten,
+//! chosen by [`Metrics::sample_plugin_metrics`] (upstream: 10 % at random).
+//!
+//! The queue keeps cumulative counters; [`Metrics::sync_queue`], called on
+//! each scrape, copies them in, so the queue needs no metrics dependency.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use convoy_queue::{IncomingCount, PendingCounts, QueueKind};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::decision::{Decision, DecisionSink};
+
+/// The content type of [`Metrics::encode`]'s output.
+pub const OPENMETRICS_CONTENT_TYPE: &str =
+    "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Share of cycles whose per-plugin durations are recorded, in percent
+/// (upstream's `pluginMetricsSamplePercent`).
+pub const PLUGIN_METRICS_SAMPLE_PERCENT: u64 = 10;
+
+/// The `attempts` label of the SLI histogram is capped here, as upstream
+/// (`getAttemptsLabel`): "1" … "14", then "15+".
+const ATTEMPTS_LABELS: [&str; 16] =
+    ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11", "12", "13", "14", "15+"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+    profile: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IncomingLabels {
+    queue: &'static str,
+    event: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AttemptsLabels {
+    attempts: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ExtensionPointLabels {
+    extension_point: &'static str,
+    status: &'static str,
+    profile: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PluginLabels {
+    plugin: &'static str,
+    extension_point: &'static str,
+    status: &'static str,
+}
+
+/// A histogram family whose buckets are fixed by a plain function.
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// The scheduler's metrics and the registry that exports them. Create one
+/// per scheduler (tests may create many: there is no global state), share
+/// it as `Arc<Metrics>`; every method takes `&self`.
+pub struct Metrics {
+    registry: Registry,
+    schedule_attempts: Family<ResultLabels, Counter>,
+    attempt_duration: HistogramFamily<ResultLabels>,
+    pending_pods: Family<QueueLabels, Gauge>,
+    queue_incoming: Family<IncomingLabels, Counter>,
+    sli_duration: HistogramFamily<AttemptsLabels>,
+    pod_attempts: Histogram,
+    extension_point_duration: HistogramFamily<ExtensionPointLabels>,
+    plugin_duration: HistogramFamily<PluginLabels>,
+    status_writes_dropped: Counter,
+    cycles: AtomicU64,
+}
+
+impl fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Declares and registers every metric. The four `scheduler_pending_pods`
+    /// series exist from the start (at 0); the others appear when first
+    /// recorded, as upstream.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+
+        // Counters are registered without `_total`: the OpenMetrics encoder
+        // appends it to the sample names.
+        let schedule_attempts = Family::default();
+        registry.register(
+            "scheduler_schedule_attempts",
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means a pod \
+             could not be scheduled, while 'error' means an internal scheduler problem",
+            schedule_attempts.clone(),
+        );
+        let attempt_duration: HistogramFamily<ResultLabels> =
+            Family::new_with_constructor(|| Histogram::new(buckets(0.001, 2.0, 15)));
+        registry.register(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
+            attempt_duration.clone(),
+        );
+        let pending_pods: Family<QueueLabels, Gauge> = Family::default();
+        registry.register(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type. 'active' means number of pods in \
+             activeQ; 'backoff' means number of pods in backoffQ; 'unschedulable' means number \
+             of pods in unschedulablePods that the scheduler attempted to schedule and failed; \
+             'gated' is the number of unschedulable pods that the scheduler never attempted to \
+             schedule because they are gated",
+            pending_pods.clone(),
+        );
+        for q in [QueueKind::Active, QueueKind::Backoff, QueueKind::Unschedulable, QueueKind::Gated]
+        {
+            drop(pending_pods.get_or_create(&QueueLabels { queue: q.as_str() }));
+        }
+        let queue_incoming = Family::default();
+        registry.register(
+            "scheduler_queue_incoming_pods",
+            "Number of pods added to scheduling queues by event and queue type",
+            queue_incoming.clone(),
+        );
+        let sli_duration: HistogramFamily<AttemptsLabels> =
+            Family::new_with_constructor(|| Histogram::new(buckets(0.01, 2.0, 20)));
+        registry.register(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the scheduling \
+             queue and might involve multiple scheduling attempts",
+            sli_duration.clone(),
+        );
+        let pod_attempts = Histogram::new(buckets(1.0, 2.0, 5));
+        registry.register(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod",
+            pod_attempts.clone(),
+        );
+        let extension_point_duration: HistogramFamily<ExtensionPointLabels> =
+            Family::new_with_constructor(|| Histogram::new(buckets(0.0001, 2.0, 12)));
+        registry.register(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point",
+            extension_point_duration.clone(),
+        );
+        let plugin_duration: HistogramFamily<PluginLabels> =
+            Family::new_with_constructor(|| Histogram::new(buckets(0.00001, 1.5, 20)));
+        registry.register(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point",
+            plugin_duration.clone(),
+        );
+        let status_writes_dropped = Counter::default();
+        registry.register(
+            "convoy_status_writes_dropped",
+            "Pod status writes (Events and PodScheduled conditions) dropped because the \
+             writer's queue was full",
+            status_writes_dropped.clone(),
+        );
+
+        Self {
+            registry,
+            schedule_attempts,
+            attempt_duration,
+            pending_pods,
+            queue_incoming,
+            sli_duration,
+            pod_attempts,
+            extension_point_duration,
+            plugin_duration,
+            status_writes_dropped,
+            cycles: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether this cycle records per-plugin durations: true for about
+    /// [`PLUGIN_METRICS_SAMPLE_PERCENT`] % of calls. Call once per cycle.
+    ///
+    /// One relaxed atomic increment and a multiply: the call count is
+    /// scrambled by the golden-ratio (Weyl) sequence, so the sampled cycles
+    /// are spread evenly without a fixed period that a workload's own
+    /// rhythm (gangs of ten, say) could alias with.
+    pub fn sample_plugin_metrics(&self) -> bool {
+        const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+        const THRESHOLD: u64 = u64::MAX / 100 * PLUGIN_METRICS_SAMPLE_PERCENT;
+        let n = self.cycles.fetch_add(1, Ordering::Relaxed);
+        n.wrapping_mul(GOLDEN) < THRESHOLD
+    }
+
+    /// Records the total time of one extension point in one cycle
+    /// (`scheduler_framework_extension_point_duration_seconds`). `point` is
+    /// upstream's name (`PreFilter`, `Filter`, ..., `Bind`); `status` is the
+    /// aggregated status code's name (`Code::as_str()`: `Success`,
+    /// `Unschedulable`, ...); `profile` is the framework's name.
+    pub fn observe_extension_point(
+        &self,
+        point: &'static str,
+        status: &'static str,
+        profile: &Arc<str>,
+        d: Duration,
+    ) {
+        let labels =
+            ExtensionPointLabels { extension_point: point, status, profile: profile.clone() };
+        self.extension_point_duration.get_or_create(&labels).observe(d.as_secs_f64());
+    }
+
+    /// Records one plugin's time at one extension point
+    /// (`scheduler_plugin_execution_duration_seconds`). Call only in cycles
+    /// for which [`Metrics::sample_plugin_metrics`] returned true.
+    pub fn observe_plugin(
+        &self,
+        plugin: &'static str,
+        point: &'static str,
+        status: &'static str,
+        d: Duration,
+    ) {
+        let labels = PluginLabels { plugin, extension_point: point, status };
+        self.plugin_duration.get_or_create(&labels).observe(d.as_secs_f64());
+    }
+
+    /// Records a pod bound after `attempts` attempts, `d` after its first
+    /// attempt began (`scheduler_pod_scheduling_sli_duration_seconds`, with
+    /// `attempts` capped at "15+", and `scheduler_pod_scheduling_attempts`).
+    pub fn observe_sli(&self, attempts: u32, d: Duration) {
+        let labels = AttemptsLabels { attempts: attempts_label(attempts) };
+        self.sli_duration.get_or_create(&labels).observe(d.as_secs_f64());
+        self.pod_attempts.observe(f64::from(attempts));
+    }
+
+    /// Counts one pod status write (an Event or a PodScheduled condition)
+    /// dropped because the writer could not keep up.
+    pub fn status_write_dropped(&self) {
+        self.status_writes_dropped.inc();
+    }
+
+    /// Advances `convoy_status_writes_dropped_total` to `total`, a
+    /// cumulative count kept by the status writer (its `dropped()`), for the
+    /// refresh hook. Like [`Metrics::sync_queue`], never moves it back.
+    /// Use this or [`Metrics::status_write_dropped`], not both.
+    pub fn sync_status_writes_dropped(&self, total: u64) {
+        self.status_writes_dropped.inner().fetch_max(total, Ordering::Relaxed);
+    }
+
+    /// Copies the queue's state in: sets `scheduler_pending_pods` and
+    /// advances each `scheduler_queue_incoming_pods_total` series to the
+    /// queue's cumulative count, adding only what is new since the last
+    /// sync. Safe to call concurrently; a count lower than the exported one
+    /// (a queue rebuilt from zero) leaves the series unchanged, since a
+    /// counter never goes down.
+    pub fn sync_queue(&self, pending: PendingCounts, incoming: &[IncomingCount]) {
+        for (q, n) in [
+            (QueueKind::Active, pending.active),
+            (QueueKind::Backoff, pending.backoff),
+            (QueueKind::Unschedulable, pending.unschedulable),
+            (QueueKind::Gated, pending.gated),
+        ] {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            self.pending_pods.get_or_create(&QueueLabels { queue: q.as_str() }).set(n);
+        }
+        for c in incoming {
+            let labels = IncomingLabels { queue: c.queue.as_str(), event: c.event.label() };
+            // Only this method moves these counters, so the exported value
+            // is the count at the last sync: `fetch_max` adds the difference
+            // atomically, even when two scrapes sync at once.
+            self.queue_incoming
+                .get_or_create(&labels)
+                .inner()
+                .fetch_max(c.count, Ordering::Relaxed);
+        }
+    }
+
+    /// The registry, to encode it another way.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The registry, to register more metrics (an adapter's, say) before
+    /// the `Metrics` is shared.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Every metric in the OpenMetrics text format
+    /// ([`OPENMETRICS_CONTENT_TYPE`]), ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::with_capacity(16 * 1024);
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+impl DecisionSink for Metrics {
+    /// `scheduler_schedule_attempts_total` and
+    /// `scheduler_scheduling_attempt_duration_seconds`, by result and
+    /// profile.
+    fn record(&self, d: &Decision) {
+        let labels = ResultLabels { result: d.outcome.result_label(), profile: d.profile.clone() };
+        self.schedule_attempts.get_or_create(&labels).inc();
+        self.attempt_duration.get_or_create(&labels).observe(d.latency.as_secs_f64());
+    }
+}
+
+/// `start × factor^i` for `i` in `0..n`, as upstream's `ExponentialBuckets`,
+/// rounded to 12 significant digits so the `le` labels read `0.0000225`
+/// rather than `0.000022500000000000005`.
+fn buckets(start: f64, factor: f64, n: u16) -> impl Iterator<Item = f64> {
+    exponential_buckets(start, factor, n).map(|b| format!("{b:.11e}").parse().unwrap_or(b))
+}
+
+/// Upstream's `getAttemptsLabel`: the count, capped at "15+".
+fn attempts_label(attempts: u32) -> &'static str {
+    ATTEMPTS_LABELS[(attempts as usize).min(ATTEMPTS_LABELS.len() - 1)]
+}
+
+#[cfg(test)]
+mod tests {
+    use convoy_queue::IncomingEvent;
+
+    use super::*;
+
+    fn incoming(m: &Metrics, queue: QueueKind, event: IncomingEvent) -> u64 {
+        let labels = IncomingLabels { queue: queue.as_str(), event: event.label() };
+        m.queue_incoming.get(&labels).map_or(0, |c| c.get())
+    }
+
+    fn count(queue: QueueKind, event: IncomingEvent, count: u64) -> IncomingCount {
+        IncomingCount { queue, event, count }
+    }
+
+    #[test]
+    fn sync_queue_adds_only_the_difference() {
+        let m = Metrics::new();
+        let (a, b) = (QueueKind::Active, QueueKind::Backoff);
+        let add = IncomingEvent::PodAdd;
+        let fail = IncomingEvent::ScheduleAttemptFailure;
+
+        m.sync_queue(PendingCounts::default(), &[count(a, add, 3)]);
+        assert_eq!(incoming(&m, a, add), 3);
+
+        // Cumulative 3 -> 5: the series moves by 2, to 5.
+        m.sync_queue(PendingCounts::default(), &[count(a, add, 5), count(b, fail, 1)]);
+        assert_eq!(incoming(&m, a, add), 5);
+        assert_eq!(incoming(&m, b, fail), 1);
+
+        // Unchanged counts add nothing; a series missing from a sync keeps
+        // its value.
+        m.sync_queue(PendingCounts::default(), &[count(a, add, 5)]);
+        m.sync_queue(PendingCounts::default(), &[]);
+        assert_eq!(incoming(&m, a, add), 5);
+        assert_eq!(incoming(&m, b, fail), 1);
+
+        // Same event, other queue: its own series.
+        m.sync_queue(PendingCounts::default(), &[count(b, add, 7)]);
+        assert_eq!(incoming(&m, a, add), 5);
+        assert_eq!(incoming(&m, b, add), 7);
+    }
+
+    #[test]
+    fn sync_queue_never_moves_a_counter_back() {
+        let m = Metrics::new();
+        let (q, e) = (QueueKind::Unschedulable, IncomingEvent::BackoffComplete);
+        m.sync_queue(PendingCounts::default(), &[count(q, e, 10)]);
+        m.sync_queue(PendingCounts::default(), &[count(q, e, 4)]);
+        assert_eq!(incoming(&m, q, e), 10);
+        m.sync_queue(PendingCounts::default(), &[count(q, e, 12)]);
+        assert_eq!(incoming(&m, q, e), 12);
+    }
+
+    #[test]
+    fn concurrent_syncs_do_not_double_count() {
+        let m = Metrics::new();
+        let (q, e) = (QueueKind::Active, IncomingEvent::PodAdd);
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let m = &m;
+                s.spawn(move || {
+                    for i in 0..1000u64 {
+                        m.sync_queue(PendingCounts::default(), &[count(q, e, i * 4 + t)]);
+                    }
+                });
+            }
+        });
+        assert_eq!(incoming(&m, q, e), 3999);
+    }
+
+    #[test]
+    fn sync_queue_sets_the_pending_gauges() {
+        let m = Metrics::new();
+        let pending = PendingCounts { active: 4, backoff: 3, unschedulable: 2, gated: 1 };
+        m.sync_queue(pending, &[]);
+        m.sync_queue(PendingCounts { active: 1, ..pending }, &[]);
+        let get =
+            |q: QueueKind| m.pending_pods.get(&QueueLabels { queue: q.as_str() }).unwrap().get();
+        assert_eq!(
+            [QueueKind::Active, QueueKind::Backoff, QueueKind::Unschedulable, QueueKind::Gated]
+                .map(get),
+            [1, 3, 2, 1]
+        );
+    }
+
+    #[test]
+    fn incoming_counter_is_exported_with_total_suffix_and_upstream_event_label() {
+        let m = Metrics::new();
+        m.sync_queue(
+            PendingCounts::default(),
+            &[count(QueueKind::Active, IncomingEvent::PodUpdate, 2)],
+        );
+        let text = m.encode();
+        assert!(
+            text.contains(
+                "scheduler_queue_incoming_pods_total{queue=\"active\",event=\"UnscheduledPodUpdate\"} 2\n"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn status_writes_dropped_follows_the_writers_count() {
+        let m = Metrics::new();
+        m.sync_status_writes_dropped(3);
+        m.sync_status_writes_dropped(2);
+        m.status_write_dropped();
+        assert_eq!(m.status_writes_dropped.get(), 4);
+        m.sync_status_writes_dropped(9);
+        assert!(m.encode().contains("\nconvoy_status_writes_dropped_total 9\n"));
+    }
+
+    #[test]
+    fn attempts_label_is_capped_as_upstream() {
+        assert_eq!(attempts_label(1), "1");
+        assert_eq!(attempts_label(14), "14");
+        assert_eq!(attempts_label(15), "15+");
+        assert_eq!(attempts_label(u32::MAX), "15+");
+    }
+
+    #[test]
+    fn about_one_cycle_in_ten_is_sampled() {
+        let m = Metrics::new();
+        let sampled = (0..10_000).filter(|_| m.sample_plugin_metrics()).count();
+        assert!((950..=1050).contains(&sampled), "{sampled}");
+        // Evenly spread: every window of 100 cycles has some.
+        let m = Metrics::new();
+        let flags: Vec<bool> = (0..10_000).map(|_| m.sample_plugin_metrics()).collect();
+        assert!(flags.chunks(100).all(|w| (5..=15).contains(&w.iter().filter(|&&b| b).count())));
+    }
+
+    #[test]
+    fn histogram_buckets_are_upstream() {
+        let m = Metrics::new();
+        let p: Arc<str> = Arc::from("convoy-scheduler");
+        m.observe_extension_point("Filter", "Success", &p, Duration::from_micros(150));
+        m.observe_plugin("NodeResourcesFit", "Filter", "Success", Duration::from_micros(3));
+        m.observe_sli(2, Duration::from_millis(30));
+        let text = m.encode();
+        for line in [
+            "scheduler_framework_extension_point_duration_seconds_bucket{le=\"0.0002\",extension_point=\"Filter\",status=\"Success\",profile=\"convoy-scheduler\"} 1\n",
+            "scheduler_framework_extension_point_duration_seconds_bucket{le=\"0.0001\",extension_point=\"Filter\",status=\"Success\",profile=\"convoy-scheduler\"} 0\n",
+            "scheduler_plugin_execution_duration_seconds_bucket{le=\"0.00001\",plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1\n",
+            "scheduler_plugin_execution_duration_seconds_bucket{le=\"0.000015\",plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1\n",
+            "scheduler_plugin_execution_duration_seconds_bucket{le=\"0.0000225\",plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1\n",
+            "scheduler_pod_scheduling_sli_duration_seconds_bucket{le=\"0.04\",attempts=\"2\"} 1\n",
+            "scheduler_pod_scheduling_sli_duration_seconds_bucket{le=\"0.02\",attempts=\"2\"} 0\n",
+            "scheduler_pod_scheduling_attempts_bucket{le=\"2.0\"} 1\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        // Bucket counts: 12 + 1, 20 + 1, 20 + 1 (`+Inf`).
+        let buckets = |name: &str| text.lines().filter(|l| l.starts_with(name)).count();
+        assert_eq!(buckets("scheduler_framework_extension_point_duration_seconds_bucket"), 13);
+        assert_eq!(buckets("scheduler_plugin_execution_duration_seconds_bucket"), 21);
+        assert_eq!(buckets("scheduler_pod_scheduling_sli_duration_seconds_bucket"), 21);
+    }
+}

@@ -1,0 +1,175 @@
+//! `convoy-scheduler --config FILE [--kubeconfig FILE]`: Convoy as a real
+//! second scheduler against an API server.
+//!
+//! Start-up: connect (with the configured client rate limits), start the
+//! status writer (Events and pod conditions, off the hot path), the HTTP
+//! endpoints (`/metrics`, `/healthz`, `/readyz`), leader election, and the
+//! watches. The cache fills from the watches while the replica waits for the
+//! lease; it schedules only while it is the leader and the initial lists are
+//! synced. Losing the lease stops scheduling at once and ends the process
+//! (as upstream: the Deployment restarts it as a standby). SIGTERM stops
+//! taking pods, lets in-flight bindings finish (bounded by a grace period),
+//! flushes Events and releases the lease.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use convoy_adapters::{ApiBinder, LeaderElection, StatusWriter, StatusWriterOptions, WatchOptions};
+use convoy_api::RealClock;
+use convoy_config::SchedulerConfig;
+use tokio::sync::watch;
+
+use crate::decision::{Decision, DecisionSink, Fanout, LogSink, Outcome};
+use crate::metrics::Metrics;
+use crate::run::Exit;
+use crate::scheduler::{Scheduler, SchedulerOptions};
+
+/// How long SIGTERM waits for in-flight bindings and queued Events.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// Bindings in flight at once.
+pub const MAX_BINDS_IN_FLIGHT: usize = 256;
+
+/// What `serve` needs besides the configuration.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Kubeconfig file; `None`: `clientConnection.kubeconfig`, else in-cluster.
+    pub kubeconfig: Option<PathBuf>,
+    /// Address of `/metrics`, `/healthz`, `/readyz`.
+    pub http_addr: SocketAddr,
+    /// Leader-election identity (default: hostname and pid).
+    pub identity: String,
+    /// Use streaming lists (WatchList) for the initial lists.
+    pub streaming_lists: bool,
+}
+
+/// Writes Events and the `PodScheduled` condition for each decision.
+struct ApiStatusSink(StatusWriter);
+
+impl DecisionSink for ApiStatusSink {
+    fn record(&self, d: &Decision) {
+        match &d.outcome {
+            Outcome::Scheduled { node, .. } => {
+                self.0.scheduled(&d.pod, d.uid.as_deref().unwrap_or(""), node);
+            }
+            Outcome::Unschedulable { message } | Outcome::Error { message } => {
+                self.0.unschedulable(&d.pod, d.uid.as_deref().unwrap_or(""), message);
+            }
+        }
+    }
+}
+
+/// Runs Convoy against an API server until SIGTERM or a lost lease.
+pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Result<Exit> {
+    let cc = &config.client_connection;
+    let kubeconfig = opts
+        .kubeconfig
+        .clone()
+        .or_else(|| (!cc.kubeconfig.is_empty()).then(|| PathBuf::from(&cc.kubeconfig)));
+    let client = convoy_adapters::connect(kubeconfig.as_deref(), cc.qps, cc.burst)
+        .await
+        .context("connecting to the API server")?;
+
+    let (status, status_task) = StatusWriter::new(client.clone(), StatusWriterOptions::default());
+    let metrics = Arc::new(Metrics::new());
+    let sink: Arc<dyn DecisionSink> = Arc::new(Fanout(vec![
+        Arc::new(LogSink),
+        metrics.clone(),
+        Arc::new(ApiStatusSink(status.clone())),
+    ]));
+    let le = config.leader_election.clone();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config,
+        registry: crate::registry(),
+        binder: Arc::new(ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT)),
+        clock: Arc::new(RealClock),
+        sink,
+        seed: None,
+    })?;
+
+    let refresh = {
+        let s = scheduler.clone();
+        let m = metrics.clone();
+        let w = status.clone();
+        Arc::new(move || {
+            m.sync_queue(s.queue().pending_counts(), &s.queue().incoming());
+            m.sync_status_writes_dropped(w.dropped());
+        })
+    };
+    let (http_addr, _http) = crate::http::start(
+        opts.http_addr,
+        crate::http::HttpState {
+            metrics: metrics.clone(),
+            ready: scheduler.synced().clone(),
+            refresh,
+        },
+    )
+    .await
+    .with_context(|| format!("serving HTTP on {}", opts.http_addr))?;
+    tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz");
+
+    let (leader, lease) = if le.leader_elect {
+        let (rx, handle) = convoy_adapters::leader::start(
+            client.clone(),
+            LeaderElection {
+                namespace: le.resource_namespace.clone(),
+                name: le.resource_name.clone(),
+                identity: opts.identity.clone(),
+                lease_duration: le.lease_duration,
+                renew_deadline: le.renew_deadline,
+                retry_period: le.retry_period,
+            },
+        );
+        (rx, Some(handle))
+    } else {
+        let (tx, rx) = watch::channel(true);
+        std::mem::forget(tx); // always the leader
+        (rx, None)
+    };
+
+    let updates = convoy_adapters::cluster_updates(
+        client.clone(),
+        WatchOptions { streaming_lists: opts.streaming_lists, ..Default::default() },
+    );
+    let exit = scheduler.clone().run_leader(updates, leader, shutdown_signal()).await;
+    tracing::info!(?exit, "stopping");
+
+    // Let bindings in flight finish, then flush Events and release the lease.
+    let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
+    while scheduler.binds_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    status.flush(SHUTDOWN_GRACE).await;
+    drop(status_task);
+    if let Some(lease) = lease {
+        lease.release().await;
+    }
+    Ok(exit)
+}
+
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
+
+/// The default leader-election identity: hostname and pid.
+pub fn default_identity() -> String {
+    let host = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "convoy".to_string());
+    format!("{host}_{}", std::process::id())
+}
