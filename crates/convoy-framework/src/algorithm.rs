@@ -15,6 +15,7 @@ use rand::Rng;
 use rayon::prelude::*;
 
 use crate::framework::{Framework, run_filters};
+use crate::metrics::{label, timed};
 
 /// Upstream `minFeasibleNodesToFind`.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -190,7 +191,15 @@ impl Framework {
         };
 
         // PreFilter.
-        let (pre, status) = self.run_pre_filter(state, pod, nodes);
+        self.begin_cycle(state);
+        let metrics = self.metrics.clone();
+        let (pre, status) = timed(
+            metrics.as_ref(),
+            "PreFilter",
+            &self.name,
+            || self.run_pre_filter(state, pod, nodes),
+            |(_, s)| label(s),
+        );
         if !status.is_success() {
             if !status.is_rejected() {
                 return Err(ScheduleError::Internal(status));
@@ -218,7 +227,17 @@ impl Framework {
         let to_find =
             num_feasible_nodes_to_find(self.percentage_of_nodes_to_score, candidates.len());
         let start = if candidates.len() == nodes.len() { *next_start % nodes.len() } else { 0 };
-        let chunk = self.find_feasible(state, pod, candidates, to_find, start);
+        let chunk = timed(
+            metrics.as_ref(),
+            "Filter",
+            &self.name,
+            || self.find_feasible(state, pod, candidates, to_find, start),
+            |c| match (&c.error, c.feasible.is_empty()) {
+                (Some(_), _) => "Error",
+                (None, true) => "Unschedulable",
+                (None, false) => "Success",
+            },
+        );
         if let Some(e) = chunk.error {
             return Err(ScheduleError::Internal(e));
         }
@@ -235,7 +254,13 @@ impl Framework {
         }
         let feasible = chunk.feasible;
         if feasible.is_empty() {
-            let (_, post) = self.run_post_filter(state, pod, &diagnosis.node_to_status);
+            let (_, post) = timed(
+                metrics.as_ref(),
+                "PostFilter",
+                &self.name,
+                || self.run_post_filter(state, pod, &diagnosis.node_to_status),
+                |(_, s)| label(s),
+            );
             if !self.post_filter.is_empty() && !post.reasons().is_empty() {
                 diagnosis.post_filter_msg = post.message();
             }
@@ -279,7 +304,7 @@ impl Framework {
                 break;
             }
             let node = &nodes[i];
-            let s = run_filters(&pass.filters, state, pod, node);
+            let s = run_filters(&pass.filters, state, pod, node, self.plugin_metrics(state));
             c.processed += 1;
             if s.is_success() {
                 c.feasible.push(node.clone());
@@ -369,11 +394,20 @@ impl Framework {
         if self.score.is_empty() {
             return Ok(vec![1; nodes.len()]);
         }
-        let s = self.run_pre_score(state, pod, nodes);
+        let metrics = self.metrics.clone();
+        let s = timed(
+            metrics.as_ref(),
+            "PreScore",
+            &self.name,
+            || self.run_pre_score(state, pod, nodes),
+            label,
+        );
         if !s.is_success() {
             return Err(s);
         }
         let state: &CycleState = state;
+        let score_start = std::time::Instant::now();
+        let plugin_metrics = self.plugin_metrics(state);
         let plugins: Vec<_> = self
             .score
             .iter()
@@ -383,7 +417,13 @@ impl Framework {
         let n = nodes.len();
         let score_node = |node: &Arc<NodeInfo>, out: &mut [i64]| -> Result<(), Status> {
             for (j, (p, _)) in plugins.iter().enumerate() {
-                out[j] = p.score(state, pod, node).map_err(|s| s.with_plugin(p.name()))?;
+                let started = plugin_metrics.map(|_| std::time::Instant::now());
+                let r = p.score(state, pod, node);
+                if let (Some(m), Some(t)) = (plugin_metrics, started) {
+                    let status = r.as_ref().map_or_else(label, |_| "Success");
+                    m.plugin(p.name(), "Score", status, t.elapsed());
+                }
+                out[j] = r.map_err(|s| s.with_plugin(p.name()))?;
             }
             Ok(())
         };
@@ -427,6 +467,9 @@ impl Framework {
                 }
                 totals[i] += v * weight;
             }
+        }
+        if let Some(m) = &self.metrics {
+            m.extension_point("Score", "Success", &self.name, score_start.elapsed());
         }
         Ok(totals)
     }

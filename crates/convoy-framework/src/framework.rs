@@ -13,6 +13,7 @@ use convoy_api::{
 };
 use convoy_config::{PluginSet, Profile};
 
+use crate::metrics::{FrameworkMetrics, label, timed};
 use crate::waiting_pods::{PermitWait, WaitingPodsMap};
 
 /// A profile that cannot be built; names the profile and what is wrong.
@@ -48,6 +49,7 @@ pub struct Framework {
     pub(crate) percentage_of_nodes_to_score: Option<u32>,
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
     pub(crate) pool: Option<Arc<rayon::ThreadPool>>,
+    pub(crate) metrics: Option<Arc<dyn FrameworkMetrics>>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -70,6 +72,8 @@ pub struct FrameworkOptions {
     /// Thread pool for Filter and Score over nodes; `None` runs them on the
     /// calling thread.
     pub pool: Option<Arc<rayon::ThreadPool>>,
+    /// Where extension-point and (sampled) plugin timings go.
+    pub metrics: Option<Arc<dyn FrameworkMetrics>>,
 }
 
 fn strip<T: ?Sized>(v: Vec<(Arc<T>, &convoy_config::PluginRef)>) -> Vec<Arc<T>> {
@@ -203,6 +207,7 @@ impl Framework {
                 .or(opts.percentage_of_nodes_to_score),
             waiting_pods: opts.waiting_pods.clone(),
             pool: opts.pool.clone(),
+            metrics: opts.metrics.clone(),
         })
     }
 
@@ -248,6 +253,16 @@ impl Framework {
             ("bind", names(&self.bind)),
             ("postBind", names(&self.post_bind)),
         ]
+    }
+
+    /// The metrics sink for per-plugin timings, when this cycle is sampled.
+    pub(crate) fn plugin_metrics(&self, state: &CycleState) -> Option<&Arc<dyn FrameworkMetrics>> {
+        if state.record_plugin_metrics { self.metrics.as_ref() } else { None }
+    }
+
+    /// Starts a cycle: decides whether it records per-plugin timings.
+    pub fn begin_cycle(&self, state: &mut CycleState) {
+        state.record_plugin_metrics = self.metrics.as_ref().is_some_and(|m| m.sample());
     }
 
     /// Runs PreEnqueue; the first non-success status (with its plugin) is returned.
@@ -305,7 +320,7 @@ impl Framework {
 
     /// Runs Filter plugins on one node, stopping at the first rejection.
     pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
-        run_filters(&self.active_filters(state), state, pod, node)
+        run_filters(&self.active_filters(state), state, pod, node, self.plugin_metrics(state))
     }
 }
 
@@ -315,12 +330,21 @@ pub(crate) fn run_filters(
     state: &CycleState,
     pod: &PodInfo,
     node: &NodeInfo,
+    metrics: Option<&Arc<dyn FrameworkMetrics>>,
 ) -> Status {
     if let Some(why) = &node.invalid {
         return Status::unresolvable(format!("node(s) had invalid status: {why}"));
     }
     for p in filters {
-        let s = p.filter(state, pod, node);
+        let s = match metrics {
+            None => p.filter(state, pod, node),
+            Some(m) => {
+                let start = std::time::Instant::now();
+                let s = p.filter(state, pod, node);
+                m.plugin(p.name(), "Filter", label(&s), start.elapsed());
+                s
+            }
+        };
         if !s.is_success() {
             return s.with_plugin(p.name());
         }
@@ -370,6 +394,17 @@ impl Framework {
 
     /// Runs Reserve; on failure unreserves every plugin (in reverse).
     pub fn run_reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let metrics = self.metrics.clone();
+        timed(
+            metrics.as_ref(),
+            "Reserve",
+            &self.name,
+            || self.reserve_inner(state, pod, node),
+            label,
+        )
+    }
+
+    fn reserve_inner(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
         for p in &self.reserve {
             let s = p.reserve(state, pod, node);
             if !s.is_success() {
@@ -390,6 +425,26 @@ impl Framework {
     /// Runs Permit. `Ok(None)`: allowed now. `Ok(Some(wait))`: the pod waits
     /// at Permit until allowed, rejected or timed out. `Err`: rejected.
     pub fn run_permit(
+        &self,
+        state: &mut CycleState,
+        pod: &Arc<PodInfo>,
+        node: &str,
+    ) -> Result<Option<PermitWait>, Status> {
+        let metrics = self.metrics.clone();
+        timed(
+            metrics.as_ref(),
+            "Permit",
+            &self.name,
+            || self.permit_inner(state, pod, node),
+            |r| match r {
+                Ok(None) => "Success",
+                Ok(Some(_)) => "Wait",
+                Err(s) => label(s),
+            },
+        )
+    }
+
+    fn permit_inner(
         &self,
         state: &mut CycleState,
         pod: &Arc<PodInfo>,
@@ -417,6 +472,20 @@ impl Framework {
     /// Runs PreBind then Bind (the first Bind plugin that does not Skip),
     /// in the binding task.
     pub async fn run_bind(
+        &self,
+        state: Arc<CycleState>,
+        pod: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> Status {
+        let start = std::time::Instant::now();
+        let s = self.bind_inner(state, pod, node).await;
+        if let Some(m) = &self.metrics {
+            m.extension_point("Bind", label(&s), &self.name, start.elapsed());
+        }
+        s
+    }
+
+    async fn bind_inner(
         &self,
         state: Arc<CycleState>,
         pod: Arc<PodInfo>,

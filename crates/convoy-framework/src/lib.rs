@@ -8,10 +8,12 @@
 
 pub mod algorithm;
 pub mod framework;
+pub mod metrics;
 pub mod waiting_pods;
 
 pub use algorithm::{
     Diagnosis, FitError, ScheduleError, ScheduleResult, num_feasible_nodes_to_find, select_host,
 };
 pub use framework::{Framework, FrameworkError, FrameworkOptions, MAX_PERMIT_TIMEOUT};
+pub use metrics::FrameworkMetrics;
 pub use waiting_pods::{PermitWait, WaitingPodsMap};

@@ -65,6 +65,9 @@ pub struct Decision {
     pub attempt: u32,
     /// From pop to the decision (the binding cycle not included).
     pub latency: Duration,
+    /// For a bound pod: from its first scheduling attempt to the bind (the
+    /// pod scheduling SLI).
+    pub since_first_attempt: Option<Duration>,
 }
 
 /// Receives decisions. Called on the scheduling loop or binding tasks:

@@ -339,6 +339,29 @@ impl DecisionSink for Metrics {
         let labels = ResultLabels { result: d.outcome.result_label(), profile: d.profile.clone() };
         self.schedule_attempts.get_or_create(&labels).inc();
         self.attempt_duration.get_or_create(&labels).observe(d.latency.as_secs_f64());
+        if let Some(sli) = d.since_first_attempt {
+            self.observe_sli(d.attempt, sli);
+        }
+    }
+}
+
+impl convoy_framework::FrameworkMetrics for Metrics {
+    fn sample(&self) -> bool {
+        self.sample_plugin_metrics()
+    }
+
+    fn extension_point(
+        &self,
+        point: &'static str,
+        status: &'static str,
+        profile: &Arc<str>,
+        d: Duration,
+    ) {
+        self.observe_extension_point(point, status, profile, d);
+    }
+
+    fn plugin(&self, plugin: &'static str, point: &'static str, status: &'static str, d: Duration) {
+        self.observe_plugin(plugin, point, status, d);
     }
 }
 

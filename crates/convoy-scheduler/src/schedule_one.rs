@@ -69,6 +69,7 @@ impl Scheduler {
             rejected: result.rejected,
             attempt: qpi.attempts,
             latency: started.elapsed(),
+            since_first_attempt: None,
         };
 
         // 3: assume.
@@ -134,6 +135,8 @@ impl Scheduler {
         }
         self.cache.finish_binding(&pod);
         fwk.run_post_bind(&state, &pod, &node);
+        let mut decision = decision;
+        decision.since_first_attempt = qpi.initial_attempt_timestamp.map(|t| t.elapsed());
         self.sink.record(&decision);
         self.queue.done(&pod.uid);
     }
@@ -182,6 +185,7 @@ impl Scheduler {
             rejected,
             attempt: qpi.attempts,
             latency: started.elapsed(),
+            since_first_attempt: None,
         });
         let uid = qpi.pod_info.uid.clone();
         self.queue.add_unschedulable_if_not_present(
@@ -240,5 +244,6 @@ pub fn invalid_pod_decision(e: &InvalidPod) -> Decision {
         rejected: BTreeMap::new(),
         attempt: 0,
         latency: std::time::Duration::ZERO,
+        since_first_attempt: None,
     }
 }

@@ -50,6 +50,8 @@ pub struct SchedulerOptions {
     pub sink: Arc<dyn DecisionSink>,
     /// Seed of the tie-breaking RNG (fixed in tests, random otherwise).
     pub seed: Option<u64>,
+    /// Where extension-point and plugin timings go (none in simulations).
+    pub framework_metrics: Option<Arc<dyn convoy_framework::FrameworkMetrics>>,
 }
 
 /// State only the scheduling loop touches.
@@ -112,6 +114,7 @@ impl Scheduler {
                     waiting_pods: waiting_pods.clone(),
                     percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
                     pool: pool.clone(),
+                    metrics: opts.framework_metrics.clone(),
                 },
             )?;
             less.get_or_insert_with(|| fwk.queue_sort().clone());

@@ -87,6 +87,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         clock: Arc::new(RealClock),
         sink,
         seed: None,
+        framework_metrics: Some(metrics.clone()),
     })?;
 
     let refresh = {

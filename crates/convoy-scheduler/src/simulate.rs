@@ -126,6 +126,7 @@ pub async fn simulate(
         clock: Arc::new(clock.clone()),
         sink: Arc::new(Fanout(sinks)),
         seed: Some(0),
+        framework_metrics: None,
     })?;
     let started = Instant::now();
     scheduler.run_until_idle(&mut updates, &clock).await;
@@ -232,6 +233,7 @@ pub fn check(config: &SchedulerConfig) -> anyhow::Result<String> {
         clock: Arc::new(FakeClock::new()),
         sink: Arc::new(Collect::default()),
         seed: Some(0),
+        framework_metrics: None,
     })?;
     let mut out = String::new();
     for p in &config.profiles {

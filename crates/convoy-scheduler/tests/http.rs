@@ -68,6 +68,7 @@ fn decision(outcome: Outcome, latency: Duration) -> Decision {
         rejected: BTreeMap::new(),
         attempt: 1,
         latency,
+        since_first_attempt: None,
     }
 }
 

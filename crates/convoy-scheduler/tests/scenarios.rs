@@ -190,6 +190,7 @@ async fn node_added_requeues_the_pod() {
         clock: Arc::new(clock.clone()),
         sink: Arc::new(LogSink),
         seed: Some(1),
+        framework_metrics: None,
     })
     .unwrap();
     scheduler.run_until_idle(&mut updates, &clock).await;
@@ -217,6 +218,7 @@ async fn taint_removed_requeues_the_pod() {
         clock: Arc::new(clock.clone()),
         sink: Arc::new(LogSink),
         seed: Some(1),
+        framework_metrics: None,
     })
     .unwrap();
     scheduler.run_until_idle(&mut updates, &clock).await;
@@ -242,6 +244,7 @@ async fn pod_deleted_requeues_the_pod() {
         clock: Arc::new(clock.clone()),
         sink: Arc::new(LogSink),
         seed: Some(1),
+        framework_metrics: None,
     })
     .unwrap();
     scheduler.run_until_idle(&mut updates, &clock).await;
