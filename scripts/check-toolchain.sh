@@ -17,7 +17,7 @@ if ! command -v cargo >/dev/null; then
   echo "cargo not found: install Rust with rustup (https://rustup.rs), toolchain >= 1.89" >&2
   fail=1
 fi
-for tool in flock sha256sum; do
+for tool in flock sha256sum setpriv; do
   command -v "$tool" >/dev/null || { echo "$tool not found (Debian: apt-get install util-linux coreutils)" >&2; fail=1; }
 done
 exit $fail
