@@ -321,7 +321,14 @@ impl Scheduler {
 
     fn pod_deleted(&self, pod: Arc<Pod>) {
         let Some(info) = self.pod_info(pod.clone()) else { return };
-        if info.node_name().is_some() {
+        let assigned = info.node_name().is_some();
+        if !assigned {
+            self.queue.delete(&info);
+            convoy_api::WaitingPods::reject(&*self.waiting_pods, &info.uid, "", "pod deleted");
+        }
+        // An assigned pod, or one deleted while its binding was in flight
+        // (assumed): give back what it holds, and tell the pods it blocked.
+        if assigned || self.cache.is_assumed(&info.uid) {
             log_cache_error(self.cache.remove_pod(&info));
             self.move_all(
                 EventResource::AssignedPod,
@@ -329,19 +336,6 @@ impl Scheduler {
                 Some(EventObject::Pod(pod)),
                 None,
             );
-        } else {
-            self.queue.delete(&info);
-            // Deleted while its binding was in flight: give back what it reserved.
-            if self.cache.is_assumed(&info.uid) {
-                log_cache_error(self.cache.remove_pod(&info));
-                self.move_all(
-                    EventResource::AssignedPod,
-                    ActionType::DELETE,
-                    Some(EventObject::Pod(pod)),
-                    None,
-                );
-            }
-            convoy_api::WaitingPods::reject(&*self.waiting_pods, &info.uid, "", "pod deleted");
         }
     }
 }

@@ -175,13 +175,8 @@ async fn many_pods_never_overcommit() {
     assert!(per_node.values().all(|&c| c == 40), "{per_node:?}");
 }
 
-/// A rejected pod is retried when a node that fits arrives, and not before.
-#[tokio::test]
-async fn node_added_requeues_the_pod() {
-    let (cluster, mut updates) = EmbeddedCluster::new(objects(
-        vec![NodeBuilder::new("small").cpu("1").build()],
-        vec![PodBuilder::new("big").cpu("2").build()],
-    ));
+/// The whole scheduler on an embedded cluster, with a fake clock.
+fn scheduler_on(cluster: &Arc<EmbeddedCluster>) -> (Arc<Scheduler>, FakeClock) {
     let clock = FakeClock::new();
     let scheduler = Scheduler::new(SchedulerOptions {
         config: convoy_scheduler::load_config(None).unwrap(),
@@ -193,6 +188,17 @@ async fn node_added_requeues_the_pod() {
         framework_metrics: None,
     })
     .unwrap();
+    (scheduler, clock)
+}
+
+/// A rejected pod is retried when a node that fits arrives, and not before.
+#[tokio::test]
+async fn node_added_requeues_the_pod() {
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(
+        vec![NodeBuilder::new("small").cpu("1").build()],
+        vec![PodBuilder::new("big").cpu("2").build()],
+    ));
+    let (scheduler, clock) = scheduler_on(&cluster);
     scheduler.run_until_idle(&mut updates, &clock).await;
     assert_eq!(cluster.bound_count(), 0);
     assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
@@ -210,17 +216,7 @@ async fn taint_removed_requeues_the_pod() {
     let tainted = NodeBuilder::new("n").taint("maintenance", "", "NoSchedule").build();
     let (cluster, mut updates) =
         EmbeddedCluster::new(objects(vec![tainted], vec![PodBuilder::new("p").build()]));
-    let clock = FakeClock::new();
-    let scheduler = Scheduler::new(SchedulerOptions {
-        config: convoy_scheduler::load_config(None).unwrap(),
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        clock: Arc::new(clock.clone()),
-        sink: Arc::new(LogSink),
-        seed: Some(1),
-        framework_metrics: None,
-    })
-    .unwrap();
+    let (scheduler, clock) = scheduler_on(&cluster);
     scheduler.run_until_idle(&mut updates, &clock).await;
     assert_eq!(cluster.bound_count(), 0);
     cluster.update_node(NodeBuilder::new("n").build()).unwrap();
@@ -236,17 +232,7 @@ async fn pod_deleted_requeues_the_pod() {
         vec![NodeBuilder::new("n").cpu("1").build()],
         vec![PodBuilder::new("first").cpu("800m").build()],
     ));
-    let clock = FakeClock::new();
-    let scheduler = Scheduler::new(SchedulerOptions {
-        config: convoy_scheduler::load_config(None).unwrap(),
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        clock: Arc::new(clock.clone()),
-        sink: Arc::new(LogSink),
-        seed: Some(1),
-        framework_metrics: None,
-    })
-    .unwrap();
+    let (scheduler, clock) = scheduler_on(&cluster);
     scheduler.run_until_idle(&mut updates, &clock).await;
     cluster.add_pod(PodBuilder::new("second").cpu("800m").build()).unwrap();
     scheduler.run_until_idle(&mut updates, &clock).await;

@@ -14,15 +14,12 @@ pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
 
 /// The weighted mean over the resources with allocatable > 0.
 pub fn score(requested: &[i64], allocatable: &[i64], weights: &[i64]) -> i64 {
-    let (mut node_score, mut weight_sum) = (0, 0);
-    for i in 0..requested.len() {
-        if allocatable[i] == 0 {
-            continue;
-        }
-        node_score += least_requested_score(requested[i], allocatable[i]) * weights[i];
-        weight_sum += weights[i];
-    }
-    if weight_sum == 0 { 0 } else { node_score / weight_sum }
+    super::resource_allocation::weighted_mean(
+        requested,
+        allocatable,
+        weights,
+        least_requested_score,
+    )
 }
 
 #[cfg(test)]

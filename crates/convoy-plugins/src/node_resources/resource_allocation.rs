@@ -131,3 +131,22 @@ impl ResourceAllocationScorer {
         (requested, allocatable)
     }
 }
+
+/// The weighted mean of `per_resource(requested, allocatable)` over the
+/// resources with allocatable > 0 (upstream's least/most-allocated scorers).
+pub fn weighted_mean(
+    requested: &[i64],
+    allocatable: &[i64],
+    weights: &[i64],
+    per_resource: impl Fn(i64, i64) -> i64,
+) -> i64 {
+    let (mut node_score, mut weight_sum) = (0, 0);
+    for i in 0..requested.len() {
+        if allocatable[i] == 0 {
+            continue;
+        }
+        node_score += per_resource(requested[i], allocatable[i]) * weights[i];
+        weight_sum += weights[i];
+    }
+    if weight_sum == 0 { 0 } else { node_score / weight_sum }
+}
