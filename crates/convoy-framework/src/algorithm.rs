@@ -14,7 +14,7 @@ use convoy_api::{
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::framework::{Framework, run_filters};
+use crate::framework::{Framework, PreFilterNarrowing, run_filters};
 use crate::metrics::{label, timed};
 
 /// Upstream `minFeasibleNodesToFind`.
@@ -64,6 +64,9 @@ pub struct Diagnosis {
     pub pre_filter_msg: String,
     /// The PostFilter message (preemption), if any.
     pub post_filter_msg: String,
+    /// Nodes not in `node_to_status.map` that `node_to_status.absent`
+    /// stands for (nodes a PreFilter result excluded).
+    pub absent_nodes: usize,
 }
 
 impl Diagnosis {
@@ -76,7 +79,8 @@ impl Diagnosis {
         self.node_to_status.map.insert(node, status);
     }
 
-    /// Count of rejected nodes per reason (the reasons histogram).
+    /// Count of rejected nodes per reason (the reasons histogram),
+    /// including the nodes a PreFilter result excluded.
     pub fn reasons(&self) -> BTreeMap<String, usize> {
         let mut h = BTreeMap::new();
         for s in self.node_to_status.map.values() {
@@ -84,7 +88,18 @@ impl Diagnosis {
                 *h.entry(r.to_string()).or_insert(0) += 1;
             }
         }
+        if let Some(absent) = self.node_to_status.absent.as_ref().filter(|_| self.absent_nodes > 0)
+        {
+            for r in absent.reasons() {
+                *h.entry(r.to_string()).or_insert(0) += self.absent_nodes;
+            }
+        }
         h
+    }
+
+    /// Nodes rejected: evaluated by Filter, or excluded by PreFilter.
+    pub fn rejected_nodes(&self) -> usize {
+        self.node_to_status.map.len() + self.absent_nodes
     }
 }
 
@@ -212,6 +227,7 @@ impl Framework {
                 diagnosis.unschedulable_plugins.insert(status.plugin());
             }
             diagnosis.node_to_status.absent = Some(status);
+            diagnosis.absent_nodes = nodes.len();
             return Err(fit_error(diagnosis));
         }
         let subset: Vec<Arc<NodeInfo>>;
@@ -249,8 +265,11 @@ impl Framework {
             diagnosis.record(name, s);
         }
         if candidates.len() < nodes.len() {
+            let plugins =
+                state.read::<PreFilterNarrowing>().map(|n| n.0.join(" ")).unwrap_or_default();
             diagnosis.node_to_status.absent =
-                Some(Status::unresolvable("node(s) didn't satisfy plugin(s) [PreFilter]"));
+                Some(Status::unresolvable(format!("node(s) didn't satisfy plugin(s) [{plugins}]")));
+            diagnosis.absent_nodes = nodes.len() - candidates.len();
         }
         let feasible = chunk.feasible;
         if feasible.is_empty() {

@@ -26,6 +26,11 @@ pub struct FrameworkError {
     pub message: String,
 }
 
+/// The PreFilter plugins that narrowed the nodes to a subset in this cycle
+/// (for upstream's "didn't satisfy plugin(s) [...]" message).
+#[derive(Debug, Clone, Default)]
+pub struct PreFilterNarrowing(pub Vec<&'static str>);
+
 /// The longest a pod may wait at Permit (upstream `maxTimeout`).
 pub const MAX_PERMIT_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
@@ -285,6 +290,7 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
     ) -> (Option<PreFilterResult>, Status) {
         let mut result: Option<PreFilterResult> = None;
+        let mut narrowing: Vec<&'static str> = Vec::new();
         for p in &self.pre_filter {
             let (r, s) = p.pre_filter(state, pod, nodes);
             if s.is_skip() {
@@ -295,20 +301,25 @@ impl Framework {
                 return (None, s.with_plugin(p.name()));
             }
             if let Some(r) = r {
+                if r.node_names.is_some() {
+                    narrowing.push(p.name());
+                }
                 result = Some(match result {
                     None => r,
                     Some(prev) => prev.merge(r),
                 });
                 if result.as_ref().and_then(|r| r.node_names.as_ref()).is_some_and(|n| n.is_empty())
                 {
-                    return (
-                        result,
-                        Status::unresolvable("node(s) didn't satisfy plugin(s) [PreFilter]")
-                            .with_plugin(p.name()),
+                    let msg = format!(
+                        "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                        narrowing.join(" ")
                     );
+                    state.write(PreFilterNarrowing(narrowing));
+                    return (result, Status::unresolvable(msg).with_plugin(p.name()));
                 }
             }
         }
+        state.write(PreFilterNarrowing(narrowing));
         (result, Status::success())
     }
 

@@ -156,6 +156,10 @@ impl Scheduler {
         total: usize,
         started: Instant,
     ) {
+        let evaluated = match &err {
+            ScheduleError::Fit(fit) => fit.diagnosis.node_to_status.map.len(),
+            _ => 0,
+        };
         let (outcome, rejected, is_error) = match &err {
             ScheduleError::Fit(fit) => {
                 qpi.unschedulable_plugins = fit.diagnosis.unschedulable_plugins.clone();
@@ -173,7 +177,6 @@ impl Scheduler {
                 (Outcome::Error { message: s.to_string() }, BTreeMap::new(), true)
             }
         };
-        let evaluated = rejected.values().sum();
         self.sink.record(&Decision {
             pod: qpi.pod_info.key.clone(),
             uid: uid_of(&qpi.pod_info),

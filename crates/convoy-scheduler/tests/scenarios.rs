@@ -255,3 +255,26 @@ async fn bundled_example_runs() {
         assert!(p.node.is_some() != p.reason.is_some(), "{p:?}");
     }
 }
+
+/// Nodes a PreFilter result excludes are counted in the message, with the
+/// plugin that excluded them, as upstream.
+#[tokio::test]
+async fn prefilter_subset_is_counted_in_the_message() {
+    let nodes = vec![
+        NodeBuilder::new("a").cpu("1").build(),
+        NodeBuilder::new("b").build(),
+        NodeBuilder::new("c").build(),
+    ];
+    let affinity: k8s_openapi::api::core::v1::Affinity = serde_json::from_value(serde_json::json!({
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]}]}
+        ]}}
+    }))
+    .unwrap();
+    let pod = PodBuilder::new("pinned").cpu("2").with_spec(|s| s.affinity = Some(affinity)).build();
+    let r = run(nodes, vec![pod]).await;
+    assert_eq!(
+        reason_of(&r, "pinned"),
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    );
+}
