@@ -25,6 +25,9 @@ pub enum Exit {
     WatchEnded,
 }
 
+/// Pods scheduled between two yields of the live scheduling loop.
+const YIELD_EVERY: u32 = 32;
+
 /// How often backoff-completed pods move to the active queue (upstream: 1 s).
 pub const BACKOFF_FLUSH_PERIOD: Duration = Duration::from_secs(1);
 /// How often long-unschedulable pods are retried (upstream: 30 s).
@@ -68,7 +71,16 @@ impl Scheduler {
                 }
             }
             tracing::info!("leading: scheduling starts");
+            let mut since_yield = 0u32;
             loop {
+                // pop() returns at once while pods are queued; give the
+                // binding tasks this loop spawns a turn now and then (they sit
+                // in this worker's LIFO slot, which other workers cannot steal).
+                since_yield += 1;
+                if since_yield == YIELD_EVERY {
+                    since_yield = 0;
+                    tokio::task::yield_now().await;
+                }
                 tokio::select! {
                     biased;
                     _ = &mut shutdown => break 'outer Exit::Shutdown,

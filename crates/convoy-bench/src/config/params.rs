@@ -1,0 +1,160 @@
+//! Workload parameters (`params:`), referenced from ops as `$name`, and Go
+//! duration strings.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::template::Value;
+
+/// A workload's parameters, remembering which ones were used: as upstream,
+/// a parameter no op refers to is an error.
+#[derive(Debug, Clone, Default)]
+pub struct Params {
+    values: BTreeMap<String, serde_json::Value>,
+    used: BTreeSet<String>,
+}
+
+impl Params {
+    /// Parameters from a workload's `params:` map.
+    pub fn new(values: BTreeMap<String, serde_json::Value>) -> Self {
+        Self { values, used: BTreeSet::new() }
+    }
+
+    fn lookup(&mut self, reference: &str) -> Result<&serde_json::Value, String> {
+        let name = reference.strip_prefix('$').ok_or_else(|| {
+            format!("{reference:?} is not a parameter reference (must start with \"$\")")
+        })?;
+        let v = self.values.get(name).ok_or_else(|| format!("parameter {name} is undefined"))?;
+        self.used.insert(name.to_string());
+        Ok(v)
+    }
+
+    /// The integer parameter `reference` (`$name`).
+    pub fn int(&mut self, reference: &str) -> Result<i64, String> {
+        let v = self.lookup(reference)?;
+        match v.as_i64().or_else(|| v.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64)) {
+            Some(i) => Ok(i),
+            None => Err(format!("parameter {reference} must be an integer, got {v}")),
+        }
+    }
+
+    /// The non-negative count parameter `reference`.
+    pub fn count(&mut self, reference: &str) -> Result<usize, String> {
+        let i = self.int(reference)?;
+        usize::try_from(i).map_err(|_| format!("parameter {reference} must be >= 0, got {i}"))
+    }
+
+    /// The duration parameter `reference` (a Go duration string, `"10s"`).
+    pub fn duration(&mut self, reference: &str) -> Result<Duration, String> {
+        let v = self.lookup(reference)?;
+        let s = v.as_str().ok_or_else(|| {
+            format!("parameter {reference} must be a duration string such as \"10s\", got {v}")
+        })?;
+        parse_duration(s).map_err(|e| format!("parameter {reference}: {e}"))
+    }
+
+    /// A template parameter: a literal, or `$name` resolved from the
+    /// workload's parameters.
+    pub fn template_value(&mut self, v: &serde_json::Value) -> Result<Value, String> {
+        let resolved = match v.as_str() {
+            Some(s) if s.starts_with('$') => self.lookup(s)?.clone(),
+            _ => v.clone(),
+        };
+        Value::from_json(&resolved)
+            .ok_or_else(|| format!("template parameter {v} must be a scalar, got {resolved}"))
+    }
+
+    /// The parameters nobody used, sorted.
+    pub fn unused(&self) -> Vec<&str> {
+        self.values.keys().filter(|k| !self.used.contains(*k)).map(String::as_str).collect()
+    }
+}
+
+/// Parses a Go duration (`"1h2m3.5s"`, `"300ms"`, `"10us"`, `"0"`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let err = || format!("invalid duration {s:?} (expected e.g. \"10s\", \"500ms\", \"1m30s\")");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    if s.is_empty() || s.starts_with('-') {
+        return Err(err());
+    }
+    let mut rest = s.strip_prefix('+').unwrap_or(s);
+    let mut total = 0.0_f64;
+    while !rest.is_empty() {
+        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
+        let number: f64 = rest[..num_end].parse().map_err(|_| err())?;
+        rest = &rest[num_end..];
+        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
+        let scale = match &rest[..unit_end] {
+            "ns" => 1e-9,
+            "us" | "µs" | "μs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(err()),
+        };
+        total += number * scale;
+        rest = &rest[unit_end..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+/// Formats a duration as Go does for simple values (`10ms`, `1.5s`, `250µs`).
+pub fn format_duration(d: Duration) -> String {
+    let ns = d.as_nanos();
+    if ns == 0 {
+        "0s".into()
+    } else if ns < 1_000 {
+        format!("{ns}ns")
+    } else if ns < 1_000_000 {
+        format!("{}µs", ns as f64 / 1e3)
+    } else if ns < 1_000_000_000 {
+        format!("{}ms", ns as f64 / 1e6)
+    } else {
+        format!("{}s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_as_go() {
+        let ok = [
+            ("10s", 10_000),
+            ("500ms", 500),
+            ("1m30s", 90_000),
+            ("1.5s", 1_500),
+            ("2h", 7_200_000),
+            ("0", 0),
+        ];
+        for (s, ms) in ok {
+            assert_eq!(parse_duration(s).unwrap(), Duration::from_millis(ms), "{s}");
+        }
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        for bad in ["", "10", "5x", "-1s", "s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(format_duration(Duration::from_millis(10)), "10ms");
+        assert_eq!(format_duration(Duration::from_secs(1)), "1s");
+        assert_eq!(format_duration(Duration::from_micros(100)), "100µs");
+    }
+
+    #[test]
+    fn params_track_use_and_types() {
+        let mut p = Params::new(
+            serde_json::from_str(r#"{"nodes": 5, "pods": 10.0, "d": "1s", "s": "x", "unused": 1}"#)
+                .unwrap(),
+        );
+        assert_eq!(p.count("$nodes").unwrap(), 5);
+        assert_eq!(p.count("$pods").unwrap(), 10);
+        assert_eq!(p.duration("$d").unwrap(), Duration::from_secs(1));
+        assert!(p.int("$s").unwrap_err().contains("must be an integer"));
+        assert!(p.int("nodes").unwrap_err().contains("must start with \"$\""));
+        assert!(p.int("$nope").unwrap_err().contains("parameter nope is undefined"));
+        assert_eq!(p.unused(), vec!["unused"]);
+    }
+}

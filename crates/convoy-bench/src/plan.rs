@@ -1,0 +1,255 @@
+//! One workload's ops with every `$param` resolved and every template file
+//! read: what a target executes. Planning is where upstream's
+//! `patchParams` checks happen (undefined, mistyped and unused parameters),
+//! before anything runs.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::{Config, Op, Params, TestCase, Workload, parse_duration};
+use crate::labels::Selector;
+use crate::template::{Env, Value};
+
+/// Where an object template comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TemplateSource {
+    /// Upstream's built-in node or pod.
+    Builtin,
+    /// A template file and its text.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Its contents.
+        text: Arc<str>,
+    },
+}
+
+/// How `createNodes` changes each node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeStrategy {
+    /// Sets `status.allocatable` (and `capacity` where lower).
+    Allocatable(BTreeMap<String, String>),
+    /// Sets `key` to the values round-robin.
+    Label {
+        /// Label key.
+        key: String,
+        /// Values.
+        values: Vec<String>,
+    },
+    /// Sets `key` to a random UUID per node.
+    UniqueLabel {
+        /// Label key.
+        key: String,
+    },
+}
+
+/// A resolved `createNodes`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodesStep {
+    /// Index of the op in the workload template.
+    pub op_index: usize,
+    /// Number of nodes.
+    pub count: usize,
+    /// Template.
+    pub template: TemplateSource,
+    /// Template params (resolved).
+    pub params: Env,
+    /// Strategy, if any.
+    pub strategy: Option<NodeStrategy>,
+}
+
+/// A resolved `createPods`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodsStep {
+    /// Index of the op in the workload template.
+    pub op_index: usize,
+    /// Number of pods.
+    pub count: usize,
+    /// Namespace.
+    pub namespace: String,
+    /// Template.
+    pub template: TemplateSource,
+    /// Template params (resolved).
+    pub params: Env,
+    /// Measure throughput while these pods schedule.
+    pub collect_metrics: bool,
+    /// Do not wait for them to be scheduled.
+    pub skip_wait: bool,
+}
+
+/// One resolved op.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// `createNodes`.
+    CreateNodes(NodesStep),
+    /// `createNamespaces`: the names.
+    CreateNamespaces(Vec<String>),
+    /// `createPods`.
+    CreatePods(PodsStep),
+    /// `barrier`.
+    Barrier {
+        /// Namespaces (empty: all).
+        namespaces: Vec<String>,
+        /// Pods to wait for.
+        selector: Selector,
+    },
+    /// `sleep`.
+    Sleep(Duration),
+    /// `deletePods`.
+    DeletePods {
+        /// Namespace.
+        namespace: String,
+        /// Pods to delete.
+        selector: Selector,
+        /// Do not wait until they are gone.
+        skip_wait: bool,
+        /// Rate; 0 = all at once.
+        per_second: u32,
+    },
+    /// `startCollectingMetrics`.
+    StartCollecting {
+        /// Suffix of the result's name.
+        name: String,
+        /// Namespaces counted.
+        namespaces: Vec<String>,
+        /// Pods counted.
+        selector: Selector,
+    },
+    /// `stopCollectingMetrics`.
+    StopCollecting,
+}
+
+/// A workload ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// `<test case>/<workload>`.
+    pub name: String,
+    /// The scheduler configuration file, if the test case names one.
+    pub scheduler_config: Option<PathBuf>,
+    /// Feature gates of test case and workload (not applicable to Convoy).
+    pub feature_gates: BTreeMap<String, bool>,
+    /// The steps.
+    pub steps: Vec<Step>,
+}
+
+/// Resolves `workload` of `tc`: parameters, default namespaces, template
+/// files. Errors name the op.
+pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan, String> {
+    let name = format!("{}/{}", tc.name, workload.name);
+    let mut params = Params::new(workload.params.clone());
+    let mut texts: HashMap<PathBuf, Arc<str>> = HashMap::new();
+    let mut template = |path: Option<&str>| -> Result<TemplateSource, String> {
+        let Some(p) = path else { return Ok(TemplateSource::Builtin) };
+        let path = config.resolve(p);
+        if let Some(text) = texts.get(&path) {
+            return Ok(TemplateSource::File { path, text: text.clone() });
+        }
+        let text: Arc<str> = std::fs::read_to_string(&path)
+            .map_err(|e| format!("reading template {}: {e}", path.display()))?
+            .into();
+        texts.insert(path.clone(), text.clone());
+        Ok(TemplateSource::File { path, text })
+    };
+    let mut steps = Vec::with_capacity(tc.workload_template.len());
+    for (i, op) in tc.workload_template.iter().enumerate() {
+        let at = |e: String| format!("{name}: workloadTemplate[{i}] ({}): {e}", op.opcode());
+        let count = |params: &mut Params, c: Option<i64>, p: &Option<String>| match (c, p) {
+            (Some(c), _) => Ok(c as usize),
+            (None, Some(p)) => params.count(p),
+            (None, None) => Err("count or countParam is required".to_string()),
+        };
+        let template_params =
+            |params: &mut Params, tp: &Option<BTreeMap<String, serde_json::Value>>| {
+                let mut env = Env::new();
+                for (k, v) in tp.iter().flatten() {
+                    env.insert(k.clone(), params.template_value(v)?);
+                }
+                Ok::<_, String>(env)
+            };
+        let step = match op {
+            Op::CreateNodes(o) => Step::CreateNodes(NodesStep {
+                op_index: i,
+                count: count(&mut params, o.count, &o.count_param).map_err(at)?,
+                template: template(o.node_template_path.as_deref()).map_err(at)?,
+                params: template_params(&mut params, &o.template_params).map_err(at)?,
+                strategy: if let Some(s) = &o.node_allocatable_strategy {
+                    Some(NodeStrategy::Allocatable(s.node_allocatable.clone()))
+                } else if let Some(s) = &o.label_node_prepare_strategy {
+                    Some(NodeStrategy::Label {
+                        key: s.label_key.clone(),
+                        values: s.label_values.clone(),
+                    })
+                } else {
+                    o.unique_node_label_strategy
+                        .as_ref()
+                        .map(|s| NodeStrategy::UniqueLabel { key: s.label_key.clone() })
+                },
+            }),
+            Op::CreateNamespaces(o) => {
+                let n = count(&mut params, o.count, &o.count_param).map_err(at)?;
+                Step::CreateNamespaces((0..n).map(|j| format!("{}-{j}", o.prefix)).collect())
+            }
+            Op::CreatePods(o) => {
+                let mut n = count(&mut params, o.count, &o.count_param).map_err(at)?;
+                if let Some(m) = &o.count_multiplier_param {
+                    n *= params.count(m).map_err(at)?;
+                }
+                let path =
+                    o.pod_template_path.as_deref().or(tc.default_pod_template_path.as_deref());
+                Step::CreatePods(PodsStep {
+                    op_index: i,
+                    count: n,
+                    namespace: o.namespace.clone().unwrap_or_else(|| format!("namespace-{i}")),
+                    template: template(path).map_err(at)?,
+                    params: template_params(&mut params, &o.template_params).map_err(at)?,
+                    collect_metrics: o.collect_metrics,
+                    skip_wait: o.skip_wait_to_completion,
+                })
+            }
+            Op::Barrier(o) => Step::Barrier {
+                namespaces: o.namespaces.clone(),
+                selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
+            },
+            Op::Sleep(o) => Step::Sleep(match (&o.duration, &o.duration_param) {
+                (Some(d), _) => parse_duration(d).map_err(at)?,
+                (None, Some(p)) => params.duration(p).map_err(at)?,
+                (None, None) => return Err(at("duration or durationParam is required".into())),
+            }),
+            Op::DeletePods(o) => Step::DeletePods {
+                namespace: o.namespace.clone(),
+                selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
+                skip_wait: o.skip_wait_to_completion,
+                per_second: o.delete_pods_per_second,
+            },
+            Op::StartCollectingMetrics(o) => Step::StartCollecting {
+                name: o.name.clone(),
+                namespaces: o.namespaces.clone(),
+                selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
+            },
+            Op::StopCollectingMetrics(_) => Step::StopCollecting,
+        };
+        steps.push(step);
+    }
+    let unused = params.unused();
+    if !unused.is_empty() {
+        return Err(format!("{name}: parameters defined but unused: {}", unused.join(", ")));
+    }
+    let mut feature_gates = tc.feature_gates.clone();
+    feature_gates.extend(workload.feature_gates.clone());
+    Ok(Plan {
+        name,
+        scheduler_config: tc.scheduler_config_path.as_deref().map(|p| config.resolve(p)),
+        feature_gates,
+        steps,
+    })
+}
+
+/// The template data of object `index` of `count`.
+pub fn env_for(params: &Env, index: usize, count: usize) -> Env {
+    let mut env = params.clone();
+    env.insert("Index".into(), Value::Int(index as i64));
+    env.insert("Count".into(), Value::Int(count as i64));
+    env
+}

@@ -1,0 +1,355 @@
+//! `convoy-bench run`: selects workloads, runs each on a fresh target,
+//! turns measured windows into DataItems, checks thresholds and writes the
+//! results.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::config::{Config, SCHEDULING_THROUGHPUT, TestCase, Workload, format_duration};
+use crate::dataitems::{DataItem, DataItems, apply_threshold};
+use crate::embedded::{self, EmbeddedOptions, Window};
+use crate::labels::LabelFilter;
+use crate::plan::{Plan, plan};
+use crate::throughput::Summary;
+
+/// What to run and where results go.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// `TESTCASE[/WORKLOAD]`, each part an unanchored match (`^`/`$`
+    /// anchor), as Go's `-bench`.
+    pub filter: Option<String>,
+    /// Workload label filter (upstream default: `performance`).
+    pub labels: LabelFilter,
+    /// Topic: names the output file and selects per-topic thresholds.
+    pub topic: String,
+    /// The embedded target's options.
+    pub embedded: EmbeddedOptions,
+}
+
+/// The outcome of one workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadResult {
+    /// `<test case>/<workload>`.
+    pub name: String,
+    /// Measured windows.
+    #[serde(skip)]
+    pub windows: Vec<Window>,
+    /// Its DataItems (thresholds recorded).
+    #[serde(skip)]
+    pub items: Vec<DataItem>,
+    /// The threshold that applied, if any.
+    pub threshold: Option<f64>,
+    /// Why the workload failed to run.
+    pub error: Option<String>,
+    /// Threshold violations (upstream's message).
+    pub threshold_failure: Option<String>,
+}
+
+impl WorkloadResult {
+    /// Whether the workload failed (error or threshold).
+    pub fn failed(&self) -> bool {
+        self.error.is_some() || self.threshold_failure.is_some()
+    }
+}
+
+/// All results of a run.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// One per selected workload, in config order.
+    pub results: Vec<WorkloadResult>,
+}
+
+/// Whether `pattern` (unanchored, `^`/`$` anchors) matches `name`.
+fn part_matches(pattern: &str, name: &str) -> bool {
+    let (start, p) = match pattern.strip_prefix('^') {
+        Some(p) => (true, p),
+        None => (false, pattern),
+    };
+    let (end, p) = match p.strip_suffix('$') {
+        Some(p) => (true, p),
+        None => (false, p),
+    };
+    match (start, end) {
+        (true, true) => name == p,
+        (true, false) => name.starts_with(p),
+        (false, true) => name.ends_with(p),
+        (false, false) => name.contains(p),
+    }
+}
+
+/// The workloads `opts` select, in config order.
+pub fn select<'a>(config: &'a Config, opts: &RunOptions) -> Vec<(&'a TestCase, &'a Workload)> {
+    let (tc_pat, wl_pat) = match opts.filter.as_deref() {
+        Some(f) => match f.split_once('/') {
+            Some((a, b)) => (Some(a), Some(b)),
+            None => (Some(f), None),
+        },
+        None => (None, None),
+    };
+    let mut out = Vec::new();
+    for tc in &config.test_cases {
+        if tc_pat.is_some_and(|p| !part_matches(p, &tc.name)) {
+            continue;
+        }
+        for w in &tc.workloads {
+            if wl_pat.is_some_and(|p| !part_matches(p, &w.name)) {
+                continue;
+            }
+            if opts.labels.matches(tc.labels_of(w)) {
+                out.push((tc, w));
+            }
+        }
+    }
+    out
+}
+
+/// Plans every workload of the config, so that a parameter error anywhere
+/// in the file is reported before anything runs.
+pub fn plan_all(config: &Config) -> Result<BTreeMap<String, Plan>, String> {
+    let mut plans = BTreeMap::new();
+    for tc in &config.test_cases {
+        for w in &tc.workloads {
+            let p = plan(config, tc, w)?;
+            plans.insert(p.name.clone(), p);
+        }
+    }
+    Ok(plans)
+}
+
+/// The DataItem of a window (`Name` = `<test case>/<workload>/<window>`,
+/// as upstream's), `None` without samples.
+pub fn data_item(workload: &str, w: &Window) -> DataItem {
+    let mut data = BTreeMap::new();
+    if let Some(s) = Summary::of(&w.sampled.samples) {
+        data.insert("Average".into(), s.average);
+        data.insert("Perc50".into(), s.perc50);
+        data.insert("Perc90".into(), s.perc90);
+        data.insert("Perc95".into(), s.perc95);
+        data.insert("Perc99".into(), s.perc99);
+    }
+    DataItem {
+        data,
+        unit: "pods/s".into(),
+        labels: [
+            ("Metric".to_string(), SCHEDULING_THROUGHPUT.to_string()),
+            ("Name".to_string(), format!("{workload}/{}", w.name)),
+        ]
+        .into(),
+    }
+}
+
+/// Runs the selected workloads one after the other on the embedded
+/// target. Returns an error only when the config has a planning error;
+/// workload failures are in the report.
+pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
+    let plans = plan_all(config)?;
+    let mut report = Report::default();
+    for (tc, w) in select(config, opts) {
+        let plan = &plans[&format!("{}/{}", tc.name, w.name)];
+        if !plan.feature_gates.is_empty() {
+            tracing::info!(
+                workload = %plan.name,
+                "featureGates {:?} are kube-scheduler's and not applicable to Convoy: ignored",
+                plan.feature_gates
+            );
+        }
+        tracing::info!(workload = %plan.name, "running");
+        let mut result = WorkloadResult {
+            name: plan.name.clone(),
+            windows: Vec::new(),
+            items: Vec::new(),
+            threshold: w.threshold.as_ref().and_then(|t| t.for_topic(&opts.topic)),
+            error: None,
+            threshold_failure: None,
+        };
+        match embedded::run(plan, &opts.embedded) {
+            Ok(windows) => {
+                result.items = windows.iter().map(|win| data_item(&plan.name, win)).collect();
+                for win in &windows {
+                    if win.sampled.samples.is_empty() {
+                        tracing::warn!(
+                            "Failed to measure SchedulingThroughput for {}/{}: {} pods bound in \
+                             {:?}; increase pods and/or nodes to make scheduling take longer",
+                            plan.name,
+                            win.name,
+                            win.pods,
+                            win.duration
+                        );
+                    }
+                }
+                result.windows = windows;
+                if let Some(t) = result.threshold {
+                    result.threshold_failure =
+                        apply_threshold(&mut result.items, t, &tc.selector_of(w)).err();
+                }
+            }
+            Err(e) => result.error = Some(e.to_string()),
+        }
+        report.results.push(result);
+    }
+    Ok(report)
+}
+
+/// Per-window details the DataItems do not carry (sampling interval, pods).
+#[derive(Debug, Clone, Serialize)]
+struct WindowDetails<'a> {
+    name: String,
+    target: &'static str,
+    pods: usize,
+    window_seconds: f64,
+    first_bind_seconds: Option<f64>,
+    last_bind_seconds: Option<f64>,
+    sample_interval: String,
+    samples: usize,
+    threshold: Option<f64>,
+    error: Option<&'a str>,
+    threshold_failure: Option<&'a str>,
+}
+
+impl Report {
+    /// Whether any workload failed.
+    pub fn failed(&self) -> bool {
+        self.results.iter().any(WorkloadResult::failed)
+    }
+
+    /// All DataItems.
+    pub fn data_items(&self) -> DataItems {
+        DataItems::new(self.results.iter().flat_map(|r| r.items.iter().cloned()).collect())
+    }
+
+    /// Writes the DataItems file and, beside it, `<same>.details.json` with
+    /// the sampling interval and pod counts of each window. Returns the
+    /// DataItems file.
+    pub fn write(&self, dir: &Path, topic: &str) -> std::io::Result<PathBuf> {
+        let path = self.data_items().write(dir, topic)?;
+        let mut details = Vec::new();
+        for r in &self.results {
+            let base = WindowDetails {
+                name: r.name.clone(),
+                target: "embedded",
+                pods: 0,
+                window_seconds: 0.0,
+                first_bind_seconds: None,
+                last_bind_seconds: None,
+                sample_interval: String::new(),
+                samples: 0,
+                threshold: r.threshold,
+                error: r.error.as_deref(),
+                threshold_failure: r.threshold_failure.as_deref(),
+            };
+            if r.windows.is_empty() {
+                details.push(base.clone());
+            }
+            for w in &r.windows {
+                details.push(WindowDetails {
+                    name: format!("{}/{}", r.name, w.name),
+                    pods: w.pods,
+                    window_seconds: w.duration.as_secs_f64(),
+                    first_bind_seconds: w.bind_span.map(|s| s.0.as_secs_f64()),
+                    last_bind_seconds: w.bind_span.map(|s| s.1.as_secs_f64()),
+                    sample_interval: format_duration(w.sampled.interval),
+                    samples: w.sampled.samples.len(),
+                    ..base.clone()
+                });
+            }
+        }
+        let json = serde_json::to_string_pretty(&details).map_err(std::io::Error::other)?;
+        std::fs::write(path.with_extension("details.json"), json + "\n")?;
+        Ok(path)
+    }
+
+    /// The console table.
+    pub fn table(&self) -> String {
+        let header = [
+            "NAME",
+            "PODS",
+            "WINDOW",
+            "INTERVAL",
+            "SAMPLES",
+            "AVERAGE",
+            "PERC50",
+            "PERC90",
+            "PERC99",
+            "THRESHOLD",
+            "RESULT",
+        ];
+        let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+        for r in &self.results {
+            let status = if r.error.is_some() {
+                "ERROR"
+            } else if r.threshold_failure.is_some() {
+                "FAIL"
+            } else {
+                "ok"
+            };
+            let threshold = r.threshold.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into());
+            if r.windows.is_empty() {
+                let mut row = vec![r.name.clone()];
+                row.extend(std::iter::repeat_n("-".to_string(), 8));
+                row.extend([threshold.clone(), status.into()]);
+                rows.push(row);
+            }
+            for w in &r.windows {
+                let s = Summary::of(&w.sampled.samples);
+                let f = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or("-".into());
+                rows.push(vec![
+                    format!("{}/{}", r.name, w.name),
+                    w.pods.to_string(),
+                    format!("{:.3}s", w.duration.as_secs_f64()),
+                    format_duration(w.sampled.interval),
+                    w.sampled.samples.len().to_string(),
+                    f(s.map(|s| s.average)),
+                    f(s.map(|s| s.perc50)),
+                    f(s.map(|s| s.perc90)),
+                    f(s.map(|s| s.perc99)),
+                    threshold.clone(),
+                    status.into(),
+                ]);
+            }
+        }
+        let widths: Vec<usize> = (0..header.len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for row in &rows {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (v, w))| if c == 0 { format!("{v:<w$}") } else { format!("{v:>w$}") })
+                .collect();
+            writeln!(out, "{}", line.join("  ").trim_end()).unwrap();
+        }
+        writeln!(
+            out,
+            "(throughput in pods/s, sampled at INTERVAL as upstream samples each second)"
+        )
+        .unwrap();
+        for r in &self.results {
+            if let Some(e) = &r.error {
+                writeln!(out, "{}: {e}", r.name).unwrap();
+            }
+            if let Some(e) = &r.threshold_failure {
+                writeln!(out, "{e}").unwrap();
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn filter_parts_are_unanchored_with_anchors() {
+        assert!(part_matches("Basic", "SchedulingBasic"));
+        assert!(part_matches("^Scheduling", "SchedulingBasic"));
+        assert!(!part_matches("^Basic", "SchedulingBasic"));
+        assert!(part_matches("^5000Nodes$", "5000Nodes"));
+        assert!(!part_matches("^5000Nodes$", "5000Nodes_10000Pods"));
+    }
+}
