@@ -111,6 +111,9 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     .with_context(|| format!("serving HTTP on {}", opts.http_addr))?;
     tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz");
 
+    // Without leader election this replica always leads: the sender lives
+    // until `serve` returns, so the receiver never reports a lost lease.
+    let (_always_leader, always_leader_rx) = watch::channel(true);
     let (leader, lease) = if le.leader_elect {
         let (rx, handle) = convoy_adapters::leader::start(
             client.clone(),
@@ -125,9 +128,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         );
         (rx, Some(handle))
     } else {
-        let (tx, rx) = watch::channel(true);
-        std::mem::forget(tx); // always the leader
-        (rx, None)
+        (always_leader_rx, None)
     };
 
     let updates = convoy_adapters::cluster_updates(
