@@ -81,7 +81,7 @@ pub fn apply_threshold(
 }
 
 /// Now as `YYYY-MM-DDTHH:MM:SSZ`.
-fn utc_now() -> String {
+pub fn utc_now() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     format_utc(secs)
 }

@@ -14,18 +14,29 @@
 //! - [`throughput`]: upstream's throughput collector, replayed over bind
 //!   instants at a chosen interval;
 //! - [`dataitems`]: the DataItems file and the threshold check;
-//! - [`run`]: selection, running, results, the console table.
+//! - [`run`]: selection, running, results, the console table;
+//! - [`report`]: the static HTML trend report of a results directory;
+//! - [`gate`]: the instruction-count regression gate for CI;
+//! - [`api`]: the API-server target (nodes and pods created through the
+//!   API; Convoy, kube-scheduler or a null binder as the scheduler);
+//! - [`compare`]: one workload with several schedulers, each on a fresh
+//!   testenv control plane.
 //!
 //! May depend on the scheduler's library (`convoy-scheduler`) and the
-//! embedded cluster; never on a Kubernetes client (the API-server target
-//! will live behind its own module).
+//! embedded cluster; the Kubernetes client (`kube`, with
+//! `convoy-adapters`' rate limit) and testenv are used by [`api`] and
+//! [`compare`] only.
 
+pub mod api;
+pub mod compare;
 pub mod config;
 pub mod dataitems;
 pub mod embedded;
+pub mod gate;
 pub mod labels;
 pub mod objects;
 pub mod plan;
+pub mod report;
 pub mod run;
 pub mod template;
 pub mod throughput;

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::config::parse_duration;
 use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
@@ -26,10 +27,64 @@ struct Cli {
 enum Command {
     /// Runs the selected workloads of a config and writes DataItems.
     Run(RunArgs),
+    /// Runs workloads with several schedulers, each on a fresh testenv
+    /// control plane, and prints Convoy's throughput ratios.
+    Compare(CompareArgs),
     /// Lists the workloads of a config with their labels (and checks it).
     List {
         /// The config file.
         config: PathBuf,
+    },
+    /// Writes a static HTML trend report of a results directory.
+    Report {
+        /// The directory of DataItems files (and their `.details.json`).
+        #[arg(long, default_value = "bench-results")]
+        results: PathBuf,
+        /// The HTML file to write.
+        #[arg(long, default_value = "report.html")]
+        out: PathBuf,
+    },
+    /// The instruction-count regression gate (see scripts/bench-gate.sh).
+    #[command(subcommand)]
+    Gate(GateCommand),
+}
+
+#[derive(Subcommand)]
+enum GateCommand {
+    /// Runs only the fixed workload (to be run under callgrind).
+    Workload {
+        /// Nodes.
+        #[arg(long, default_value_t = convoy_bench::gate::Shape::default().nodes)]
+        nodes: usize,
+        /// Pods.
+        #[arg(long, default_value_t = convoy_bench::gate::Shape::default().pods)]
+        pods: usize,
+    },
+    /// Prints the total instruction count of a callgrind output file.
+    Measure {
+        /// The file of `--callgrind-out-file`.
+        callgrind_out: PathBuf,
+    },
+    /// Compares a count with the baseline; fails when above the threshold.
+    Check {
+        /// The baseline file.
+        #[arg(long, default_value = "benches/baseline/gate.json")]
+        baseline: PathBuf,
+        /// The measured instruction count.
+        #[arg(long)]
+        measured: u64,
+    },
+    /// Records a count as the new baseline.
+    Update {
+        /// The baseline file.
+        #[arg(long, default_value = "benches/baseline/gate.json")]
+        baseline: PathBuf,
+        /// The measured instruction count.
+        #[arg(long)]
+        measured: u64,
+        /// Allowed increase, in percent.
+        #[arg(long, default_value_t = 10.0)]
+        threshold_percent: f64,
     },
 }
 
@@ -69,6 +124,55 @@ struct RunArgs {
     /// Worker threads of the embedded target's runtime.
     #[arg(long, default_value_t = 2)]
     worker_threads: usize,
+    /// Run against this API server instead of the embedded target (its
+    /// state should be fresh for each workload).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// With --kubeconfig: convoy, kube-scheduler or null (an in-process
+    /// binder with no logic, the API server's ceiling).
+    #[arg(long, default_value = "convoy")]
+    scheduler: String,
+    #[command(flatten)]
+    binaries: Binaries,
+}
+
+#[derive(clap::Args)]
+struct Binaries {
+    /// The convoy-scheduler binary (default: beside convoy-bench).
+    #[arg(long)]
+    convoy_binary: Option<PathBuf>,
+    /// The kube-scheduler binary (default: testenv's build).
+    #[arg(long)]
+    kube_scheduler_binary: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct CompareArgs {
+    /// The config file.
+    config: PathBuf,
+    /// TESTCASE[/WORKLOAD], as for `run`.
+    #[arg(long)]
+    filter: String,
+    /// Workload label filter (default: none).
+    #[arg(long, default_value = "")]
+    label: String,
+    /// Comma-separated schedulers, run in this order.
+    #[arg(long, default_value = "convoy,kube-scheduler,null")]
+    schedulers: String,
+    /// Where the DataItems file goes.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// Names the output file.
+    #[arg(long, default_value = "compare")]
+    topic: String,
+    /// Throughput sampling interval (upstream: 1s).
+    #[arg(long, default_value = "1s")]
+    sample_interval: String,
+    /// Longest wait for pods to be scheduled.
+    #[arg(long, default_value = "10m")]
+    timeout: String,
+    #[command(flatten)]
+    binaries: Binaries,
 }
 
 fn main() -> ExitCode {
@@ -82,6 +186,20 @@ fn main() -> ExitCode {
         .init();
     match Cli::parse().command {
         Command::Run(args) => run(args),
+        Command::Compare(args) => compare(args),
+        Command::Report { results, out } => {
+            match convoy_bench::report::write_report(&results, &out) {
+                Ok(n) => {
+                    println!("{}: {n} result files", out.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Gate(cmd) => gate(cmd),
         Command::List { config } => match load_file(&config)
             .map_err(|e| e.to_string())
             .and_then(|c| convoy_bench::run::plan_all(&c).map(|_| c))
@@ -136,7 +254,24 @@ fn run(args: RunArgs) -> ExitCode {
     if convoy_bench::run::select(&config, &opts).is_empty() {
         return fail(format!("no workload matches --filter/--label {label:?}"));
     }
-    let report = match convoy_bench::run(&config, &opts) {
+    let report = match &args.kubeconfig {
+        Some(kubeconfig) => {
+            let scheduler = match args.scheduler.parse() {
+                Ok(s) => s,
+                Err(e) => return fail(e),
+            };
+            let mut api = ApiOptions::new(kubeconfig.clone(), scheduler);
+            api.convoy_binary = args.binaries.convoy_binary;
+            api.kube_scheduler_binary = args.binaries.kube_scheduler_binary;
+            api.timeout = timeout;
+            if let SampleInterval::Fixed(_) = sample_interval {
+                api.sample_interval = sample_interval;
+            }
+            convoy_bench::run::run_api(&config, &opts, &api)
+        }
+        None => convoy_bench::run(&config, &opts),
+    };
+    let report = match report {
         Ok(r) => r,
         Err(e) => return fail(e),
     };
@@ -146,4 +281,96 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),
     }
     if report.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}
+
+fn gate(cmd: GateCommand) -> ExitCode {
+    use convoy_bench::gate::{Baseline, Shape, compare, parse_callgrind_total};
+    let result = (|| -> anyhow::Result<ExitCode> {
+        match cmd {
+            GateCommand::Workload { nodes, pods } => {
+                let bound = convoy_bench::gate::workload(Shape { nodes, pods })?;
+                println!("{} bound {bound}", Shape { nodes, pods }.describe());
+                anyhow::ensure!(bound == pods, "only {bound} of {pods} pods bound");
+            }
+            GateCommand::Measure { callgrind_out } => {
+                let text = std::fs::read_to_string(&callgrind_out)?;
+                let n = parse_callgrind_total(&text).ok_or_else(|| {
+                    anyhow::anyhow!("no totals:/summary: line in {}", callgrind_out.display())
+                })?;
+                println!("{n}");
+            }
+            GateCommand::Check { baseline, measured } => {
+                let b = Baseline::load(&baseline)?;
+                let v = compare(b.instructions, measured, b.threshold_percent);
+                println!("{}", v.message);
+                if !v.pass {
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+            GateCommand::Update { baseline, measured, threshold_percent } => {
+                let b = Baseline {
+                    instructions: measured,
+                    threshold_percent,
+                    workload: Shape::default().describe(),
+                    recorded: convoy_bench::dataitems::utc_now(),
+                };
+                b.save(&baseline)?;
+                println!("recorded {measured} instructions in {}", baseline.display());
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    })();
+    result.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        ExitCode::from(2)
+    })
+}
+
+fn compare(args: CompareArgs) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let parsed = (|| -> Result<_, String> {
+        let interval = parse_duration(&args.sample_interval)
+            .ok()
+            .filter(|d| !d.is_zero())
+            .ok_or("--sample-interval must be a positive duration")?;
+        let timeout = parse_duration(&args.timeout).map_err(|e| format!("--timeout: {e}"))?;
+        let schedulers = args
+            .schedulers
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<Vec<SchedulerKind>, _>>()?;
+        let config = load_file(&args.config).map_err(|e| e.to_string())?;
+        Ok((interval, timeout, schedulers, config))
+    })();
+    let (interval, timeout, schedulers, config) = match parsed {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let opts = RunOptions {
+        filter: Some(args.filter),
+        labels: LabelFilter::parse(&args.label),
+        topic: args.topic,
+        embedded: EmbeddedOptions::default(),
+    };
+    if convoy_bench::run::select(&config, &opts).is_empty() {
+        return fail("no workload matches --filter/--label".into());
+    }
+    let mut api = ApiOptions::new(PathBuf::new(), SchedulerKind::Convoy);
+    api.convoy_binary = args.binaries.convoy_binary;
+    api.kube_scheduler_binary = args.binaries.kube_scheduler_binary;
+    api.sample_interval = SampleInterval::Fixed(interval);
+    api.timeout = timeout;
+    let comparison = match convoy_bench::compare::compare(&config, &opts, &api, &schedulers) {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    print!("{}", comparison.table());
+    match comparison.write(&args.out, &opts.topic) {
+        Ok(path) => println!("DataItems: {}", path.display()),
+        Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),
+    }
+    if comparison.failed() { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }

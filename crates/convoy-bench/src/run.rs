@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::api::ApiOptions;
 use crate::config::{Config, SCHEDULING_THROUGHPUT, TestCase, Workload, format_duration};
 use crate::dataitems::{DataItem, DataItems, apply_threshold};
 use crate::embedded::{self, EmbeddedOptions, Window};
@@ -145,6 +146,47 @@ pub fn data_item(workload: &str, w: &Window) -> DataItem {
 /// target. Returns an error only when the config has a planning error;
 /// workload failures are in the report.
 pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
+    run_each(config, opts, |plan| {
+        let windows = embedded::run(plan, &opts.embedded).map_err(|e| e.to_string())?;
+        let items = windows.iter().map(|win| data_item(&plan.name, win)).collect();
+        Ok((windows, items))
+    })
+}
+
+/// Runs the selected workloads on the API server of `api.kubeconfig`
+/// (fresh state per workload is the caller's job). Throughput items carry
+/// a `Scheduler` label; the scheduler's peak memory and CPU time are extra
+/// items.
+pub fn run_api(config: &Config, opts: &RunOptions, api: &ApiOptions) -> Result<Report, String> {
+    run_each(config, opts, |plan| api_workload(plan, api))
+}
+
+/// One workload on the API-server target: its windows and DataItems.
+pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<DataItem>), String> {
+    let outcome = crate::api::run(plan, api).map_err(|e| e.to_string())?;
+    let scheduler = api.scheduler.name();
+    let mut items: Vec<DataItem> = outcome
+        .windows
+        .iter()
+        .map(|win| {
+            let mut item = data_item(&plan.name, win);
+            item.labels.insert("Scheduler".into(), scheduler.into());
+            item
+        })
+        .collect();
+    if let Some(u) = &outcome.usage {
+        items.extend(crate::api::usage_items(&plan.name, api.scheduler, u));
+    }
+    Ok((outcome.windows, items))
+}
+
+/// Runs the selected workloads one after the other with `target`, which
+/// returns a workload's windows and DataItems.
+pub fn run_each(
+    config: &Config,
+    opts: &RunOptions,
+    mut target: impl FnMut(&Plan) -> Result<(Vec<Window>, Vec<DataItem>), String>,
+) -> Result<Report, String> {
     let plans = plan_all(config)?;
     let mut report = Report::default();
     for (tc, w) in select(config, opts) {
@@ -165,9 +207,9 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
             error: None,
             threshold_failure: None,
         };
-        match embedded::run(plan, &opts.embedded) {
-            Ok(windows) => {
-                result.items = windows.iter().map(|win| data_item(&plan.name, win)).collect();
+        match target(plan) {
+            Ok((windows, items)) => {
+                result.items = items;
                 for win in &windows {
                     if win.sampled.samples.is_empty() {
                         tracing::warn!(
@@ -186,7 +228,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
                         apply_threshold(&mut result.items, t, &tc.selector_of(w)).err();
                 }
             }
-            Err(e) => result.error = Some(e.to_string()),
+            Err(e) => result.error = Some(e),
         }
         report.results.push(result);
     }
@@ -197,13 +239,16 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
 #[derive(Debug, Clone, Serialize)]
 struct WindowDetails<'a> {
     name: String,
-    target: &'static str,
+    target: &'a str,
     pods: usize,
     window_seconds: f64,
     first_bind_seconds: Option<f64>,
     last_bind_seconds: Option<f64>,
     sample_interval: String,
     samples: usize,
+    /// The samples themselves (pods/s, one per `sample_interval`, in time
+    /// order from the first sampled tick), for `convoy-bench report`.
+    throughput: Vec<f64>,
     threshold: Option<f64>,
     error: Option<&'a str>,
     threshold_failure: Option<&'a str>,
@@ -229,13 +274,18 @@ impl Report {
         for r in &self.results {
             let base = WindowDetails {
                 name: r.name.clone(),
-                target: "embedded",
+                target: r
+                    .items
+                    .first()
+                    .and_then(|i| i.labels.get("Scheduler"))
+                    .map_or("embedded", |s| s.as_str()),
                 pods: 0,
                 window_seconds: 0.0,
                 first_bind_seconds: None,
                 last_bind_seconds: None,
                 sample_interval: String::new(),
                 samples: 0,
+                throughput: Vec::new(),
                 threshold: r.threshold,
                 error: r.error.as_deref(),
                 threshold_failure: r.threshold_failure.as_deref(),
@@ -252,6 +302,7 @@ impl Report {
                     last_bind_seconds: w.bind_span.map(|s| s.1.as_secs_f64()),
                     sample_interval: format_duration(w.sampled.interval),
                     samples: w.sampled.samples.len(),
+                    throughput: w.sampled.samples.clone(),
                     ..base.clone()
                 });
             }

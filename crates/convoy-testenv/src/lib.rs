@@ -11,7 +11,8 @@
 //! their own ([`TestEnv::create_namespace`]); cluster-scoped objects (nodes)
 //! should carry a per-test name prefix.
 //!
-//! This crate may depend on `kube`; it is only ever a dev-dependency.
+//! This crate may depend on `kube`. It is a dev-dependency everywhere except
+//! in `convoy-bench`, whose `compare` starts a control plane per scheduler.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

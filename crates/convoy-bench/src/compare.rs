@@ -1,0 +1,153 @@
+//! `convoy-bench compare`: the same workloads with several schedulers, each
+//! workload on a fresh private control plane (testenv) per scheduler, and a
+//! table of `SchedulingThroughput` averages with Convoy's ratios to
+//! kube-scheduler and to the null binder (the API server's ceiling).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use convoy_testenv::TestEnv;
+
+use crate::api::{ApiOptions, SchedulerKind};
+use crate::config::{Config, SCHEDULING_THROUGHPUT};
+use crate::dataitems::DataItems;
+use crate::run::{Report, RunOptions, api_workload, run_each};
+
+/// The reports of a comparison, one per scheduler, in the order run.
+#[derive(Debug, Clone, Default)]
+pub struct Comparison {
+    /// `(scheduler, its report)`.
+    pub runs: Vec<(SchedulerKind, Report)>,
+}
+
+/// Runs the selected workloads once per scheduler, each on a fresh testenv
+/// control plane (started and stopped around the workload). `api` gives
+/// binaries and sampling; its kubeconfig and scheduler are replaced.
+pub fn compare(
+    config: &Config,
+    opts: &RunOptions,
+    api: &ApiOptions,
+    schedulers: &[SchedulerKind],
+) -> Result<Comparison, String> {
+    let mut out = Comparison::default();
+    for &scheduler in schedulers {
+        tracing::info!(scheduler = scheduler.name(), "comparing");
+        let report = run_each(config, opts, |plan| {
+            let env = TestEnv::start().map_err(|e| format!("starting testenv: {e}"))?;
+            let api =
+                ApiOptions { kubeconfig: env.kubeconfig().to_path_buf(), scheduler, ..api.clone() };
+            let result = api_workload(plan, &api);
+            drop(env);
+            result
+        })?;
+        out.runs.push((scheduler, report));
+    }
+    Ok(out)
+}
+
+impl Comparison {
+    /// Whether any workload of any scheduler failed to run (thresholds are
+    /// Convoy's and are not checked here).
+    pub fn failed(&self) -> bool {
+        self.runs.iter().any(|(_, r)| r.results.iter().any(|w| w.error.is_some()))
+    }
+
+    /// All DataItems of all schedulers.
+    pub fn data_items(&self) -> DataItems {
+        DataItems::new(
+            self.runs
+                .iter()
+                .flat_map(|(_, r)| r.results.iter().flat_map(|w| w.items.iter().cloned()))
+                .collect(),
+        )
+    }
+
+    /// Writes all DataItems to `dir`; returns the file.
+    pub fn write(&self, dir: &Path, topic: &str) -> std::io::Result<PathBuf> {
+        self.data_items().write(dir, topic)
+    }
+
+    /// The `Average` throughput of window `name` (`<workload>/<window>`)
+    /// with `scheduler`.
+    pub fn average(&self, scheduler: SchedulerKind, name: &str) -> Option<f64> {
+        self.data_items().data_items.into_iter().find_map(|i| {
+            (i.labels.get("Metric").map(String::as_str) == Some(SCHEDULING_THROUGHPUT)
+                && i.labels.get("Name").map(String::as_str) == Some(name)
+                && i.labels.get("Scheduler").map(String::as_str) == Some(scheduler.name()))
+            .then(|| i.data.get("Average").copied())
+            .flatten()
+        })
+    }
+
+    /// The console table: one row per measured window, Average pods/s per
+    /// scheduler, and Convoy's ratios.
+    pub fn table(&self) -> String {
+        let mut names: Vec<String> = Vec::new();
+        for (_, r) in &self.runs {
+            for w in &r.results {
+                for win in &w.windows {
+                    let n = format!("{}/{}", w.name, win.name);
+                    if !names.contains(&n) {
+                        names.push(n);
+                    }
+                }
+            }
+        }
+        let mut header = vec!["NAME".to_string()];
+        header.extend(self.runs.iter().map(|(s, _)| s.name().to_string()));
+        header.extend(["CONVOY/KUBE-SCHEDULER".into(), "CONVOY/NULL".into()]);
+        let mut rows = vec![header];
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
+        for n in &names {
+            let mut row = vec![n.clone()];
+            row.extend(self.runs.iter().map(|(s, _)| fmt(self.average(*s, n))));
+            let convoy = self.average(SchedulerKind::Convoy, n);
+            let ratio = |other: SchedulerKind| {
+                convoy
+                    .zip(self.average(other, n))
+                    .filter(|(_, o)| *o > 0.0)
+                    .map_or("-".to_string(), |(c, o)| format!("{:.2}x", c / o))
+            };
+            row.push(ratio(SchedulerKind::KubeScheduler));
+            row.push(ratio(SchedulerKind::Null));
+            rows.push(row);
+        }
+        let widths: Vec<usize> = (0..rows[0].len())
+            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+            .collect();
+        let mut out = String::new();
+        for row in &rows {
+            let line: Vec<String> = row
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(c, (v, w))| if c == 0 { format!("{v:<w$}") } else { format!("{v:>w$}") })
+                .collect();
+            writeln!(out, "{}", line.join("  ").trim_end()).unwrap();
+        }
+        writeln!(out, "(SchedulingThroughput Average, pods/s)").unwrap();
+        for (s, r) in &self.runs {
+            for w in &r.results {
+                for i in &w.items {
+                    if i.labels.get("Metric").map(String::as_str) != Some(SCHEDULING_THROUGHPUT)
+                        && let Some((bucket, v)) = i.data.iter().next()
+                    {
+                        writeln!(
+                            out,
+                            "{} {}: {} {bucket} {v:.1} {}",
+                            s.name(),
+                            w.name,
+                            i.labels.get("Metric").map_or("", String::as_str),
+                            i.unit
+                        )
+                        .unwrap();
+                    }
+                }
+                if let Some(e) = &w.error {
+                    writeln!(out, "{} {}: {e}", s.name(), w.name).unwrap();
+                }
+            }
+        }
+        out
+    }
+}
