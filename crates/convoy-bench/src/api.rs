@@ -28,7 +28,9 @@ use crate::embedded::{RunError, Window};
 use crate::labels::Selector;
 use crate::objects::{build_nodes, build_pods};
 use crate::plan::{Plan, Step};
-use crate::throughput::{SampleInterval, UPSTREAM_INTERVAL, sample};
+use crate::throughput::{SampleInterval, UPSTREAM_INTERVAL};
+use crate::tracker::PodTracker;
+use convoy_api::PodKey;
 
 /// Requests in flight when creating, deleting or binding objects.
 const CONCURRENCY: usize = 64;
@@ -533,77 +535,21 @@ async fn null_binder(client: kube::Client, profile: &'static str) {
     pod_task.abort();
 }
 
-/// The window being measured.
-#[derive(Debug)]
-struct ActiveWindow {
-    name: String,
-    namespaces: Vec<String>,
-    selector: Selector,
-    start: Instant,
-    binds: Vec<Duration>,
-}
-
-#[derive(Debug, Default)]
-struct TrackState {
-    present: HashSet<(String, String)>,
-    bound: HashSet<(String, String)>,
-    bound_per_ns: HashMap<String, usize>,
-    window: Option<ActiveWindow>,
-}
-
 /// What the pod watch has seen.
 #[derive(Debug, Default)]
 struct Tracker {
     synced: AtomicBool,
-    state: Mutex<TrackState>,
-}
-
-fn is_bound(pod: &Pod) -> bool {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
-}
-
-fn key_of(pod: &Pod) -> (String, String) {
-    (
-        pod.metadata.namespace.clone().unwrap_or_default(),
-        pod.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-impl Tracker {
-    fn apply(&self, pod: &Pod) {
-        let key = key_of(pod);
-        let mut s = self.state.lock();
-        if is_bound(pod) && !s.bound.contains(&key) {
-            *s.bound_per_ns.entry(key.0.clone()).or_default() += 1;
-            if let Some(w) = &mut s.window
-                && w.namespaces.contains(&key.0)
-                && w.selector.matches(pod.metadata.labels.as_ref())
-            {
-                w.binds.push(w.start.elapsed());
-            }
-            s.bound.insert(key.clone());
-        }
-        s.present.insert(key);
-    }
-
-    fn delete(&self, pod: &Pod) {
-        let key = key_of(pod);
-        let mut s = self.state.lock();
-        s.present.remove(&key);
-        if s.bound.remove(&key)
-            && let Some(n) = s.bound_per_ns.get_mut(&key.0)
-        {
-            *n -= 1;
-        }
-    }
+    state: Mutex<PodTracker>,
 }
 
 async fn watch_pods(client: kube::Client, tracker: Arc<Tracker>) {
     let mut s = watcher(Api::<Pod>::all(client), watcher::Config::default()).boxed();
     while let Some(ev) = s.next().await {
         match ev {
-            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => tracker.apply(&p),
-            Ok(watcher::Event::Delete(p)) => tracker.delete(&p),
+            Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                tracker.state.lock().seen(&p, true)
+            }
+            Ok(watcher::Event::Delete(p)) => tracker.state.lock().deleted(&p),
             Ok(watcher::Event::InitDone) => tracker.synced.store(true, Ordering::Release),
             Ok(watcher::Event::Init) => {}
             Err(e) => tracing::warn!("pod watch: {e}"),
@@ -746,8 +692,8 @@ impl Exec {
                         .await?;
                 }
                 if !skip_wait {
-                    let keys: Vec<(String, String)> =
-                        victims.iter().map(|n| (namespace.clone(), n.clone())).collect();
+                    let keys: Vec<PodKey> =
+                        victims.iter().map(|n| PodKey::new(namespace, n)).collect();
                     self.wait_until("deleted pods to disappear", || {
                         let s = self.tracker.state.lock();
                         let left = keys.iter().filter(|k| s.present.contains(*k)).count();
@@ -770,38 +716,12 @@ impl Exec {
         namespaces: Vec<String>,
         selector: Option<Selector>,
     ) -> Result<(), String> {
-        let mut s = self.tracker.state.lock();
-        if let Some(w) = &s.window {
-            return Err(format!("metrics collection is already started (window {:?})", w.name));
-        }
-        s.window = Some(ActiveWindow {
-            name,
-            namespaces,
-            selector: selector.unwrap_or_default(),
-            start: Instant::now(),
-            binds: Vec::new(),
-        });
-        Ok(())
+        self.tracker.state.lock().start_window(name, namespaces, selector)
     }
 
     fn stop_window(&mut self) -> Result<(), String> {
-        let w = self
-            .tracker
-            .state
-            .lock()
-            .window
-            .take()
-            .ok_or("stopCollectingMetrics without startCollectingMetrics")?;
-        let duration = w.start.elapsed();
-        let sampled = sample(&w.binds, duration, self.opts.sample_interval);
-        let bind_span = w.binds.iter().min().zip(w.binds.iter().max()).map(|(a, b)| (*a, *b));
-        self.windows.push(Window {
-            name: w.name,
-            pods: w.binds.len(),
-            duration,
-            bind_span,
-            sampled,
-        });
+        let w = self.tracker.state.lock().stop_window(self.opts.sample_interval)?;
+        self.windows.push(w);
         Ok(())
     }
 
@@ -813,14 +733,14 @@ impl Exec {
         selector: &Selector,
     ) -> Result<(), String> {
         let all = namespaces.is_empty();
-        let keys: Vec<(String, String)> = self
+        let keys: Vec<PodKey> = self
             .created
             .iter()
             .filter(|(ns, _)| all || namespaces.contains(ns))
             .flat_map(|(ns, pods)| {
                 pods.iter()
                     .filter(|c| selector.matches(c.labels.as_ref()))
-                    .map(|c| (ns.clone(), c.name.clone()))
+                    .map(|c| PodKey::new(ns, &c.name))
             })
             .collect();
         self.wait_until("pods to be scheduled", || {

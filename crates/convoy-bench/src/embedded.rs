@@ -5,7 +5,7 @@
 //! scheduler's own update stream, as upstream's collector observes its
 //! pod informer.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,14 +14,14 @@ use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::{Decision, DecisionSink, Outcome};
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 
 use crate::labels::Selector;
 use crate::objects::{build_nodes, build_pods};
 use crate::plan::{Plan, Step};
-use crate::throughput::{SampleInterval, Sampled, sample};
+use crate::throughput::{SampleInterval, Sampled};
+use crate::tracker::PodTracker;
 
 /// How a run on the embedded target behaves.
 #[derive(Debug, Clone)]
@@ -170,66 +170,20 @@ impl DecisionSink for Attempts {
     }
 }
 
-/// The window being measured.
-#[derive(Debug)]
-struct ActiveWindow {
-    name: String,
-    namespaces: Vec<String>,
-    selector: Selector,
-    start: Instant,
-    binds: Vec<Duration>,
-}
-
-#[derive(Debug, Default)]
-struct TrackState {
-    present: HashSet<PodKey>,
-    bound: HashSet<PodKey>,
-    bound_per_ns: HashMap<Arc<str>, usize>,
-    window: Option<ActiveWindow>,
-}
-
 /// What the scheduler's update stream says about pods.
 #[derive(Debug, Default)]
 struct Tracker {
-    state: Mutex<TrackState>,
-}
-
-fn is_bound(pod: &Pod) -> bool {
-    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
+    state: Mutex<PodTracker>,
 }
 
 impl Tracker {
     fn observe(&self, update: &ClusterUpdate) {
         let mut s = self.state.lock();
         match update {
-            ClusterUpdate::PodAdded(p) => {
-                let key = PodKey::of(p);
-                if is_bound(p) && s.bound.insert(key.clone()) {
-                    *s.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
-                }
-                s.present.insert(key);
-            }
-            ClusterUpdate::PodUpdated { old, new } if !is_bound(old) && is_bound(new) => {
-                let key = PodKey::of(new);
-                if s.bound.insert(key.clone()) {
-                    *s.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
-                }
-                if let Some(w) = &mut s.window
-                    && w.namespaces.iter().any(|n| **n == *key.namespace)
-                    && w.selector.matches(new.metadata.labels.as_ref())
-                {
-                    w.binds.push(w.start.elapsed());
-                }
-            }
-            ClusterUpdate::PodDeleted(p) => {
-                let key = PodKey::of(p);
-                s.present.remove(&key);
-                if s.bound.remove(&key)
-                    && let Some(n) = s.bound_per_ns.get_mut(&key.namespace)
-                {
-                    *n -= 1;
-                }
-            }
+            // Pods bound before they were created are not scheduling work.
+            ClusterUpdate::PodAdded(p) => s.seen(p, false),
+            ClusterUpdate::PodUpdated { new, .. } => s.seen(new, true),
+            ClusterUpdate::PodDeleted(p) => s.deleted(p),
             _ => {}
         }
     }
@@ -331,38 +285,12 @@ impl Exec {
         namespaces: Vec<String>,
         selector: Option<Selector>,
     ) -> Result<(), String> {
-        let mut s = self.tracker.state.lock();
-        if let Some(w) = &s.window {
-            return Err(format!("metrics collection is already started (window {:?})", w.name));
-        }
-        s.window = Some(ActiveWindow {
-            name,
-            namespaces,
-            selector: selector.unwrap_or_default(),
-            start: Instant::now(),
-            binds: Vec::new(),
-        });
-        Ok(())
+        self.tracker.state.lock().start_window(name, namespaces, selector)
     }
 
     fn stop_window(&mut self) -> Result<(), String> {
-        let w = self
-            .tracker
-            .state
-            .lock()
-            .window
-            .take()
-            .ok_or("stopCollectingMetrics without startCollectingMetrics")?;
-        let duration = w.start.elapsed();
-        let sampled = sample(&w.binds, duration, self.opts.sample_interval);
-        let bind_span = w.binds.iter().min().zip(w.binds.iter().max()).map(|(a, b)| (*a, *b));
-        self.windows.push(Window {
-            name: w.name,
-            pods: w.binds.len(),
-            duration,
-            bind_span,
-            sampled,
-        });
+        let w = self.tracker.state.lock().stop_window(self.opts.sample_interval)?;
+        self.windows.push(w);
         Ok(())
     }
 

@@ -40,6 +40,7 @@ pub mod report;
 pub mod run;
 pub mod template;
 pub mod throughput;
+mod tracker;
 
 pub use config::{Config, ConfigError, load_file, parse_str};
 pub use run::{Report, RunOptions, run};

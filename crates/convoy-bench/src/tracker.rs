@@ -1,0 +1,99 @@
+//! What the benchmark knows about its pods, whatever the target: which
+//! exist, which are bound (per namespace), and the bind times of the window
+//! being measured. The embedded target feeds it from the scheduler's update
+//! stream, the API target from a pod watch.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use convoy_api::PodKey;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::embedded::Window;
+use crate::labels::Selector;
+use crate::throughput::{SampleInterval, sample};
+
+/// The window being measured.
+#[derive(Debug)]
+pub(crate) struct ActiveWindow {
+    pub(crate) name: String,
+    namespaces: Vec<String>,
+    selector: Selector,
+    start: Instant,
+    binds: Vec<Duration>,
+}
+
+/// Pods seen, pods bound, and the open measurement window.
+#[derive(Debug, Default)]
+pub(crate) struct PodTracker {
+    pub(crate) present: HashSet<PodKey>,
+    pub(crate) bound: HashSet<PodKey>,
+    pub(crate) bound_per_ns: HashMap<Arc<str>, usize>,
+    pub(crate) window: Option<ActiveWindow>,
+}
+
+/// Whether the pod has a node.
+pub(crate) fn is_bound(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty())
+}
+
+impl PodTracker {
+    /// The pod exists (added or updated); if it is bound for the first time,
+    /// count it, and, when `measure` is set, record the bind in the open
+    /// window if the pod belongs to it.
+    pub(crate) fn seen(&mut self, pod: &Pod, measure: bool) {
+        let key = PodKey::of(pod);
+        if is_bound(pod) && self.bound.insert(key.clone()) {
+            *self.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
+            if measure
+                && let Some(w) = &mut self.window
+                && w.namespaces.iter().any(|n| **n == *key.namespace)
+                && w.selector.matches(pod.metadata.labels.as_ref())
+            {
+                w.binds.push(w.start.elapsed());
+            }
+        }
+        self.present.insert(key);
+    }
+
+    /// The pod is gone.
+    pub(crate) fn deleted(&mut self, pod: &Pod) {
+        let key = PodKey::of(pod);
+        self.present.remove(&key);
+        if self.bound.remove(&key)
+            && let Some(n) = self.bound_per_ns.get_mut(&key.namespace)
+        {
+            *n -= 1;
+        }
+    }
+
+    /// Opens a measurement window (`startCollectingMetrics`).
+    pub(crate) fn start_window(
+        &mut self,
+        name: String,
+        namespaces: Vec<String>,
+        selector: Option<Selector>,
+    ) -> Result<(), String> {
+        if let Some(w) = &self.window {
+            return Err(format!("metrics collection is already started (window {:?})", w.name));
+        }
+        self.window = Some(ActiveWindow {
+            name,
+            namespaces,
+            selector: selector.unwrap_or_default(),
+            start: Instant::now(),
+            binds: Vec::new(),
+        });
+        Ok(())
+    }
+
+    /// Closes the window (`stopCollectingMetrics`) and samples its binds.
+    pub(crate) fn stop_window(&mut self, interval: SampleInterval) -> Result<Window, String> {
+        let w = self.window.take().ok_or("stopCollectingMetrics without startCollectingMetrics")?;
+        let duration = w.start.elapsed();
+        let sampled = sample(&w.binds, duration, interval);
+        let bind_span = w.binds.iter().min().zip(w.binds.iter().max()).map(|(a, b)| (*a, *b));
+        Ok(Window { name: w.name, pods: w.binds.len(), duration, bind_span, sampled })
+    }
+}
