@@ -30,6 +30,10 @@ pub enum ClusterUpdate {
     },
     /// A pod was deleted.
     PodDeleted(Arc<Pod>),
+    /// A PodGroup (either API) appeared or changed.
+    PodGroupApplied(Arc<crate::pod_group::PodGroup>),
+    /// A PodGroup was deleted.
+    PodGroupDeleted(crate::pod_group::GroupKey),
     /// The initial lists are complete: scheduling may start.
     Synced,
 }

@@ -144,6 +144,8 @@ pub enum EventObject {
     Pod(Arc<Pod>),
     /// A node.
     Node(Arc<Node>),
+    /// A PodGroup (either API).
+    PodGroup(Arc<crate::pod_group::PodGroup>),
     /// Any other object, by kind and `namespace/name`.
     Other {
         /// Kind.

@@ -16,6 +16,7 @@ pub mod events;
 pub mod names;
 pub mod node_info;
 pub mod plugin;
+pub mod pod_group;
 pub mod pod_info;
 pub mod resource;
 pub mod status;
@@ -30,6 +31,7 @@ pub use events::{
 };
 pub use node_info::{NodeInfo, next_generation};
 pub use plugin::*;
+pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
 pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
 pub use resource::{PodRequests, Resource};
 pub use status::{Code, Reason, Status};

@@ -86,6 +86,9 @@ pub struct PodInfo {
     pub priority: i32,
     /// Host ports of all containers (including init containers).
     pub host_ports: Vec<HostPort>,
+    /// The PodGroup the pod belongs to, if any (see
+    /// [`group_key_of`](crate::pod_group::group_key_of)).
+    pub group: Option<crate::pod_group::GroupKey>,
 }
 
 /// A pod whose spec cannot be scheduled as written; names the field.
@@ -131,6 +134,7 @@ impl PodInfo {
             key,
             requests,
             host_ports,
+            group: crate::pod_group::group_key_of(&pod),
             pod,
         })
     }

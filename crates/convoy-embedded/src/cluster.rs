@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use convoy_api::{BindError, Binder, ClusterUpdate, PodInfo, PodKey};
+use convoy_api::{BindError, Binder, ClusterUpdate, GroupKey, PodGroup, PodInfo, PodKey};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use parking_lot::Mutex;
@@ -27,12 +27,16 @@ pub enum ClusterError {
     /// The object has no `metadata.name`.
     #[error("{0}: metadata.name is required")]
     MissingName(&'static str),
+    /// The object is invalid (the message names the field).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 #[derive(Default)]
 struct State {
     nodes: HashMap<Arc<str>, Arc<Node>>,
     pods: HashMap<PodKey, Arc<Pod>>,
+    groups: HashMap<GroupKey, Arc<PodGroup>>,
     /// Pods with `spec.nodeName` set.
     bound: usize,
     /// Last `metadata.resourceVersion` given out.
@@ -90,11 +94,13 @@ fn pod_key(pod: &Pod) -> Result<PodKey, ClusterError> {
 impl EmbeddedCluster {
     /// A cluster holding `objects`, and the stream of its updates: one
     /// `NodeAdded` per node, one `PodAdded` per pod (assigned pods
-    /// included), then `Synced`, then every later change. PodGroups are
-    /// not held yet.
+    /// included), one `PodGroupApplied` per PodGroup, then `Synced`, then
+    /// every later change.
     ///
     /// The objects are expected to come from [`crate::parse_objects`]
-    /// (unique names, UIDs set); a later duplicate replaces an earlier one.
+    /// (unique names, UIDs set, PodGroups valid); a later duplicate
+    /// replaces an earlier one, and a PodGroup that cannot be read is
+    /// skipped.
     pub fn new(objects: Objects) -> (Arc<EmbeddedCluster>, mpsc::UnboundedReceiver<ClusterUpdate>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let cluster = Arc::new(EmbeddedCluster {
@@ -121,9 +127,48 @@ impl EmbeddedCluster {
                 s.bound += usize::from(is_bound(&pod));
                 cluster.send(ClusterUpdate::PodAdded(pod));
             }
+            for g in objects.pod_groups {
+                // `parse_objects` has already refused unreadable PodGroups.
+                let Ok(pg) = PodGroup::from_json(&g.object) else { continue };
+                let pg = Arc::new(pg);
+                s.groups.insert(pg.key.clone(), pg.clone());
+                cluster.send(ClusterUpdate::PodGroupApplied(pg));
+            }
             cluster.send(ClusterUpdate::Synced);
         }
         (cluster, rx)
+    }
+
+    /// Creates or replaces a PodGroup of either API from its JSON form;
+    /// emits `PodGroupApplied`.
+    pub fn apply_pod_group(
+        &self,
+        object: &serde_json::Value,
+    ) -> Result<Arc<PodGroup>, ClusterError> {
+        let mut pg =
+            PodGroup::from_json(object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
+        let mut s = self.state.lock();
+        pg.resource_version = s.next_version();
+        let pg = Arc::new(pg);
+        s.groups.insert(pg.key.clone(), pg.clone());
+        self.send(ClusterUpdate::PodGroupApplied(pg.clone()));
+        Ok(pg)
+    }
+
+    /// Deletes a PodGroup; emits `PodGroupDeleted`.
+    pub fn delete_pod_group(&self, key: &GroupKey) -> Result<Arc<PodGroup>, ClusterError> {
+        let mut s = self.state.lock();
+        let pg = s
+            .groups
+            .remove(key)
+            .ok_or_else(|| ClusterError::NotFound(format!("podgroup {key}")))?;
+        self.send(ClusterUpdate::PodGroupDeleted(key.clone()));
+        Ok(pg)
+    }
+
+    /// The PodGroups held.
+    pub fn pod_groups(&self) -> Vec<Arc<PodGroup>> {
+        self.state.lock().groups.values().cloned().collect()
     }
 
     fn send(&self, update: ClusterUpdate) {

@@ -366,6 +366,7 @@ impl Loader<'_> {
                     );
                     return Err(fail(self, msg));
                 }
+                convoy_api::PodGroup::from_json(&value).map_err(|e| fail(self, e.message))?;
                 let pg = PodGroupObject {
                     api_version,
                     name: name.unwrap_or_default(),

@@ -220,6 +220,7 @@ impl Scheduler {
             ClusterUpdate::PodAdded(pod) => self.pod_added(pod),
             ClusterUpdate::PodUpdated { old, new } => self.pod_updated(old, new),
             ClusterUpdate::PodDeleted(pod) => self.pod_deleted(pod),
+            ClusterUpdate::PodGroupApplied(_) | ClusterUpdate::PodGroupDeleted(_) => {}
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
                     tracing::info!(

@@ -35,6 +35,8 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
                 new.spec.as_ref().unwrap().node_name
             ),
             ClusterUpdate::PodDeleted(p) => format!("PodDeleted {}", name(&p.metadata)),
+            ClusterUpdate::PodGroupApplied(g) => format!("PodGroupApplied {}", g.key),
+            ClusterUpdate::PodGroupDeleted(k) => format!("PodGroupDeleted {k}"),
             ClusterUpdate::Synced => "Synced".to_string(),
         });
     }

@@ -83,6 +83,7 @@ spec: {minMember: 4}
 apiVersion: scheduling.k8s.io/v1beta1
 kind: PodGroup
 metadata: {name: train, namespace: ml}
+spec: {schedulingPolicy: {gang: {minCount: 2}}}
 ";
     let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let cases: Vec<(&str, String, Names)> = vec![
