@@ -24,6 +24,8 @@ pub mod names {
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
     /// `DefaultBinder`.
     pub const DEFAULT_BINDER: &str = "DefaultBinder";
+    /// `GpuPlacement` (Convoy's own; not in the default set, enabled by a profile).
+    pub const GPU_PLACEMENT: &str = "GpuPlacement";
 }
 
 /// Convoy's default multiPoint set, in order, with score weights as upstream.

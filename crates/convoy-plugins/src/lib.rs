@@ -1,7 +1,8 @@
 //! Convoy's in-tree scheduling plugins, one module per plugin, with the
 //! semantics and reason strings of upstream kube-scheduler
 //! (`pkg/scheduler/framework/plugins/*`), so that messages users compare
-//! read the same.
+//! read the same; plus Convoy's own [`GpuPlacement`] (GPU fragmentation and
+//! gang topology scoring), registered but enabled only by a profile.
 //!
 //! [`registry`] registers every plugin under its upstream name
 //! (`convoy_api::names`). Filter and Score run for hundreds of nodes per pod:
@@ -19,6 +20,7 @@ use std::sync::Arc;
 use convoy_api::{Plugin, Registry, names};
 
 pub mod default_binder;
+pub mod gpu_placement;
 pub mod helper;
 pub mod node_affinity;
 pub mod node_name;
@@ -30,6 +32,7 @@ pub mod scheduling_gates;
 pub mod taint_toleration;
 
 pub use default_binder::DefaultBinder;
+pub use gpu_placement::GpuPlacement;
 pub use node_affinity::NodeAffinity;
 pub use node_name::NodeName;
 pub use node_ports::NodePorts;
@@ -39,7 +42,8 @@ pub use priority_sort::PrioritySort;
 pub use scheduling_gates::SchedulingGates;
 pub use taint_toleration::TaintToleration;
 
-/// A registry with every in-tree plugin, under its upstream name.
+/// A registry with every in-tree plugin, under its upstream name (and
+/// GpuPlacement under its own).
 pub fn registry() -> Registry {
     let mut r = Registry::new();
     r.register(names::PRIORITY_SORT, |_, _| Ok(Arc::new(PrioritySort) as Arc<dyn Plugin>));
@@ -63,6 +67,9 @@ pub fn registry() -> Registry {
     r.register(names::DEFAULT_BINDER, |_, handle| {
         Ok(Arc::new(DefaultBinder::new(handle.binder.clone())) as Arc<dyn Plugin>)
     });
+    r.register(names::GPU_PLACEMENT, |args, _| {
+        Ok(Arc::new(GpuPlacement::new(args)?) as Arc<dyn Plugin>)
+    });
     r
 }
 
@@ -85,9 +92,18 @@ mod tests {
             names::NODE_RESOURCES_FIT,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::DEFAULT_BINDER,
+            names::GPU_PLACEMENT,
         ];
         want.sort();
         assert_eq!(got, want);
+    }
+
+    #[test]
+    fn gpu_placement_is_registered_but_not_a_default() {
+        assert!(registry().get(names::GPU_PLACEMENT).is_some());
+        assert!(
+            convoy_config::default_multi_point().iter().all(|p| p.name != names::GPU_PLACEMENT)
+        );
     }
 
     #[test]

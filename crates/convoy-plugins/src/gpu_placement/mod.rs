@@ -1,0 +1,311 @@
+//! GpuPlacement: places GPU pods so that the GPUs left free stay usable by
+//! the requests the cluster actually sees, keeps CPU-only pods off GPU
+//! nodes, and keeps the members of a PodGroup on as few nodes and topology
+//! domains as possible. Convoy's own plugin, not in the default set: a
+//! profile enables it (`config/gpu-cluster.yaml`, `docs/gpu.md`).
+//!
+//! - PreFilter (all nodes): where the pod's group already is
+//!   ([`GroupPlacement`]). Never rejects.
+//! - PreScore (feasible nodes): counts the pod's GPU request into the
+//!   learned request-size distribution and fixes the cycle's context.
+//!   Skip when nothing would be scored (no GPU request, no GPU node, no
+//!   placed sibling).
+//! - Score: a weighted mean, in basis points, of the fragmentation score
+//!   ([`fragmentation`]), the group closeness ([`topology`]) and the GPU
+//!   memory fit ([`memory`]); NormalizeScore maps it to 0..=100 (min-max).
+//!
+//! The GPU view of a node is its allocatable minus the requests of every
+//! pod assigned to it, whichever scheduler placed it, plus the pods assumed
+//! in this scheduler: exactly [`NodeInfo::free`].
+
+pub mod args;
+pub mod fragmentation;
+pub mod memory;
+pub mod topology;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex};
+
+use convoy_api::{
+    CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
+    PreScorePlugin, ScorePlugin, Status, names,
+};
+use convoy_config::PluginArgs;
+
+pub use args::{CpuOnlyPods, GpuPlacementArgs, SizeWeight};
+pub use fragmentation::{RequestSizeLearner, SizeDistribution};
+pub use topology::{GroupPlacement, domain_of};
+
+/// The scale of the per-node score before normalization (basis points).
+pub const BASIS: i64 = 10_000;
+
+/// The GpuPlacement plugin.
+#[derive(Debug)]
+pub struct GpuPlacement {
+    args: GpuPlacementArgs,
+    learner: Mutex<RequestSizeLearner>,
+}
+
+/// PreFilter state: where the pod's group is, over all nodes.
+struct TopologyState(Option<GroupPlacement>);
+
+/// A pod's GPU request: which configured resource, how many.
+#[derive(Debug, Clone, Copy)]
+struct GpuRequest {
+    resource: usize,
+    gpus: i64,
+}
+
+/// PreScore state: everything Score needs that does not depend on the node.
+struct ScoreState {
+    request: Option<GpuRequest>,
+    distribution: SizeDistribution,
+    /// Largest GPU capacity of a feasible node (the scale of the
+    /// fragmentation delta).
+    max_capacity: i64,
+    /// A GPU pod: a partly used feasible node can host it, so fully free
+    /// nodes larger than the request are kept for larger jobs.
+    /// A CPU-only pod: a feasible node that is not a fully free GPU node
+    /// exists.
+    spare_fully_free: bool,
+    min_memory_mib: Option<i64>,
+    fragmentation_weight: i64,
+    topology_weight: i64,
+    memory_weight: i64,
+}
+
+impl GpuPlacement {
+    /// Builds the plugin from its raw args (`PluginArgs::Other`; `None`
+    /// gives the defaults). Errors name the field
+    /// (`GpuPlacementArgs.resourceNames[0]: must not be empty`).
+    pub fn new(args: Option<&PluginArgs>) -> Result<Self, String> {
+        Ok(Self::from_args(GpuPlacementArgs::from_plugin_args(args)?))
+    }
+
+    /// Builds the plugin from decoded args.
+    pub fn from_args(args: GpuPlacementArgs) -> Self {
+        let learner = RequestSizeLearner::new(
+            &args.request_size_prior,
+            args.prior_weight,
+            args.learn_request_sizes,
+            args.half_life_pods,
+        );
+        Self { args, learner: Mutex::new(learner) }
+    }
+
+    /// The request-size distribution learned so far (mixed with the prior).
+    pub fn distribution(&self) -> SizeDistribution {
+        self.learner.lock().unwrap_or_else(|e| e.into_inner()).distribution()
+    }
+
+    /// The pod's request of the first configured GPU resource it asks for.
+    fn gpu_request(&self, pod: &PodInfo) -> Option<GpuRequest> {
+        self.args.resource_names.iter().enumerate().find_map(|(resource, name)| {
+            let gpus = pod.requests.requests.get(name);
+            (gpus > 0).then_some(GpuRequest { resource, gpus })
+        })
+    }
+
+    /// Whether the node offers any configured GPU resource.
+    fn has_gpus(&self, node: &NodeInfo) -> bool {
+        self.args.resource_names.iter().any(|r| node.allocatable.get(r) > 0)
+    }
+
+    /// Whether the node offers GPUs and none is requested.
+    fn fully_free(&self, node: &NodeInfo) -> bool {
+        self.has_gpus(node) && self.args.resource_names.iter().all(|r| node.requested.get(r) == 0)
+    }
+
+    fn topology(&self, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> TopologyState {
+        TopologyState(GroupPlacement::of(pod, nodes, &self.args.topology_keys))
+    }
+
+    /// The fragmentation score of a GPU pod on a node, in `0..=BASIS`.
+    fn gpu_fragmentation_score(&self, s: &ScoreState, req: GpuRequest, node: &NodeInfo) -> i64 {
+        let name = &self.args.resource_names[req.resource];
+        let capacity = node.allocatable.get(name);
+        let free = node.free(name);
+        if capacity <= 0 || free < req.gpus {
+            return 0;
+        }
+        if s.spare_fully_free && node.requested.get(name) == 0 && capacity > req.gpus {
+            return 0;
+        }
+        let leftover = (free - req.gpus) as f64;
+        let delta = s.distribution.delta(free, capacity, req.gpus)
+            + fragmentation::BEST_FIT_TIE_BREAK * leftover;
+        // delta / max_capacity lies within about [-1, 1]: map it to
+        // (0, BASIS], a lower fragmentation delta scoring higher; 1 is the
+        // floor so that a penalised node is strictly the worst.
+        let scaled = 0.5 * (1.0 - delta / s.max_capacity as f64);
+        ((scaled * BASIS as f64).round() as i64).clamp(1, BASIS)
+    }
+
+    /// The score of a CPU-only pod on a node, in `0..=BASIS`.
+    fn cpu_only_score(&self, s: &ScoreState, node: &NodeInfo) -> i64 {
+        if !self.has_gpus(node) {
+            return BASIS;
+        }
+        if s.spare_fully_free && self.fully_free(node) {
+            return 0;
+        }
+        match self.args.cpu_only_pods {
+            CpuOnlyPods::PreferNonGpuNodes => BASIS / 2,
+            CpuOnlyPods::Neutral => BASIS,
+        }
+    }
+}
+
+impl Plugin for GpuPlacement {
+    fn name(&self) -> &'static str {
+        names::GPU_PLACEMENT
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for GpuPlacement {
+    /// Always Success with no node subset: records where the pod's group
+    /// is over all nodes (PreScore sees only the feasible ones, and a node
+    /// a sibling filled is not feasible but still marks its domains).
+    fn pre_filter(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status) {
+        if self.args.topology_weight > 0 {
+            state.write(self.topology(pod, nodes));
+        }
+        (None, Status::success())
+    }
+}
+
+impl PreScorePlugin for GpuPlacement {
+    /// Success, or Skip when no part of the score applies to the pod.
+    /// Counts a GPU pod's request into the learned distribution (once per
+    /// pod).
+    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
+        let request = self.gpu_request(pod);
+        let distribution = {
+            let mut learner = self.learner.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(r) = request {
+                let id = if pod.uid.is_empty() {
+                    Arc::from(pod.key.to_string())
+                } else {
+                    pod.uid.clone()
+                };
+                learner.observe(&id, r.gpus);
+            }
+            learner.distribution()
+        };
+        let (max_capacity, spare_fully_free, fragmentation_applies) = match request {
+            Some(r) => {
+                let name = &self.args.resource_names[r.resource];
+                let max = nodes.iter().map(|n| n.allocatable.get(name)).max().unwrap_or(0);
+                let partly_used_fits =
+                    nodes.iter().any(|n| n.requested.get(name) > 0 && n.free(name) >= r.gpus);
+                (max.max(1), partly_used_fits, true)
+            }
+            None => {
+                let any_gpu_node = nodes.iter().any(|n| self.has_gpus(n));
+                let other_fits = nodes.iter().any(|n| !self.fully_free(n));
+                (1, other_fits, any_gpu_node)
+            }
+        };
+        let topology_weight = if self.args.topology_weight == 0 {
+            0
+        } else {
+            if state.read::<TopologyState>().is_none() {
+                // Not run at PreFilter: the feasible nodes are all we see.
+                state.write(self.topology(pod, nodes));
+            }
+            match state.read::<TopologyState>() {
+                Some(TopologyState(Some(_))) => i64::from(self.args.topology_weight),
+                _ => 0,
+            }
+        };
+        let min_memory_mib = match request {
+            Some(_) if self.args.gpu_memory_weight > 0 => memory::pod_min_mib(pod),
+            _ => None,
+        };
+        let s = ScoreState {
+            request,
+            distribution,
+            max_capacity,
+            spare_fully_free,
+            min_memory_mib,
+            fragmentation_weight: if fragmentation_applies {
+                i64::from(self.args.fragmentation_weight)
+            } else {
+                0
+            },
+            topology_weight,
+            memory_weight: if min_memory_mib.is_some() {
+                i64::from(self.args.gpu_memory_weight)
+            } else {
+                0
+            },
+        };
+        if s.fragmentation_weight + s.topology_weight + s.memory_weight == 0 {
+            return Status::skip();
+        }
+        state.write(s);
+        Status::success()
+    }
+}
+
+impl ScorePlugin for GpuPlacement {
+    /// The weighted mean of the parts that apply, in `0..=BASIS`; Error
+    /// when PreScore did not run (enable the plugin in multiPoint, or at
+    /// preScore and score).
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(s) = state.read::<ScoreState>() else {
+            return Err(Status::error(
+                "GpuPlacement: no PreScore state; enable the plugin at preScore and score",
+            ));
+        };
+        let (mut total, mut weights) = (0, 0);
+        if s.fragmentation_weight > 0 {
+            let part = match s.request {
+                Some(r) => self.gpu_fragmentation_score(s, r, node),
+                None => self.cpu_only_score(s, node),
+            };
+            total += s.fragmentation_weight * part;
+            weights += s.fragmentation_weight;
+        }
+        if s.topology_weight > 0
+            && let Some(TopologyState(Some(g))) = state.read::<TopologyState>()
+        {
+            total += s.topology_weight * g.closeness(node, &self.args.topology_keys, BASIS);
+            weights += s.topology_weight;
+        }
+        if let (Some(min), true) = (s.min_memory_mib, s.memory_weight > 0) {
+            total += s.memory_weight * memory::score(node, min, BASIS);
+            weights += s.memory_weight;
+        }
+        Ok(if weights == 0 { 0 } else { total / weights })
+    }
+
+    /// Min-max over the nodes: the best becomes 100, the worst 0 (all 0
+    /// when every node scored the same).
+    fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [i64]) -> Status {
+        let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else {
+            return Status::success();
+        };
+        for s in scores.iter_mut() {
+            *s = if max == min { 0 } else { MAX_NODE_SCORE * (*s - min) / (max - min) };
+        }
+        Status::success()
+    }
+}
