@@ -9,7 +9,7 @@
 //! The caller provides a fresh API server per workload (see
 //! [`crate::compare`]); this module only adds objects to it.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -23,13 +23,16 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 use parking_lot::Mutex;
 
+use crate::any::{POD_GROUP_API_VERSION, complete, type_of};
 use crate::dataitems::DataItem;
+use crate::dynamic::{Dynamic, Placement};
 use crate::embedded::{RunError, Window};
 use crate::labels::Selector;
-use crate::objects::{build_nodes, build_pods};
-use crate::plan::{Plan, Step};
+use crate::objects::{PodFactory, build_nodes, build_pods, literal_object, render_objects};
+use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
+use crate::progress::Progress;
 use crate::throughput::{SampleInterval, UPSTREAM_INTERVAL};
-use crate::tracker::PodTracker;
+use crate::tracker::{Created, PodTracker};
 use convoy_api::PodKey;
 
 /// Requests in flight when creating, deleting or binding objects.
@@ -98,6 +101,11 @@ pub struct ApiOptions {
     pub sample_interval: SampleInterval,
     /// Longest wait for pods.
     pub timeout: Duration,
+    /// Print the live progress line on stderr.
+    pub progress: bool,
+    /// `--prepare` manifests, applied before the first op (CRDs waited
+    /// for until `Established`).
+    pub prepare: Vec<serde_json::Value>,
 }
 
 impl ApiOptions {
@@ -110,6 +118,8 @@ impl ApiOptions {
             kube_scheduler_binary: None,
             sample_interval: SampleInterval::Fixed(UPSTREAM_INTERVAL),
             timeout: Duration::from_secs(600),
+            progress: false,
+            prepare: Vec::new(),
         }
     }
 }
@@ -191,7 +201,18 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
             return Err(sched_err(e));
         }
     };
+    let progress = opts.progress.then(|| {
+        let t = tracker.clone();
+        Progress::start(
+            &plan.name,
+            Arc::new(move || {
+                let s = t.state.lock();
+                (s.binds_total, s.pending())
+            }),
+        )
+    });
     let mut exec = Exec {
+        dynamic: Arc::new(Dynamic::new(client.clone())),
         client,
         tracker,
         profile: opts.scheduler.profile(),
@@ -200,17 +221,25 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
         created: HashMap::new(),
         namespaces: HashSet::new(),
         windows: Vec::new(),
+        churns: Vec::new(),
     };
-    let mut result = Ok(());
-    for (i, step) in plan.steps.iter().enumerate() {
-        if let Err(message) = exec.step(step).await {
-            result = Err(RunError::Op { op: i, message });
-            break;
+    let mut result = exec.prepare(&opts.prepare).await.map_err(RunError::Prepare);
+    if result.is_ok() {
+        for (i, step) in plan.steps.iter().enumerate() {
+            if let Err(message) = exec.step(step).await {
+                let op = plan.origins.get(i).copied().unwrap_or(i);
+                result = Err(RunError::Op { op, message });
+                break;
+            }
         }
     }
     if result.is_ok() && exec.tracker.state.lock().window.is_some() {
         result = Err(RunError::UnfinishedWindow);
     }
+    for churn in exec.churns.drain(..) {
+        churn.abort();
+    }
+    drop(progress);
     let usage = scheduler.usage();
     drop(scheduler);
     watch_task.abort();
@@ -557,15 +586,10 @@ async fn watch_pods(client: kube::Client, tracker: Arc<Tracker>) {
     }
 }
 
-/// A pod the benchmark created and has not deleted.
-#[derive(Debug)]
-struct Created {
-    name: String,
-    labels: Option<BTreeMap<String, String>>,
-}
-
 struct Exec {
     client: kube::Client,
+    dynamic: Arc<Dynamic>,
+    churns: Vec<tokio::task::JoinHandle<()>>,
     tracker: Arc<Tracker>,
     profile: &'static str,
     opts: ApiOptions,
@@ -627,6 +651,7 @@ impl Exec {
                     self.ensure_namespace(n).await?;
                 }
             }
+            Step::CreatePods(s) if s.steady.is_some() => self.steady_state(s).await?,
             Step::CreatePods(s) => {
                 let mut pods = build_pods(s, self.profile, &mut self.serial)?;
                 for p in &mut pods {
@@ -637,12 +662,10 @@ impl Exec {
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
-                self.created.entry(s.namespace.clone()).or_default().extend(pods.iter().map(|p| {
-                    Created {
-                        name: p.metadata.name.clone().unwrap_or_default(),
-                        labels: p.metadata.labels.clone(),
-                    }
-                }));
+                self.created
+                    .entry(s.namespace.clone())
+                    .or_default()
+                    .extend(pods.iter().map(Created::of));
                 create_all(Api::<Pod>::namespaced(self.client.clone(), &s.namespace), pods).await?;
                 if !s.skip_wait {
                     self.wait_scheduled(std::slice::from_ref(&s.namespace), &Selector::default())
@@ -652,6 +675,9 @@ impl Exec {
                     self.stop_window()?;
                 }
             }
+            Step::CreateAny(s) => self.create_any(s, None).await?,
+            Step::CreatePodGroups(s) => self.create_any(s, Some(POD_GROUP_API_VERSION)).await?,
+            Step::Churn(s) => self.churn(s).await?,
             Step::Barrier { namespaces, selector } => {
                 self.wait_scheduled(namespaces, selector).await?;
             }
@@ -706,6 +732,111 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+        }
+        Ok(())
+    }
+
+    /// `--prepare`: each manifest in turn, CRDs waited for until
+    /// `Established`.
+    async fn prepare(&mut self, manifests: &[serde_json::Value]) -> Result<(), String> {
+        for v in manifests {
+            if let Some(ns) = v.pointer("/metadata/namespace").and_then(|n| n.as_str()) {
+                self.ensure_namespace(ns).await?;
+            }
+            let mut v = v.clone();
+            complete(&mut v, self.profile);
+            self.dynamic.prepare(&v).await?;
+        }
+        Ok(())
+    }
+
+    /// `createAny` (`expect`: `None`) and `createPodGroups` (`expect`: the
+    /// PodGroup API version), `CONCURRENCY` creates in flight.
+    async fn create_any(&mut self, s: &AnyStep, expect: Option<&str>) -> Result<(), String> {
+        let mut objects = render_objects(s)?;
+        if let (Some(want), Some(v)) = (expect, objects.first()) {
+            let (a, k) = type_of(v)?;
+            if (a, k) != (want, "PodGroup") {
+                return Err(format!(
+                    "the template makes a {k} ({a}), expected a PodGroup ({want})"
+                ));
+            }
+        }
+        if let Some(ns) = &s.namespace {
+            self.ensure_namespace(ns).await?;
+        }
+        for v in &mut objects {
+            complete(v, self.profile);
+        }
+        let dynamic = &self.dynamic;
+        futures::stream::iter(objects)
+            .map(|v| async move {
+                dynamic.create(&v, Placement::Strict(s.namespace.as_deref())).await.map(drop)
+            })
+            .buffer_unordered(CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// `churn`: starts the background task (aborted when the workload ends).
+    async fn churn(&mut self, s: &ChurnStep) -> Result<(), String> {
+        let mut templates: Vec<serde_json::Value> =
+            s.templates.iter().map(literal_object).collect::<Result<_, _>>()?;
+        for t in &mut templates {
+            complete(t, self.profile);
+        }
+        self.ensure_namespace(&s.namespace).await?;
+        let churner = self.dynamic.clone().churner(templates, s.namespace.clone()).await?;
+        let n = s.templates.len();
+        self.churns.push(tokio::spawn(crate::churn::run(churner, n, s.mode, s.interval)));
+        Ok(())
+    }
+
+    /// `createPods` with `steadyState`.
+    async fn steady_state(&mut self, s: &PodsStep) -> Result<(), String> {
+        let duration = s.steady.expect("checked by the caller");
+        let mut factory = PodFactory::new(s, self.profile);
+        self.ensure_namespace(&s.namespace).await?;
+        if s.collect_metrics {
+            self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &s.namespace);
+        let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        let outcome = crate::steady::run(
+            &self.tracker.state,
+            &s.namespace,
+            &mut factory,
+            &mut self.serial,
+            s.count,
+            duration,
+            CONCURRENCY,
+            |pod: Pod| {
+                let api = api.clone();
+                async move {
+                    api.create(&PostParams::default(), &pod).await.map(drop).map_err(|e| {
+                        format!("creating {}: {e}", pod.metadata.name.unwrap_or_default())
+                    })
+                }
+            },
+            |key: PodKey| {
+                let (api, dp) = (api.clone(), dp.clone());
+                async move {
+                    match api.delete(&key.name, &dp).await {
+                        Ok(_) => Ok(()),
+                        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                        Err(e) => Err(format!("deleting {}: {e}", key.name)),
+                    }
+                }
+            },
+        )
+        .await?;
+        tracing::info!(namespace = %s.namespace, replaced = outcome.replaced, "steady state over");
+        let list = self.created.entry(s.namespace.clone()).or_default();
+        list.retain(|c| !outcome.deleted.contains(&c.name));
+        list.extend(outcome.live);
+        if s.collect_metrics {
+            self.stop_window()?;
         }
         Ok(())
     }
@@ -777,6 +908,8 @@ impl Exec {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -786,6 +919,7 @@ mod tests {
             scheduler_config: None,
             feature_gates: BTreeMap::new(),
             steps: Vec::new(),
+            origins: Vec::new(),
         };
         let opts = ApiOptions::new("/k/config".into(), SchedulerKind::KubeScheduler);
         let v = scheduler_config(&plan, &opts).unwrap();

@@ -5,7 +5,7 @@
 //! scheduler's own update stream, as upstream's collector observes its
 //! pod informer.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -17,11 +17,25 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use crate::any::{
+    EmbeddedObject, POD_GROUP_API_VERSION, embedded_object, embedded_scope, is_crd,
+    manifest_namespace, type_of,
+};
+use crate::churn::Churner;
 use crate::labels::Selector;
-use crate::objects::{build_nodes, build_pods};
-use crate::plan::{Plan, Step};
+use crate::objects::{PodFactory, build_nodes, literal_object, render_objects};
+use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
+use crate::progress::Progress;
 use crate::throughput::{SampleInterval, Sampled};
-use crate::tracker::PodTracker;
+use crate::tracker::{Created, PodTracker};
+
+/// Requests in flight in a steady state (the embedded cluster answers at
+/// once, so this only bounds the futures).
+const CONCURRENCY: usize = 64;
 
 /// How a run on the embedded target behaves.
 #[derive(Debug, Clone)]
@@ -33,6 +47,11 @@ pub struct EmbeddedOptions {
     pub timeout: Duration,
     /// Worker threads of the runtime the scheduler runs on.
     pub worker_threads: usize,
+    /// Print the live progress line on stderr.
+    pub progress: bool,
+    /// `--prepare` manifests, created before the first op (CRDs are
+    /// accepted and ignored).
+    pub prepare: Vec<Value>,
 }
 
 impl Default for EmbeddedOptions {
@@ -41,6 +60,8 @@ impl Default for EmbeddedOptions {
             sample_interval: SampleInterval::Auto,
             timeout: Duration::from_secs(600),
             worker_threads: 2,
+            progress: false,
+            prepare: Vec::new(),
         }
     }
 }
@@ -75,6 +96,9 @@ pub enum RunError {
         /// What went wrong.
         message: String,
     },
+    /// A `--prepare` manifest could not be applied.
+    #[error("prepare: {0}")]
+    Prepare(String),
     /// Collection was started and never stopped.
     #[error("startCollectingMetrics without a matching stopCollectingMetrics")]
     UnfinishedWindow,
@@ -127,6 +151,16 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
 
+    let progress = opts.progress.then(|| {
+        let t = tracker.clone();
+        Progress::start(
+            &plan.name,
+            Arc::new(move || {
+                let s = t.state.lock();
+                (s.binds_total, s.pending())
+            }),
+        )
+    });
     let mut exec = Exec {
         cluster,
         tracker,
@@ -137,17 +171,25 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
         created: HashMap::new(),
         namespaces: BTreeSet::new(),
         windows: Vec::new(),
+        churns: Vec::new(),
     };
-    let mut result = Ok(());
-    for (i, step) in plan.steps.iter().enumerate() {
-        if let Err(message) = exec.step(step).await {
-            result = Err(RunError::Op { op: i, message });
-            break;
+    let mut result = exec.prepare(&opts.prepare).map_err(RunError::Prepare);
+    if result.is_ok() {
+        for (i, step) in plan.steps.iter().enumerate() {
+            if let Err(message) = exec.step(step).await {
+                let op = plan.origins.get(i).copied().unwrap_or(i);
+                result = Err(RunError::Op { op, message });
+                break;
+            }
         }
     }
     if result.is_ok() && exec.tracker.state.lock().window.is_some() {
         result = Err(RunError::UnfinishedWindow);
     }
+    for churn in exec.churns.drain(..) {
+        churn.abort();
+    }
+    drop(progress);
     let _ = stop_tx.send(());
     let _ = loop_task.await;
     result.map(|()| exec.windows)
@@ -189,13 +231,6 @@ impl Tracker {
     }
 }
 
-/// A pod the benchmark created and has not deleted.
-#[derive(Debug)]
-struct Created {
-    name: String,
-    labels: Option<BTreeMap<String, String>>,
-}
-
 struct Exec {
     cluster: Arc<EmbeddedCluster>,
     tracker: Arc<Tracker>,
@@ -206,6 +241,54 @@ struct Exec {
     created: HashMap<String, Vec<Created>>,
     namespaces: BTreeSet<String>,
     windows: Vec<Window>,
+    churns: Vec<tokio::task::JoinHandle<()>>,
+}
+
+/// `churn` on the embedded target: nodes and pods.
+struct EmbeddedChurner {
+    cluster: Arc<EmbeddedCluster>,
+    templates: Vec<Value>,
+    namespace: String,
+    scheduler_name: String,
+    op_index: usize,
+    serial: std::sync::atomic::AtomicU64,
+}
+
+impl Churner for EmbeddedChurner {
+    fn create(&self, template: usize) -> BoxFuture<'_, Option<String>> {
+        let serial = self.serial.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        let v = self.templates[template].clone();
+        let ns = embedded_scope(&v).unwrap_or(false).then_some(self.namespace.as_str());
+        let prefix = format!("churn-{}-", self.op_index);
+        let created = match embedded_object(v, ns, &self.scheduler_name, &prefix, serial) {
+            Ok(EmbeddedObject::Node(n)) => self
+                .cluster
+                .add_node(*n)
+                .map(|n| n.metadata.name.clone())
+                .map_err(|e| e.to_string()),
+            Ok(EmbeddedObject::Pod(p)) => {
+                self.cluster.add_pod(*p).map(|p| p.metadata.name.clone()).map_err(|e| e.to_string())
+            }
+            // Checked when the churn op started: only nodes and pods.
+            Ok(EmbeddedObject::PodGroup(_)) => Ok(None),
+            Err(e) => Err(e),
+        };
+        Box::pin(std::future::ready(created.unwrap_or_else(|e| {
+            tracing::warn!("churn: {e}");
+            None
+        })))
+    }
+
+    fn delete(&self, template: usize, name: String) -> BoxFuture<'_, ()> {
+        let deleted = match type_of(&self.templates[template]) {
+            Ok((_, "Node")) => self.cluster.delete_node(&name).map(drop),
+            _ => self.cluster.delete_pod(&self.namespace, &name).map(drop),
+        };
+        if let Err(e) = deleted {
+            tracing::warn!("churn: {e}");
+        }
+        Box::pin(std::future::ready(()))
+    }
 }
 
 impl Exec {
@@ -217,19 +300,17 @@ impl Exec {
                 }
             }
             Step::CreateNamespaces(names) => self.namespaces.extend(names.iter().cloned()),
+            Step::CreatePods(s) if s.steady.is_some() => self.steady_state(s).await?,
             Step::CreatePods(s) => {
                 // Built before the window opens: rendering is not measured.
-                let pods = build_pods(s, &self.scheduler_name, &mut self.serial)?;
+                let pods = crate::objects::build_pods(s, &self.scheduler_name, &mut self.serial)?;
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
                 self.namespaces.insert(s.namespace.clone());
                 let created = self.created.entry(s.namespace.clone()).or_default();
                 for pod in pods {
-                    created.push(Created {
-                        name: pod.metadata.name.clone().unwrap_or_default(),
-                        labels: pod.metadata.labels.clone(),
-                    });
+                    created.push(Created::of(&pod));
                     self.cluster.add_pod(pod).map_err(|e| e.to_string())?;
                 }
                 if !s.skip_wait {
@@ -240,6 +321,9 @@ impl Exec {
                     self.stop_window()?;
                 }
             }
+            Step::CreateAny(s) => self.create_any(s, None)?,
+            Step::CreatePodGroups(s) => self.create_any(s, Some(POD_GROUP_API_VERSION))?,
+            Step::Churn(s) => self.churn(s)?,
             Step::Barrier { namespaces, selector } => {
                 self.wait_scheduled(namespaces, selector).await?;
             }
@@ -275,6 +359,134 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+        }
+        Ok(())
+    }
+
+    /// `--prepare`: CRDs are ignored (the embedded cluster serves no
+    /// API), other objects are created as `createAny` creates them.
+    fn prepare(&mut self, manifests: &[Value]) -> Result<(), String> {
+        for v in manifests {
+            if is_crd(v) {
+                let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
+                tracing::debug!("prepare: CRD {name} ignored on the embedded target");
+                continue;
+            }
+            let ns = manifest_namespace(v)?;
+            self.create_object(v.clone(), ns.as_deref(), "prepare-")?;
+        }
+        Ok(())
+    }
+
+    fn create_object(&mut self, v: Value, ns: Option<&str>, prefix: &str) -> Result<(), String> {
+        self.serial += 1;
+        match embedded_object(v, ns, &self.scheduler_name, prefix, self.serial)? {
+            EmbeddedObject::Node(n) => self.cluster.add_node(*n).map(drop),
+            EmbeddedObject::Pod(p) => {
+                let ns = p.metadata.namespace.clone().unwrap_or_default();
+                self.namespaces.insert(ns.clone());
+                self.created.entry(ns).or_default().push(Created::of(&p));
+                self.cluster.add_pod(*p).map(drop)
+            }
+            EmbeddedObject::PodGroup(g) => return self.add_pod_group(g),
+        }
+        .map_err(|e| e.to_string())
+    }
+
+    fn add_pod_group(&mut self, g: convoy_embedded::PodGroupObject) -> Result<(), String> {
+        Err(format!(
+            "PodGroup {}/{} ({}): PodGroups on the embedded target are not supported yet",
+            g.namespace, g.name, g.api_version
+        ))
+    }
+
+    /// `createAny` (`expect`: `None`) and `createPodGroups` (`expect`: the
+    /// PodGroup API version).
+    fn create_any(&mut self, s: &AnyStep, expect: Option<&str>) -> Result<(), String> {
+        let objects = render_objects(s)?;
+        if let (Some(want), Some(v)) = (expect, objects.first()) {
+            let (a, k) = type_of(v)?;
+            if (a, k) != (want, "PodGroup") {
+                return Err(format!(
+                    "the template makes a {k} ({a}), expected a PodGroup ({want})"
+                ));
+            }
+        }
+        if let Some(ns) = &s.namespace {
+            self.namespaces.insert(ns.clone());
+        }
+        let prefix = format!("object-{}-", s.op_index);
+        for v in objects {
+            self.create_object(v, s.namespace.as_deref(), &prefix)?;
+        }
+        Ok(())
+    }
+
+    /// `churn`: starts the background task (aborted when the workload ends).
+    fn churn(&mut self, s: &ChurnStep) -> Result<(), String> {
+        let templates: Vec<Value> =
+            s.templates.iter().map(literal_object).collect::<Result<_, _>>()?;
+        for t in &templates {
+            match type_of(t)? {
+                ("v1", "Node" | "Pod") => {}
+                (a, k) => {
+                    return Err(format!(
+                        "churn: kind {k} ({a}) is not supported on the embedded target (Node and \
+                         Pod are); run against an API server with --kubeconfig"
+                    ));
+                }
+            }
+        }
+        self.namespaces.insert(s.namespace.clone());
+        let churner = EmbeddedChurner {
+            cluster: self.cluster.clone(),
+            templates,
+            namespace: s.namespace.clone(),
+            scheduler_name: self.scheduler_name.clone(),
+            op_index: s.op_index,
+            serial: Default::default(),
+        };
+        let n = s.templates.len();
+        self.churns.push(tokio::spawn(crate::churn::run(churner, n, s.mode, s.interval)));
+        Ok(())
+    }
+
+    /// `createPods` with `steadyState`.
+    async fn steady_state(&mut self, s: &PodsStep) -> Result<(), String> {
+        let duration = s.steady.expect("checked by the caller");
+        let mut factory = PodFactory::new(s, &self.scheduler_name);
+        if s.collect_metrics {
+            self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
+        }
+        self.namespaces.insert(s.namespace.clone());
+        let cluster = &self.cluster;
+        let outcome = crate::steady::run(
+            &self.tracker.state,
+            &s.namespace,
+            &mut factory,
+            &mut self.serial,
+            s.count,
+            duration,
+            CONCURRENCY,
+            |pod: Pod| {
+                std::future::ready(cluster.add_pod(pod).map(drop).map_err(|e| e.to_string()))
+            },
+            |key: PodKey| {
+                std::future::ready(
+                    cluster
+                        .delete_pod(&key.namespace, &key.name)
+                        .map(drop)
+                        .map_err(|e| e.to_string()),
+                )
+            },
+        )
+        .await?;
+        tracing::info!(namespace = %s.namespace, replaced = outcome.replaced, "steady state over");
+        let list = self.created.entry(s.namespace.clone()).or_default();
+        list.retain(|c| !outcome.deleted.contains(&c.name));
+        list.extend(outcome.live);
+        if s.collect_metrics {
+            self.stop_window()?;
         }
         Ok(())
     }

@@ -9,6 +9,13 @@
 //! - [`plan`]: a workload with its `$params` resolved (unused ones are
 //!   errors, as upstream) and its template files read;
 //! - [`objects`]: nodes and pods from templates, upstream's built-ins;
+//! - [`any`]: objects of any kind (`createAny`, `createPodGroups`,
+//!   `churn`, `--prepare`): their type, what the embedded target holds,
+//!   manifest files; the API target creates them through the dynamic API
+//!   (`dynamic`);
+//! - `churn` and `steady`: the background `churn` task and the
+//!   steady-state `createPods`, shared by both targets;
+//! - [`progress`]: the live progress line on stderr;
 //! - [`embedded`]: the embedded target, Convoy's live loop on an
 //!   in-memory cluster;
 //! - [`throughput`]: upstream's throughput collector, replayed over bind
@@ -27,17 +34,22 @@
 //! `convoy-adapters`' rate limit) and testenv are used by [`api`] and
 //! [`compare`] only.
 
+pub mod any;
 pub mod api;
+mod churn;
 pub mod compare;
 pub mod config;
 pub mod dataitems;
+mod dynamic;
 pub mod embedded;
 pub mod gate;
 pub mod labels;
 pub mod objects;
 pub mod plan;
+pub mod progress;
 pub mod report;
 pub mod run;
+mod steady;
 pub mod template;
 pub mod throughput;
 mod tracker;

@@ -132,6 +132,17 @@ struct RunArgs {
     /// binder with no logic, the API server's ceiling).
     #[arg(long, default_value = "convoy")]
     scheduler: String,
+    /// Manifests (CRDs or any objects; YAML, `---`-separated) applied
+    /// before each workload runs, as upstream's WithPrepareFn. Repeatable.
+    /// On the embedded target CRDs are ignored and other objects are
+    /// created as createAny creates them.
+    #[arg(long = "prepare", value_name = "FILE.yaml")]
+    prepare: Vec<PathBuf>,
+    /// Print a live progress line on stderr (elapsed, bound, rate,
+    /// pending) about once a second; on by default when stderr is a
+    /// terminal.
+    #[arg(long)]
+    progress: bool,
     #[command(flatten)]
     binaries: Binaries,
 }
@@ -242,6 +253,14 @@ fn run(args: RunArgs) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(e.to_string()),
     };
+    let mut prepare = Vec::new();
+    for path in &args.prepare {
+        match convoy_bench::any::load_manifests(path) {
+            Ok(m) => prepare.extend(m),
+            Err(e) => return fail(format!("--prepare: {e}")),
+        }
+    }
+    let progress = args.progress || std::io::IsTerminal::is_terminal(&std::io::stderr());
     let label = args.label.unwrap_or_else(|| {
         if args.filter.is_some() { String::new() } else { "performance".into() }
     });
@@ -249,7 +268,13 @@ fn run(args: RunArgs) -> ExitCode {
         filter: args.filter,
         labels: LabelFilter::parse(&label),
         topic: args.topic,
-        embedded: EmbeddedOptions { sample_interval, timeout, worker_threads: args.worker_threads },
+        embedded: EmbeddedOptions {
+            sample_interval,
+            timeout,
+            worker_threads: args.worker_threads,
+            progress,
+            prepare: prepare.clone(),
+        },
     };
     if convoy_bench::run::select(&config, &opts).is_empty() {
         return fail(format!("no workload matches --filter/--label {label:?}"));
@@ -264,6 +289,8 @@ fn run(args: RunArgs) -> ExitCode {
             api.convoy_binary = args.binaries.convoy_binary;
             api.kube_scheduler_binary = args.binaries.kube_scheduler_binary;
             api.timeout = timeout;
+            api.progress = progress;
+            api.prepare = prepare;
             if let SampleInterval::Fixed(_) = sample_interval {
                 api.sample_interval = sample_interval;
             }

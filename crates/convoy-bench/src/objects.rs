@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
-use crate::plan::{NodeStrategy, NodesStep, PodsStep, TemplateSource, env_for};
+use crate::plan::{AnyStep, NodeStrategy, NodesStep, PodsStep, TemplateSource, env_for};
 use crate::template::render;
 
 /// Upstream's `makeBaseNode`: 4 CPUs, 32Gi, 110 pods, Ready.
@@ -79,7 +79,8 @@ fn text_of(t: &TemplateSource, builtin: &'static str) -> (Arc<str>, String) {
     }
 }
 
-fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
+/// Decodes a typed object, errors naming the field.
+pub fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
     serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
         let path = e.path().to_string();
         format!("{path}: {}", e.into_inner())
@@ -88,7 +89,7 @@ fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
 
 /// Names an object: keeps `metadata.name`, else `generateName` (or
 /// `default_prefix`) plus `serial`.
-fn name_object(v: &mut Value, default_prefix: &str, serial: u64) -> String {
+pub fn name_object(v: &mut Value, default_prefix: &str, serial: u64) -> String {
     let meta = v
         .as_object_mut()
         .expect("checked by Decoder")
@@ -176,35 +177,101 @@ pub fn build_nodes(step: &NodesStep, serial: &mut u64) -> Result<Vec<Node>, Stri
     Ok(nodes)
 }
 
-/// Builds the pods of a `createPods` step. Pods that name no scheduler go
-/// to `scheduler_name` (the scheduler under test, as upstream's pods go to
-/// `default-scheduler`, the one it runs).
+/// Renders the pods of a `createPods` step one at a time (a steady state
+/// keeps asking for more).
+#[derive(Debug)]
+pub struct PodFactory {
+    text: Arc<str>,
+    source: String,
+    params: crate::template::Env,
+    namespace: String,
+    count: usize,
+    scheduler_name: String,
+    decoder: Decoder,
+    checked: bool,
+}
+
+impl PodFactory {
+    /// The factory of `step`'s pods. Pods that name no scheduler go to
+    /// `scheduler_name` (the scheduler under test, as upstream's pods go to
+    /// `default-scheduler`, the one it runs).
+    pub fn new(step: &PodsStep, scheduler_name: &str) -> Self {
+        let (text, source) = text_of(&step.template, BUILTIN_POD);
+        Self {
+            text,
+            source,
+            params: step.params.clone(),
+            namespace: step.namespace.clone(),
+            count: step.count,
+            scheduler_name: scheduler_name.to_string(),
+            decoder: Decoder::default(),
+            checked: false,
+        }
+    }
+
+    /// Pod `index` (`.Index` of the template; `.Count` is the op's count),
+    /// named with `serial` unless the template names it.
+    pub fn build(&mut self, index: usize, serial: u64) -> Result<Pod, String> {
+        let err = |e: String| format!("pod template {} (index {index}): {e}", self.source);
+        let mut v = self
+            .decoder
+            .decode(&self.text, &env_for(&self.params, index, self.count))
+            .map_err(err)?;
+        name_object(&mut v, "pod-", serial);
+        v["metadata"]["namespace"] = json!(self.namespace);
+        let mut pod: Pod = typed(v).map_err(err)?;
+        let spec = pod.spec.get_or_insert_with(Default::default);
+        if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
+            spec.scheduler_name = Some(self.scheduler_name.clone());
+        }
+        if !self.checked {
+            self.checked = true;
+            let pod = Arc::new(pod.clone());
+            convoy_api::PodInfo::new(pod).map_err(|e| err(e.to_string()))?;
+        }
+        Ok(pod)
+    }
+}
+
+/// Builds the pods of a `createPods` step (see [`PodFactory`]); `serial`
+/// numbers generated names across the workload.
 pub fn build_pods(
     step: &PodsStep,
     scheduler_name: &str,
     serial: &mut u64,
 ) -> Result<Vec<Pod>, String> {
-    let (text, source) = text_of(&step.template, BUILTIN_POD);
+    let mut factory = PodFactory::new(step, scheduler_name);
+    (0..step.count)
+        .map(|i| {
+            *serial += 1;
+            factory.build(i, *serial)
+        })
+        .collect()
+}
+
+/// Renders the objects of a `createAny` / `createPodGroups` step: each a
+/// JSON object with `apiVersion` and `kind` (not named yet).
+pub fn render_objects(step: &AnyStep) -> Result<Vec<Value>, String> {
+    let (text, source) = text_of(&step.template, "");
     let mut decoder = Decoder::default();
-    let mut pods = Vec::with_capacity(step.count);
-    for i in 0..step.count {
-        let err = |e: String| format!("pod template {source} (index {i}): {e}");
-        let mut v = decoder.decode(&text, &env_for(&step.params, i, step.count)).map_err(err)?;
-        *serial += 1;
-        name_object(&mut v, "pod-", *serial);
-        v["metadata"]["namespace"] = json!(step.namespace);
-        let mut pod: Pod = typed(v).map_err(err)?;
-        let spec = pod.spec.get_or_insert_with(Default::default);
-        if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
-            spec.scheduler_name = Some(scheduler_name.to_string());
-        }
-        if i == 0 {
-            let pod = Arc::new(pod.clone());
-            convoy_api::PodInfo::new(pod).map_err(|e| err(e.to_string()))?;
-        }
-        pods.push(pod);
-    }
-    Ok(pods)
+    (0..step.count)
+        .map(|i| {
+            let err = |e: String| format!("template {source} (index {i}): {e}");
+            let v = decoder.decode(&text, &env_for(&step.params, i, step.count)).map_err(err)?;
+            crate::any::type_of(&v).map_err(err)?;
+            Ok(v)
+        })
+        .collect()
+}
+
+/// Decodes a template used as written (`churn`'s, as upstream), checking
+/// that it is one object with `apiVersion` and `kind`.
+pub fn literal_object(t: &TemplateSource) -> Result<Value, String> {
+    let (text, source) = text_of(t, "");
+    let err = |e: String| format!("template {source}: {e}");
+    let v: Value = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
+    crate::any::type_of(&v).map_err(err)?;
+    Ok(v)
 }
 
 #[cfg(test)]
@@ -271,6 +338,7 @@ mod tests {
             params: Env::new(),
             collect_metrics: true,
             skip_wait: false,
+            steady: None,
         };
         let mut serial = 10;
         let pods = build_pods(&step, "convoy-scheduler", &mut serial).unwrap();
@@ -293,6 +361,7 @@ mod tests {
             params: Env::new(),
             collect_metrics: false,
             skip_wait: false,
+            steady: None,
         };
         let e = build_pods(&step, "s", &mut 0).unwrap_err();
         assert!(e.contains("t.yaml") && e.contains("spec.containers"), "{e}");

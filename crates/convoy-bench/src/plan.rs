@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, Op, Params, TestCase, Workload, parse_duration};
+use crate::config::{Config, CreatePodsOp, Op, Params, TestCase, Workload, parse_duration};
 use crate::labels::Selector;
 use crate::template::{Env, Value};
 
@@ -77,6 +77,59 @@ pub struct PodsStep {
     pub collect_metrics: bool,
     /// Do not wait for them to be scheduled.
     pub skip_wait: bool,
+    /// `steadyState`: keep `count` pods present for this long, replacing
+    /// each pod once it is bound.
+    pub steady: Option<Duration>,
+}
+
+/// A resolved `createAny` or `createPodGroups`: `count` objects from a
+/// template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnyStep {
+    /// Index of the op in the (unrolled) workload.
+    pub op_index: usize,
+    /// Number of objects.
+    pub count: usize,
+    /// Namespace of namespaced objects (`None`: the objects must be
+    /// cluster-scoped, as upstream's `createAny` requires).
+    pub namespace: Option<String>,
+    /// Template.
+    pub template: TemplateSource,
+    /// Template params (resolved).
+    pub params: Env,
+}
+
+/// How `churn` treats the objects it creates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChurnMode {
+    /// Create one object per template at each tick, `limit` times (no
+    /// limit when `None`).
+    Create {
+        /// Ticks that create.
+        limit: Option<usize>,
+    },
+    /// Per template, `number` slots used round-robin: a tick creates an
+    /// object in an empty slot and deletes the object of a full one, so
+    /// objects live for `number` ticks.
+    Recreate {
+        /// Slots per template.
+        number: usize,
+    },
+}
+
+/// A resolved `churn`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChurnStep {
+    /// Index of the op in the (unrolled) workload.
+    pub op_index: usize,
+    /// Mode.
+    pub mode: ChurnMode,
+    /// Tick interval.
+    pub interval: Duration,
+    /// Namespace of namespaced objects.
+    pub namespace: String,
+    /// The object templates (used as written, not rendered, as upstream).
+    pub templates: Vec<TemplateSource>,
 }
 
 /// One resolved op.
@@ -86,8 +139,14 @@ pub enum Step {
     CreateNodes(NodesStep),
     /// `createNamespaces`: the names.
     CreateNamespaces(Vec<String>),
-    /// `createPods`.
+    /// `createPods` (also each pod set of `createPodSets`).
     CreatePods(PodsStep),
+    /// `createAny`.
+    CreateAny(AnyStep),
+    /// `createPodGroups`: like `createAny`, for PodGroups only.
+    CreatePodGroups(AnyStep),
+    /// `churn`: starts a background task that runs until the workload ends.
+    Churn(ChurnStep),
     /// `barrier`.
     Barrier {
         /// Namespaces (empty: all).
@@ -130,8 +189,11 @@ pub struct Plan {
     pub scheduler_config: Option<PathBuf>,
     /// Feature gates of test case and workload (not applicable to Convoy).
     pub feature_gates: BTreeMap<String, bool>,
-    /// The steps.
+    /// The steps (`createPodSets` unrolled, as upstream does).
     pub steps: Vec<Step>,
+    /// For each step, the index of its op in `workloadTemplate` (they
+    /// differ after a `createPodSets`).
+    pub origins: Vec<usize>,
 }
 
 /// Resolves `workload` of `tc`: parameters, default namespaces, template
@@ -153,8 +215,12 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
         Ok(TemplateSource::File { path, text })
     };
     let mut steps = Vec::with_capacity(tc.workload_template.len());
-    for (i, op) in tc.workload_template.iter().enumerate() {
-        let at = |e: String| format!("{name}: workloadTemplate[{i}] ({}): {e}", op.opcode());
+    let mut origins = Vec::with_capacity(tc.workload_template.len());
+    for (t, op) in tc.workload_template.iter().enumerate() {
+        // Upstream numbers ops after unrolling `createPodSets`: default
+        // namespaces and node names use that index.
+        let i = steps.len();
+        let at = |e: String| format!("{name}: workloadTemplate[{t}] ({}): {e}", op.opcode());
         let count = |params: &mut Params, c: Option<i64>, p: &Option<String>| match (c, p) {
             (Some(c), _) => Ok(c as usize),
             (None, Some(p)) => params.count(p),
@@ -192,22 +258,80 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
                 Step::CreateNamespaces((0..n).map(|j| format!("{}-{j}", o.prefix)).collect())
             }
             Op::CreatePods(o) => {
-                let mut n = count(&mut params, o.count, &o.count_param).map_err(at)?;
-                if let Some(m) = &o.count_multiplier_param {
-                    n *= params.count(m).map_err(at)?;
-                }
-                let path =
-                    o.pod_template_path.as_deref().or(tc.default_pod_template_path.as_deref());
-                Step::CreatePods(PodsStep {
-                    op_index: i,
-                    count: n,
-                    namespace: o.namespace.clone().unwrap_or_else(|| format!("namespace-{i}")),
-                    template: template(path).map_err(at)?,
-                    params: template_params(&mut params, &o.template_params).map_err(at)?,
-                    collect_metrics: o.collect_metrics,
-                    skip_wait: o.skip_wait_to_completion,
-                })
+                let ns = o.namespace.clone().unwrap_or_else(|| format!("namespace-{i}"));
+                let default = tc.default_pod_template_path.as_deref();
+                Step::CreatePods(
+                    pods_step(&mut params, &mut template, o, i, ns, default).map_err(at)?,
+                )
             }
+            Op::CreatePodSets(o) => {
+                let n = count(&mut params, o.count, &o.count_param).map_err(at)?;
+                let default = tc.default_pod_template_path.as_deref();
+                if n == 0 {
+                    // Still resolve the nested op's params, so that they count as used.
+                    pods_step(
+                        &mut params,
+                        &mut template,
+                        &o.create_pods_op.0,
+                        i,
+                        String::new(),
+                        default,
+                    )
+                    .map_err(at)?;
+                }
+                for j in 0..n {
+                    let ns = format!("{}-{j}", o.namespace_prefix);
+                    let op_index = steps.len();
+                    let s = pods_step(
+                        &mut params,
+                        &mut template,
+                        &o.create_pods_op.0,
+                        op_index,
+                        ns,
+                        default,
+                    )
+                    .map_err(at)?;
+                    steps.push(Step::CreatePods(s));
+                    origins.push(t);
+                }
+                continue;
+            }
+            Op::CreateAny(o) => Step::CreateAny(AnyStep {
+                op_index: i,
+                count: match (o.count, &o.count_param) {
+                    (None, None) => 1,
+                    (c, p) => count(&mut params, c, p).map_err(at)?,
+                },
+                namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
+                template: template(Some(&o.template_path)).map_err(at)?,
+                params: template_params(&mut params, &o.template_params).map_err(at)?,
+            }),
+            Op::CreatePodGroups(o) => Step::CreatePodGroups(AnyStep {
+                op_index: i,
+                count: count(&mut params, o.count, &o.count_param).map_err(at)?,
+                namespace: Some(o.namespace.clone().unwrap_or_else(|| format!("namespace-{i}"))),
+                template: template(Some(&o.template_path)).map_err(at)?,
+                params: template_params(&mut params, &o.template_params).map_err(at)?,
+            }),
+            Op::Churn(o) => Step::Churn(ChurnStep {
+                op_index: i,
+                mode: match o.mode.as_str() {
+                    "recreate" => ChurnMode::Recreate { number: o.number.max(1) as usize },
+                    _ => ChurnMode::Create { limit: (o.number > 0).then_some(o.number as usize) },
+                },
+                interval: Duration::from_millis(if o.interval_milliseconds == 0 {
+                    500
+                } else {
+                    o.interval_milliseconds as u64
+                }),
+                namespace: o.namespace.clone().unwrap_or_else(|| format!("namespace-{i}")),
+                templates: o
+                    .template_paths
+                    .iter()
+                    .map(|p| template(Some(p)))
+                    .collect::<Result<_, _>>()
+                    .map_err(at)?,
+            }),
             Op::Barrier(o) => Step::Barrier {
                 namespaces: o.namespaces.clone(),
                 selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
@@ -231,6 +355,7 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
             Op::StopCollectingMetrics(_) => Step::StopCollecting,
         };
         steps.push(step);
+        origins.push(t);
     }
     let unused = params.unused();
     if !unused.is_empty() {
@@ -243,6 +368,54 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
         scheduler_config: tc.scheduler_config_path.as_deref().map(|p| config.resolve(p)),
         feature_gates,
         steps,
+        origins,
+    })
+}
+
+/// Resolves a `createPods` op (also one pod set of `createPodSets`).
+fn pods_step(
+    params: &mut Params,
+    template: &mut impl FnMut(Option<&str>) -> Result<TemplateSource, String>,
+    o: &CreatePodsOp,
+    op_index: usize,
+    namespace: String,
+    default_template: Option<&str>,
+) -> Result<PodsStep, String> {
+    let mut n = match (o.count, &o.count_param) {
+        (Some(c), _) => c as usize,
+        (None, Some(p)) => params.count(p)?,
+        (None, None) => return Err("count or countParam is required".into()),
+    };
+    if let Some(m) = &o.count_multiplier_param {
+        n *= params.count(m)?;
+    }
+    let steady_state = match &o.steady_state_param {
+        Some(p) => params.bool(p)?,
+        None => o.steady_state,
+    };
+    let duration = match (&o.duration, &o.duration_param) {
+        (Some(d), _) => Some(parse_duration(d)?),
+        (None, Some(p)) => Some(params.duration(p)?),
+        (None, None) => None,
+    };
+    let steady = match (steady_state, duration) {
+        (false, _) => None,
+        (true, Some(d)) if !d.is_zero() => Some(d),
+        (true, _) => return Err("steadyState requires a positive duration".into()),
+    };
+    let mut env = Env::new();
+    for (k, v) in o.template_params.iter().flatten() {
+        env.insert(k.clone(), params.template_value(v)?);
+    }
+    Ok(PodsStep {
+        op_index,
+        count: n,
+        namespace,
+        template: template(o.pod_template_path.as_deref().or(default_template))?,
+        params: env,
+        collect_metrics: o.collect_metrics,
+        skip_wait: o.skip_wait_to_completion,
+        steady,
     })
 }
 

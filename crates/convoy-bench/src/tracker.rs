@@ -3,7 +3,7 @@
 //! being measured. The embedded target feeds it from the scheduler's update
 //! stream, the API target from a pod watch.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,13 +24,40 @@ pub(crate) struct ActiveWindow {
     binds: Vec<Duration>,
 }
 
+/// A pod the benchmark created and has not deleted.
+#[derive(Debug, Clone)]
+pub(crate) struct Created {
+    pub(crate) name: String,
+    pub(crate) labels: Option<BTreeMap<String, String>>,
+}
+
+impl Created {
+    pub(crate) fn of(pod: &Pod) -> Self {
+        Self {
+            name: pod.metadata.name.clone().unwrap_or_default(),
+            labels: pod.metadata.labels.clone(),
+        }
+    }
+}
+
+/// Where a steady-state `createPods` learns that a pod of its namespace
+/// was bound.
+#[derive(Debug)]
+pub(crate) struct SteadyHook {
+    pub(crate) namespace: String,
+    pub(crate) bound: tokio::sync::mpsc::UnboundedSender<PodKey>,
+}
+
 /// Pods seen, pods bound, and the open measurement window.
 #[derive(Debug, Default)]
 pub(crate) struct PodTracker {
     pub(crate) present: HashSet<PodKey>,
     pub(crate) bound: HashSet<PodKey>,
     pub(crate) bound_per_ns: HashMap<Arc<str>, usize>,
+    /// Binds seen since the start (deleted pods included).
+    pub(crate) binds_total: u64,
     pub(crate) window: Option<ActiveWindow>,
+    pub(crate) steady: Option<SteadyHook>,
 }
 
 /// Whether the pod has a node.
@@ -46,6 +73,12 @@ impl PodTracker {
         let key = PodKey::of(pod);
         if is_bound(pod) && self.bound.insert(key.clone()) {
             *self.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
+            self.binds_total += 1;
+            if let Some(h) = &self.steady
+                && *h.namespace == *key.namespace
+            {
+                let _ = h.bound.send(key.clone());
+            }
             if measure
                 && let Some(w) = &mut self.window
                 && w.namespaces.iter().any(|n| **n == *key.namespace)
@@ -66,6 +99,11 @@ impl PodTracker {
         {
             *n -= 1;
         }
+    }
+
+    /// Pods present and not bound.
+    pub(crate) fn pending(&self) -> usize {
+        self.present.len().saturating_sub(self.bound.len())
     }
 
     /// Opens a measurement window (`startCollectingMetrics`).

@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Deserializer};
 
 pub use ops::{
-    BarrierOp, CreateNamespacesOp, CreateNodesOp, CreatePodsOp, DeletePodsOp,
-    LabelNodePrepareStrategy, NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp,
-    StartCollectingMetricsOp, StopCollectingMetricsOp, UNSUPPORTED_OPCODES,
-    UniqueNodeLabelStrategy,
+    BarrierOp, ChurnOp, CreateAnyOp, CreateNamespacesOp, CreateNodesOp, CreatePodGroupsOp,
+    CreatePodSetsOp, CreatePodsOp, DeletePodsOp, LabelNodePrepareStrategy, NestedCreatePodsOp,
+    NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp, StartCollectingMetricsOp,
+    StopCollectingMetricsOp, UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy,
 };
 pub use params::{Params, format_duration, parse_duration};
 
@@ -250,6 +250,7 @@ impl Config {
             }
             let collects = tc.workload_template.iter().any(|op| match op {
                 Op::CreatePods(p) => p.collect_metrics,
+                Op::CreatePodSets(p) => p.create_pods_op.0.collect_metrics,
                 Op::StopCollectingMetrics(_) => true,
                 _ => false,
             });

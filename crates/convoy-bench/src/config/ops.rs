@@ -12,10 +12,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The opcodes convoy-bench runs.
-pub const SUPPORTED_OPCODES: [&str; 8] = [
+pub const SUPPORTED_OPCODES: [&str; 12] = [
     "createNodes",
     "createNamespaces",
     "createPods",
+    "createPodSets",
+    "createAny",
+    "createPodGroups",
+    "churn",
     "barrier",
     "sleep",
     "deletePods",
@@ -24,15 +28,11 @@ pub const SUPPORTED_OPCODES: [&str; 8] = [
 ];
 
 /// Upstream opcodes convoy-bench does not run yet.
-pub const UNSUPPORTED_OPCODES: [&str; 14] = [
+pub const UNSUPPORTED_OPCODES: [&str; 10] = [
     "allocResourceClaims",
-    "createAny",
-    "createPodSets",
     "createResourceClaims",
     "createResourceDriver",
-    "churn",
     "updateAny",
-    "createPodGroups",
     "waitForPodGroups",
     "createCompositePodGroups",
     "startCollectingProfile",
@@ -50,6 +50,14 @@ pub enum Op {
     CreateNamespaces(CreateNamespacesOp),
     /// `createPods`.
     CreatePods(CreatePodsOp),
+    /// `createPodSets`.
+    CreatePodSets(CreatePodSetsOp),
+    /// `createAny`.
+    CreateAny(CreateAnyOp),
+    /// `createPodGroups`.
+    CreatePodGroups(CreatePodGroupsOp),
+    /// `churn`.
+    Churn(ChurnOp),
     /// `barrier`.
     Barrier(BarrierOp),
     /// `sleep`.
@@ -150,14 +158,16 @@ pub struct CreatePodsOp {
     pub skip_wait_to_completion: bool,
     /// Extra template data (`$param` values resolved).
     pub template_params: Option<BTreeMap<String, Value>>,
-    /// Not supported yet.
-    pub steady_state: Option<Value>,
-    /// Not supported yet.
-    pub steady_state_param: Option<Value>,
-    /// Not supported yet.
-    pub duration: Option<Value>,
-    /// Not supported yet.
-    pub duration_param: Option<Value>,
+    /// Keep `count` pods present until `duration`: each pod is deleted
+    /// once bound and replaced by a new one.
+    #[serde(default)]
+    pub steady_state: bool,
+    /// `$param` (a boolean) giving `steadyState`.
+    pub steady_state_param: Option<String>,
+    /// How long a steady state lasts (a Go duration, `"30s"`).
+    pub duration: Option<String>,
+    /// `$param` giving the duration.
+    pub duration_param: Option<String>,
     /// Not supported yet.
     pub persistent_volume_template_path: Option<Value>,
     /// Not supported yet.
@@ -166,6 +176,104 @@ pub struct CreatePodsOp {
     pub signature_batch_size: Option<Value>,
     /// Not supported yet.
     pub signature_batch_size_param: Option<Value>,
+}
+
+/// `createPodSets`: unrolled into `count` `createPods` ops, the i-th in
+/// namespace `<namespacePrefix>-<i>`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreatePodSetsOp {
+    /// Number of pod sets (namespaces).
+    pub count: Option<i64>,
+    /// `$param` giving the number.
+    pub count_param: Option<String>,
+    /// Namespace prefix (required).
+    #[serde(default)]
+    pub namespace_prefix: String,
+    /// The `createPods` op repeated per namespace (its `namespace` is
+    /// replaced); an `opcode` key in it, if any, must be `createPods`.
+    pub create_pods_op: NestedCreatePodsOp,
+}
+
+/// The `createPodsOp` of `createPodSets`: a `createPods` op, written with
+/// or without its `opcode`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NestedCreatePodsOp(pub CreatePodsOp);
+
+impl<'de> Deserialize<'de> for NestedCreatePodsOp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut v = Value::deserialize(d)?;
+        if let Some(map) = v.as_object_mut() {
+            match map.remove("opcode") {
+                None => {}
+                Some(Value::String(s)) if s == "createPods" => {}
+                Some(other) => {
+                    return Err(serde::de::Error::custom(format!(
+                        "opcode must be createPods, got {other}"
+                    )));
+                }
+            }
+        }
+        decode(v).map(NestedCreatePodsOp).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `createAny`: `count` objects of any kind from a template.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateAnyOp {
+    /// Namespace of namespaced objects; must be empty for cluster-scoped
+    /// ones.
+    #[serde(default)]
+    pub namespace: String,
+    /// The object's template (required).
+    #[serde(default)]
+    pub template_path: String,
+    /// Number of objects (default 1).
+    pub count: Option<i64>,
+    /// `$param` giving the number.
+    pub count_param: Option<String>,
+    /// Extra template data (`$param` values resolved).
+    pub template_params: Option<BTreeMap<String, Value>>,
+}
+
+/// `createPodGroups`: `count` `scheduling.k8s.io/v1beta1` PodGroups.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreatePodGroupsOp {
+    /// Number of PodGroups.
+    pub count: Option<i64>,
+    /// `$param` giving the number.
+    pub count_param: Option<String>,
+    /// Namespace (default `namespace-<opIndex>`).
+    pub namespace: Option<String>,
+    /// The PodGroup template (required).
+    #[serde(default)]
+    pub template_path: String,
+    /// Extra template data (`$param` values resolved).
+    pub template_params: Option<BTreeMap<String, Value>>,
+}
+
+/// `churn`: objects created (and, in `recreate` mode, deleted again) in
+/// the background, every `intervalMilliseconds`, while later ops run.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ChurnOp {
+    /// `create` or `recreate`.
+    #[serde(default)]
+    pub mode: String,
+    /// `create`: how many times each template is created (0 = no limit);
+    /// `recreate`: how many objects per template exist at most (> 0).
+    #[serde(default)]
+    pub number: i64,
+    /// The interval (default 500).
+    #[serde(default)]
+    pub interval_milliseconds: i64,
+    /// Namespace of namespaced objects (default `namespace-<opIndex>`).
+    pub namespace: Option<String>,
+    /// The object templates (at least one).
+    #[serde(default)]
+    pub template_paths: Vec<String>,
 }
 
 /// `barrier`: waits until the selected pods are scheduled.
@@ -248,6 +356,10 @@ impl Op {
             "createNodes" => Op::CreateNodes(decode(v).map_err(ctx)?),
             "createNamespaces" => Op::CreateNamespaces(decode(v).map_err(ctx)?),
             "createPods" => Op::CreatePods(decode(v).map_err(ctx)?),
+            "createPodSets" => Op::CreatePodSets(decode(v).map_err(ctx)?),
+            "createAny" => Op::CreateAny(decode(v).map_err(ctx)?),
+            "createPodGroups" => Op::CreatePodGroups(decode(v).map_err(ctx)?),
+            "churn" => Op::Churn(decode(v).map_err(ctx)?),
             "barrier" => Op::Barrier(decode(v).map_err(ctx)?),
             "sleep" => Op::Sleep(decode(v).map_err(ctx)?),
             "deletePods" => Op::DeletePods(decode(v).map_err(ctx)?),
@@ -275,6 +387,10 @@ impl Op {
             Op::CreateNodes(_) => "createNodes",
             Op::CreateNamespaces(_) => "createNamespaces",
             Op::CreatePods(_) => "createPods",
+            Op::CreatePodSets(_) => "createPodSets",
+            Op::CreateAny(_) => "createAny",
+            Op::CreatePodGroups(_) => "createPodGroups",
+            Op::Churn(_) => "churn",
             Op::Barrier(_) => "barrier",
             Op::Sleep(_) => "sleep",
             Op::DeletePods(_) => "deletePods",
@@ -330,35 +446,57 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::CreatePods(o) => {
+            Op::CreatePods(o) => validate_create_pods(op, o),
+            Op::CreatePodSets(o) => {
                 count(o.count, &o.count_param)?;
-                let fields = [
-                    ("steadyState", o.steady_state.is_some()),
-                    ("steadyStateParam", o.steady_state_param.is_some()),
-                    ("duration", o.duration.is_some()),
-                    ("durationParam", o.duration_param.is_some()),
-                    ("persistentVolumeTemplatePath", o.persistent_volume_template_path.is_some()),
-                    (
-                        "persistentVolumeClaimTemplatePath",
-                        o.persistent_volume_claim_template_path.is_some(),
-                    ),
-                    ("signatureBatchSize", o.signature_batch_size.is_some()),
-                    ("signatureBatchSizeParam", o.signature_batch_size_param.is_some()),
-                ];
-                if let Some((f, _)) = fields.iter().find(|(_, set)| *set) {
-                    return unsupported(f);
+                if o.namespace_prefix.is_empty() {
+                    return Err(format!("{op}.namespacePrefix is required"));
                 }
-                if o.collect_metrics && o.skip_wait_to_completion {
+                validate_create_pods("createPodSets.createPodsOp", &o.create_pods_op.0)
+            }
+            Op::CreateAny(o) => {
+                if o.count.is_some() || o.count_param.is_some() {
+                    count(o.count, &o.count_param)?;
+                }
+                if o.template_path.is_empty() {
+                    return Err(format!("{op}.templatePath is required"));
+                }
+                Ok(())
+            }
+            Op::CreatePodGroups(o) => {
+                count(o.count, &o.count_param)?;
+                if o.template_path.is_empty() {
+                    return Err(format!("{op}.templatePath is required"));
+                }
+                Ok(())
+            }
+            Op::Churn(o) => {
+                match o.mode.as_str() {
+                    "create" => {}
+                    "recreate" if o.number > 0 => {}
+                    "recreate" => {
+                        return Err(format!(
+                            "{op}.number must be > 0 in recreate mode, got {}",
+                            o.number
+                        ));
+                    }
+                    m => {
+                        return Err(format!(
+                            "{op}.mode must be one of create, recreate; got {m:?}"
+                        ));
+                    }
+                }
+                if o.number < 0 {
+                    return Err(format!("{op}.number must be >= 0, got {}", o.number));
+                }
+                if o.interval_milliseconds < 0 {
                     return Err(format!(
-                        "{op}: collectMetrics and skipWaitToCompletion cannot both be true"
+                        "{op}.intervalMilliseconds must be >= 0, got {}",
+                        o.interval_milliseconds
                     ));
                 }
-                if let Some(p) = &o.count_multiplier_param
-                    && !p.starts_with('$')
-                {
-                    return Err(format!(
-                        "{op}.countMultiplierParam must be a \"$param\" reference, got {p:?}"
-                    ));
+                if o.template_paths.is_empty() {
+                    return Err(format!("{op}.templatePaths is required"));
                 }
                 Ok(())
             }
@@ -392,4 +530,51 @@ impl Op {
             Op::StopCollectingMetrics(_) => Ok(()),
         }
     }
+}
+
+fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> {
+    match p {
+        Some(p) if !p.starts_with('$') => {
+            Err(format!("{op}.{field} must be a \"$param\" reference, got {p:?}"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Upstream's `createPodsOp.isValid`, plus refusing the fields
+/// convoy-bench does not implement yet.
+fn validate_create_pods(op: &str, o: &CreatePodsOp) -> Result<(), String> {
+    match (o.count, &o.count_param) {
+        (Some(c), _) if c < 0 => return Err(format!("{op}.count must be >= 0, got {c}")),
+        (Some(_), _) => {}
+        (None, p @ Some(_)) => check_param(op, "countParam", p)?,
+        (None, None) => return Err(format!("{op}: count or countParam is required")),
+    }
+    let fields = [
+        ("persistentVolumeTemplatePath", o.persistent_volume_template_path.is_some()),
+        ("persistentVolumeClaimTemplatePath", o.persistent_volume_claim_template_path.is_some()),
+        ("signatureBatchSize", o.signature_batch_size.is_some()),
+        ("signatureBatchSizeParam", o.signature_batch_size_param.is_some()),
+    ];
+    if let Some((f, _)) = fields.iter().find(|(_, set)| *set) {
+        return Err(format!("{op}.{f} is an upstream field convoy-bench does not support yet"));
+    }
+    check_param(op, "countMultiplierParam", &o.count_multiplier_param)?;
+    check_param(op, "steadyStateParam", &o.steady_state_param)?;
+    check_param(op, "durationParam", &o.duration_param)?;
+    if let Some(d) = &o.duration {
+        crate::config::parse_duration(d).map_err(|e| format!("{op}.duration: {e}"))?;
+    }
+    if o.collect_metrics && o.skip_wait_to_completion {
+        return Err(format!("{op}: collectMetrics and skipWaitToCompletion cannot both be true"));
+    }
+    let steady = o.steady_state || o.steady_state_param.is_some();
+    if steady && o.skip_wait_to_completion {
+        return Err(format!("{op}: skipWaitToCompletion and steadyState cannot both be true"));
+    }
+    let positive = o.duration.as_deref().and_then(|d| crate::config::parse_duration(d).ok());
+    if o.steady_state && o.duration_param.is_none() && positive.is_none_or(|d| d.is_zero()) {
+        return Err(format!("{op}: steadyState requires a positive duration or durationParam"));
+    }
+    Ok(())
 }

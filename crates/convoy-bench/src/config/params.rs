@@ -44,6 +44,12 @@ impl Params {
         usize::try_from(i).map_err(|_| format!("parameter {reference} must be >= 0, got {i}"))
     }
 
+    /// The boolean parameter `reference`.
+    pub fn bool(&mut self, reference: &str) -> Result<bool, String> {
+        let v = self.lookup(reference)?;
+        v.as_bool().ok_or_else(|| format!("parameter {reference} must be a boolean, got {v}"))
+    }
+
     /// The duration parameter `reference` (a Go duration string, `"10s"`).
     pub fn duration(&mut self, reference: &str) -> Result<Duration, String> {
         let v = self.lookup(reference)?;

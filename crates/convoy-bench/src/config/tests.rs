@@ -128,13 +128,13 @@ fn unknown_opcodes_and_fields_are_errors_naming_them() {
     let cases = [
         ("{opcode: frobnicate}", "unknown opcode \"frobnicate\""),
         (
-            "{opcode: churn, mode: create}",
-            "opcode \"churn\" is an upstream opcode convoy-bench does not support yet",
+            "{opcode: updateAny, templatePath: x.yaml}",
+            "opcode \"updateAny\" is an upstream opcode convoy-bench does not support yet",
         ),
         ("{opcode: createNodes, count: 1, nodeCount: 3}", "unknown field `nodeCount`"),
         (
-            "{opcode: createPods, count: 1, steadyState: true}",
-            "createPods.steadyState is an upstream field convoy-bench does not support yet",
+            "{opcode: createPods, count: 1, signatureBatchSize: 10}",
+            "createPods.signatureBatchSize is an upstream field convoy-bench does not support yet",
         ),
         ("{opcode: createNodes}", "createNodes: count or countParam is required"),
         ("{opcode: createNodes, countParam: initNodes}", "must be a \"$param\" reference"),
@@ -231,4 +231,207 @@ fn shipped_config_is_valid() {
             assert!(tc.labels_of(w).contains(&"performance"), "{}/{}", tc.name, w.name);
         }
     }
+}
+
+#[test]
+fn new_ops_reject_bad_input_naming_the_field() {
+    let cases = [
+        // createPods steady state.
+        (
+            "{opcode: createPods, count: 1, steadyState: true}",
+            "steadyState requires a positive duration",
+        ),
+        (
+            "{opcode: createPods, count: 1, steadyState: true, duration: 0s}",
+            "steadyState requires a positive duration",
+        ),
+        (
+            "{opcode: createPods, count: 1, steadyState: true, duration: 1x}",
+            "createPods.duration: invalid duration",
+        ),
+        (
+            "{opcode: createPods, count: 1, steadyState: true, duration: 1s, skipWaitToCompletion: true}",
+            "skipWaitToCompletion and steadyState cannot both be true",
+        ),
+        ("{opcode: createPods, count: 1, steadyState: yes}", "steadyState"),
+        (
+            "{opcode: createPods, count: 1, durationParam: d}",
+            "createPods.durationParam must be a \"$param\" reference",
+        ),
+        (
+            "{opcode: createPods, count: 1, steadyStateParam: s}",
+            "createPods.steadyStateParam must be a \"$param\"",
+        ),
+        // createPodSets.
+        (
+            "{opcode: createPodSets, count: 1, createPodsOp: {count: 1}}",
+            "createPodSets.namespacePrefix is required",
+        ),
+        (
+            "{opcode: createPodSets, namespacePrefix: p, createPodsOp: {count: 1}}",
+            "createPodSets: count or countParam is required",
+        ),
+        ("{opcode: createPodSets, count: 1, namespacePrefix: p}", "missing field `createPodsOp`"),
+        (
+            "{opcode: createPodSets, count: 1, namespacePrefix: p, createPodsOp: {}}",
+            "createPodSets.createPodsOp: count or countParam is required",
+        ),
+        (
+            "{opcode: createPodSets, count: 1, namespacePrefix: p, createPodsOp: {opcode: createNodes, count: 1}}",
+            "opcode must be createPods",
+        ),
+        (
+            "{opcode: createPodSets, count: 1, namespacePrefix: p, createPodsOp: {count: 1, podCount: 2}}",
+            "unknown field `podCount`",
+        ),
+        // createAny.
+        ("{opcode: createAny, namespace: a}", "createAny.templatePath is required"),
+        ("{opcode: createAny, templatePath: x.yaml, count: -2}", "createAny.count must be >= 0"),
+        (
+            "{opcode: createAny, templatePath: x.yaml, countParam: nodes}",
+            "createAny.countParam must be a \"$param\"",
+        ),
+        ("{opcode: createAny, templatePath: x.yaml, template: y}", "unknown field `template`"),
+        // createPodGroups.
+        (
+            "{opcode: createPodGroups, templatePath: x.yaml}",
+            "createPodGroups: count or countParam is required",
+        ),
+        ("{opcode: createPodGroups, count: 1}", "createPodGroups.templatePath is required"),
+        (
+            "{opcode: createPodGroups, count: 1, templatePath: x.yaml, minMember: 3}",
+            "unknown field `minMember`",
+        ),
+        // churn.
+        (
+            "{opcode: churn, templatePaths: [a.yaml]}",
+            "churn.mode must be one of create, recreate; got \"\"",
+        ),
+        (
+            "{opcode: churn, mode: delete, templatePaths: [a.yaml]}",
+            "churn.mode must be one of create, recreate; got \"delete\"",
+        ),
+        (
+            "{opcode: churn, mode: recreate, templatePaths: [a.yaml]}",
+            "churn.number must be > 0 in recreate mode, got 0",
+        ),
+        (
+            "{opcode: churn, mode: create, number: -1, templatePaths: [a.yaml]}",
+            "churn.number must be >= 0",
+        ),
+        (
+            "{opcode: churn, mode: create, intervalMilliseconds: -5, templatePaths: [a.yaml]}",
+            "churn.intervalMilliseconds must be >= 0",
+        ),
+        ("{opcode: churn, mode: create}", "churn.templatePaths is required"),
+        ("{opcode: churn, mode: create, templatePath: a.yaml}", "unknown field `templatePath`"),
+    ];
+    for (op, want) in cases {
+        let e = err(&one_op(op));
+        assert!(e.contains(want), "{op}: {e}");
+        assert!(e.contains("workloadTemplate[0]"), "{op}: {e}");
+    }
+}
+
+/// A config using every new op, with its templates in a temporary directory.
+fn new_ops_config(dir: &std::path::Path) -> Config {
+    for f in ["node.yaml", "pod.yaml", "pg.yaml", "any.yaml"] {
+        std::fs::write(dir.join(f), "apiVersion: v1\nkind: Pod\n").unwrap();
+    }
+    let text = r#"
+- name: T
+  workloadTemplate:
+  - {opcode: createNamespaces, prefix: ns, count: 1}
+  - opcode: churn
+    mode: recreate
+    number: 2
+    templatePaths: [node.yaml, pod.yaml]
+  - opcode: createPodSets
+    countParam: $sets
+    namespacePrefix: set
+    createPodsOp:
+      opcode: createPods
+      countParam: $perSet
+      templateParams: {x: $x}
+  - {opcode: createAny, templatePath: any.yaml}
+  - {opcode: createPodGroups, countParam: $groups, templatePath: pg.yaml, templateParams: {size: $size}}
+  - opcode: createPods
+    count: 4
+    steadyStateParam: $steady
+    durationParam: $d
+    collectMetrics: true
+  - {opcode: churn, mode: create, intervalMilliseconds: 20, namespace: c, templatePaths: [pod.yaml]}
+  - {opcode: createPods, count: 1, steadyState: true, duration: 2s}
+  workloads:
+  - name: w
+    params: {sets: 3, perSet: 2, x: 7, groups: 5, size: 3, steady: true, d: 10s}
+"#;
+    let path = dir.join("perf.yaml");
+    std::fs::write(&path, text).unwrap();
+    load_file(&path).unwrap()
+}
+
+#[test]
+fn new_ops_plan_as_upstream_unrolls_them() {
+    use crate::plan::ChurnMode;
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let c = new_ops_config(dir.path());
+    let tc = &c.test_cases[0];
+    let p = plan(&c, tc, &tc.workloads[0]).unwrap();
+    // createNamespaces, churn, 3 pod sets, createAny, createPodGroups, steady createPods, churn, steady.
+    assert_eq!(p.steps.len(), 10);
+    assert_eq!(p.origins, [0, 1, 2, 2, 2, 3, 4, 5, 6, 7]);
+    let Step::Churn(churn) = &p.steps[1] else { panic!("{:?}", p.steps[1]) };
+    assert_eq!(churn.mode, ChurnMode::Recreate { number: 2 });
+    assert_eq!(churn.interval, Duration::from_millis(500), "upstream's default interval");
+    assert_eq!(churn.namespace, "namespace-1");
+    assert_eq!(churn.templates.len(), 2);
+    for (k, step) in p.steps[2..5].iter().enumerate() {
+        let Step::CreatePods(s) = step else { panic!("{step:?}") };
+        assert_eq!(s.namespace, format!("set-{k}"));
+        assert_eq!(s.count, 2);
+        assert_eq!(s.op_index, 2 + k, "unrolled index");
+        assert_eq!(s.params["x"], crate::template::Value::Int(7));
+        assert_eq!(s.steady, None);
+    }
+    let Step::CreateAny(any) = &p.steps[5] else { panic!() };
+    assert_eq!((any.count, any.namespace.as_deref()), (1, None));
+    let Step::CreatePodGroups(pg) = &p.steps[6] else { panic!() };
+    assert_eq!(pg.count, 5);
+    assert_eq!(pg.namespace.as_deref(), Some("namespace-6"), "namespace-<unrolled index>");
+    assert_eq!(pg.params["size"], crate::template::Value::Int(3));
+    let Step::CreatePods(steady) = &p.steps[7] else { panic!() };
+    assert_eq!(steady.steady, Some(Duration::from_secs(10)));
+    assert_eq!(steady.namespace, "namespace-7");
+    let Step::Churn(create) = &p.steps[8] else { panic!() };
+    assert_eq!(create.mode, ChurnMode::Create { limit: None });
+    assert_eq!((create.interval, create.namespace.as_str()), (Duration::from_millis(20), "c"));
+    let Step::CreatePods(fixed) = &p.steps[9] else { panic!() };
+    assert_eq!(fixed.steady, Some(Duration::from_secs(2)));
+}
+
+#[test]
+fn new_ops_param_errors_name_the_op() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = new_ops_config(dir.path());
+    let mut tc = c.test_cases[0].clone();
+    let w = &mut tc.workloads[0];
+    w.params.insert("steady".into(), serde_json::json!("yes"));
+    let e = plan(&c, &tc, &tc.workloads[0]).unwrap_err();
+    assert!(
+        e.contains("workloadTemplate[5] (createPods): parameter $steady must be a boolean"),
+        "{e}"
+    );
+    let mut tc = c.test_cases[0].clone();
+    tc.workloads[0].params.insert("d".into(), serde_json::json!("0s"));
+    let e = plan(&c, &tc, &tc.workloads[0]).unwrap_err();
+    assert!(e.contains("steadyState requires a positive duration"), "{e}");
+    let mut tc = c.test_cases[0].clone();
+    tc.workloads[0].params.remove("perSet");
+    let e = plan(&c, &tc, &tc.workloads[0]).unwrap_err();
+    assert!(
+        e.contains("workloadTemplate[2] (createPodSets): parameter perSet is undefined"),
+        "{e}"
+    );
 }

@@ -1,0 +1,241 @@
+//! Objects of any kind, as `createAny`, `createPodGroups`, `churn` and
+//! `--prepare` create them: their type, the kinds the embedded target
+//! holds, and manifest files.
+//!
+//! The API target creates any kind through the dynamic API (see
+//! [`crate::dynamic`]); the embedded cluster holds nodes, pods and
+//! PodGroups only, so anything else is refused there with an error naming
+//! the kind.
+
+use std::path::Path;
+
+use convoy_embedded::PodGroupObject;
+use convoy_embedded::load::POD_GROUP_API_VERSIONS;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use crate::objects::{name_object, typed};
+
+/// The API version `createPodGroups` creates.
+pub const POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
+
+/// `(apiVersion, kind)` of an object; an error when either is missing.
+pub fn type_of(v: &Value) -> Result<(&str, &str), String> {
+    if !v.is_object() {
+        return Err(format!("a template must produce one object, got {v}"));
+    }
+    let field = |f: &str| v.get(f).and_then(Value::as_str).filter(|s| !s.is_empty());
+    match (field("apiVersion"), field("kind")) {
+        (Some(a), Some(k)) => Ok((a, k)),
+        (None, _) => Err("apiVersion is required".into()),
+        (_, None) => Err("kind is required".into()),
+    }
+}
+
+/// Whether the object is a CustomResourceDefinition.
+pub fn is_crd(v: &Value) -> bool {
+    matches!(type_of(v), Ok((a, "CustomResourceDefinition")) if a.starts_with("apiextensions.k8s.io/"))
+}
+
+/// What the benchmark adds to any object it creates: a node without a
+/// kubelet gets `status.allocatable` from its capacity (see
+/// [`crate::objects::build_nodes`]); a pod that names no scheduler goes
+/// to `scheduler_name`.
+pub fn complete(v: &mut Value, scheduler_name: &str) {
+    match type_of(v) {
+        Ok(("v1", "Node")) => {
+            if let Some(status) = v.get_mut("status").and_then(Value::as_object_mut)
+                && !status.contains_key("allocatable")
+                && let Some(cap) = status.get("capacity").cloned()
+            {
+                status.insert("allocatable".into(), cap);
+            }
+        }
+        Ok(("v1", "Pod")) => {
+            let obj = v.as_object_mut().expect("type_of checked");
+            let spec = obj.entry("spec").or_insert_with(|| json!({}));
+            if let Some(spec) = spec.as_object_mut()
+                && spec.get("schedulerName").and_then(Value::as_str).is_none_or(str::is_empty)
+            {
+                spec.insert("schedulerName".into(), scheduler_name.into());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An object the embedded cluster can hold.
+#[derive(Debug, Clone)]
+pub enum EmbeddedObject {
+    /// A node.
+    Node(Box<Node>),
+    /// A pod.
+    Pod(Box<Pod>),
+    /// A PodGroup (either supported API version).
+    PodGroup(PodGroupObject),
+}
+
+/// The kinds the embedded target creates, for messages.
+pub const EMBEDDED_KINDS: &str =
+    "Node, Pod, and PodGroup (scheduling.x-k8s.io/v1alpha1, scheduling.k8s.io/v1beta1)";
+
+/// Whether `v`'s kind is namespaced on the embedded target; an error
+/// naming the kind when the embedded cluster cannot hold it.
+pub fn embedded_scope(v: &Value) -> Result<bool, String> {
+    match type_of(v)? {
+        ("v1", "Node") => Ok(false),
+        ("v1", "Pod") => Ok(true),
+        (a, "PodGroup") if POD_GROUP_API_VERSIONS.contains(&a) => Ok(true),
+        (a, k) => Err(format!(
+            "kind {k} ({a}) is not supported on the embedded target (it holds {EMBEDDED_KINDS}); \
+             run against an API server with --kubeconfig"
+        )),
+    }
+}
+
+/// The namespace a `--prepare` manifest goes to on the embedded target:
+/// its own, `default` when a namespaced object names none.
+pub fn manifest_namespace(v: &Value) -> Result<Option<String>, String> {
+    Ok(embedded_scope(v)?.then(|| {
+        v.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or("default").to_string()
+    }))
+}
+
+/// Converts `v` for the embedded cluster: named (`generateName` or
+/// `default_prefix` plus `serial`), completed, and checked against its
+/// scope as upstream's `createAny` checks it (a namespace for a namespaced
+/// kind, none for a cluster-scoped one).
+pub fn embedded_object(
+    mut v: Value,
+    namespace: Option<&str>,
+    scheduler_name: &str,
+    default_prefix: &str,
+    serial: u64,
+) -> Result<EmbeddedObject, String> {
+    let (api_version, kind) = type_of(&v).map(|(a, k)| (a.to_string(), k.to_string()))?;
+    let namespaced = embedded_scope(&v)?;
+    match (namespace, namespaced) {
+        (Some(ns), false) => {
+            return Err(format!(
+                "namespace {ns} was set for an object of kind {kind} which is cluster-scoped"
+            ));
+        }
+        (None, true) => {
+            return Err(format!(
+                "namespace was not set for an object of kind {kind} which is namespaced"
+            ));
+        }
+        _ => {}
+    }
+    complete(&mut v, scheduler_name);
+    let name = name_object(&mut v, default_prefix, serial);
+    if let Some(ns) = namespace {
+        v["metadata"]["namespace"] = json!(ns);
+    }
+    let at = |e: String| format!("{kind} {name}: {e}");
+    Ok(match kind.as_str() {
+        "Node" => EmbeddedObject::Node(Box::new(typed(v).map_err(at)?)),
+        "Pod" => EmbeddedObject::Pod(Box::new(typed(v).map_err(at)?)),
+        _ => EmbeddedObject::PodGroup(PodGroupObject {
+            api_version,
+            name,
+            namespace: namespace.unwrap_or_default().to_string(),
+            object: v,
+        }),
+    })
+}
+
+/// Reads a manifest file for `--prepare`: YAML documents separated by
+/// `---` (or JSON), `kind: List` expanded, empty documents skipped. Errors
+/// name the file and the document.
+pub fn load_manifests(path: &Path) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_manifests(&text, &path.display().to_string())
+}
+
+/// [`load_manifests`] of text; `source` names it in messages.
+pub fn parse_manifests(text: &str, source: &str) -> Result<Vec<Value>, String> {
+    let mut docs = vec![String::new()];
+    for line in text.lines() {
+        if line == "---" || line.starts_with("--- ") {
+            docs.push(String::new());
+        } else {
+            let doc = docs.last_mut().expect("never empty");
+            doc.push_str(line);
+            doc.push('\n');
+        }
+    }
+    let mut out = Vec::new();
+    for (i, doc) in docs.iter().enumerate() {
+        let at = |e: String| format!("{source}: document {}: {e}", i + 1);
+        let v: Value = serde_saphyr::from_str(doc).map_err(|e| at(e.to_string()))?;
+        let items = match v {
+            Value::Null => continue,
+            Value::Object(ref m) if m.get("kind").and_then(Value::as_str) == Some("List") => {
+                m.get("items").and_then(Value::as_array).cloned().unwrap_or_default()
+            }
+            v => vec![v],
+        };
+        for item in items {
+            type_of(&item).map_err(at)?;
+            out.push(item);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_objects_by_kind_and_scope() {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"generateName": "n-"}, "status": {"capacity": {"cpu": "4"}}});
+        let EmbeddedObject::Node(n) = embedded_object(node.clone(), None, "s", "x-", 3).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(n.metadata.name.as_deref(), Some("n-3"));
+        assert_eq!(n.status.unwrap().allocatable.unwrap()["cpu"].0, "4");
+        let e = embedded_object(node, Some("ns"), "s", "x-", 1).unwrap_err();
+        assert!(e.contains("namespace ns was set for an object of kind Node"), "{e}");
+
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"containers": []}});
+        let EmbeddedObject::Pod(p) =
+            embedded_object(pod.clone(), Some("a"), "me", "p-", 1).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(p.metadata.namespace.as_deref(), Some("a"));
+        assert_eq!(p.spec.unwrap().scheduler_name.as_deref(), Some("me"));
+        let e = embedded_object(pod, None, "s", "p-", 1).unwrap_err();
+        assert!(e.contains("namespace was not set for an object of kind Pod"), "{e}");
+
+        for api in POD_GROUP_API_VERSIONS {
+            let pg = json!({"apiVersion": api, "kind": "PodGroup", "metadata": {"name": "g"}});
+            let EmbeddedObject::PodGroup(g) = embedded_object(pg, Some("a"), "s", "", 1).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!((g.name.as_str(), g.namespace.as_str()), ("g", "a"));
+        }
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
+        let e = embedded_object(svc, Some("a"), "s", "", 1).unwrap_err();
+        assert!(e.starts_with("kind Service (v1) is not supported on the embedded target"), "{e}");
+        let e = embedded_object(json!({"kind": "Pod"}), None, "s", "", 1).unwrap_err();
+        assert_eq!(e, "apiVersion is required");
+    }
+
+    #[test]
+    fn manifests_split_documents_and_lists() {
+        let text = "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\n# empty\n---\n\
+                    apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: p}}\n\
+                    - {apiVersion: apiextensions.k8s.io/v1, kind: CustomResourceDefinition, metadata: {name: x}}\n";
+        let m = parse_manifests(text, "f.yaml").unwrap();
+        assert_eq!(m.len(), 3);
+        assert!(is_crd(&m[2]) && !is_crd(&m[0]));
+        let e = parse_manifests("a: 1\n---\nkind: Pod\n", "f.yaml").unwrap_err();
+        assert_eq!(e, "f.yaml: document 1: apiVersion is required");
+    }
+}
