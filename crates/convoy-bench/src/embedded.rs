@@ -172,6 +172,7 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
         namespaces: BTreeSet::new(),
         windows: Vec::new(),
         churns: Vec::new(),
+        pod_groups: Default::default(),
     };
     let mut result = exec.prepare(&opts.prepare).map_err(RunError::Prepare);
     if result.is_ok() {
@@ -242,6 +243,8 @@ struct Exec {
     namespaces: BTreeSet<String>,
     windows: Vec<Window>,
     churns: Vec<tokio::task::JoinHandle<()>>,
+    /// PodGroups created: (apiVersion, namespace, name).
+    pod_groups: std::collections::HashSet<(String, String, String)>,
 }
 
 /// `churn` on the embedded target: nodes and pods.
@@ -393,11 +396,19 @@ impl Exec {
         .map_err(|e| e.to_string())
     }
 
+    /// Adds a PodGroup; as the API server, refuses one whose name is
+    /// taken (the embedded cluster itself would replace it).
     fn add_pod_group(&mut self, g: convoy_embedded::PodGroupObject) -> Result<(), String> {
-        Err(format!(
-            "PodGroup {}/{} ({}): PodGroups on the embedded target are not supported yet",
-            g.namespace, g.name, g.api_version
-        ))
+        let key = (g.api_version.clone(), g.namespace.clone(), g.name.clone());
+        if self.pod_groups.contains(&key) {
+            return Err(format!(
+                "PodGroup {}/{} ({}) already exists",
+                g.namespace, g.name, g.api_version
+            ));
+        }
+        self.cluster.apply_pod_group(&g.object).map_err(|e| e.to_string())?;
+        self.pod_groups.insert(key);
+        Ok(())
     }
 
     /// `createAny` (`expect`: `None`) and `createPodGroups` (`expect`: the

@@ -75,6 +75,15 @@ spec:
     gang: {minCount: {{.podsPerGroup}}}
 "#;
 
+const POD_GROUP_XK8S: &str = r#"
+apiVersion: scheduling.x-k8s.io/v1alpha1
+kind: PodGroup
+metadata:
+  name: coscheduling-{{.Index}}
+spec:
+  minMember: 2
+"#;
+
 const CONFIG: &str = r#"
 - name: PodSets
   defaultPodTemplatePath: pod.yaml
@@ -154,15 +163,28 @@ const CONFIG: &str = r#"
 - name: PodGroups
   workloadTemplate:
   - {opcode: createNodes, count: 1}
-  - {opcode: createNamespaces, prefix: gang-ns, count: 1}
+  - {opcode: createNamespaces, prefix: gang-ns, count: 2}
   - opcode: createPodGroups
     count: 2
     namespace: gang-ns-0
     templatePath: pod-group.yaml
     templateParams: {podsPerGroup: 3}
   - {opcode: createPods, count: 1, collectMetrics: true}
+  - opcode: createAny
+    namespace: gang-ns-1
+    templatePath: pod-group-xk8s.yaml
+    count: 2
   workloads:
   - {name: w, labels: [podgroups]}
+
+- name: PodGroupsTwice
+  workloadTemplate:
+  - {opcode: createNodes, count: 1}
+  - {opcode: createPodGroups, count: 1, namespace: gang-ns-0, templatePath: pod-group.yaml, templateParams: {podsPerGroup: 1}}
+  - {opcode: createAny, namespace: gang-ns-0, templatePath: pod-group.yaml, templateParams: {podsPerGroup: 1}}
+  - {opcode: createPods, count: 1, collectMetrics: true}
+  workloads:
+  - {name: w, labels: [podgroups-twice]}
 
 - name: Prepared
   defaultPodTemplatePath: pod.yaml
@@ -180,6 +202,7 @@ fn setup(dir: &Path) -> PathBuf {
         ("any-node.yaml", ANY_NODE),
         ("service.yaml", SERVICE),
         ("pod-group.yaml", POD_GROUP),
+        ("pod-group-xk8s.yaml", POD_GROUP_XK8S),
     ];
     for (name, text) in files {
         std::fs::write(dir.join(name), text).unwrap();
@@ -271,12 +294,15 @@ fn create_any_refuses_other_kinds_naming_them() {
 fn create_pod_groups_on_the_embedded_target() {
     let report = run_label("podgroups", EmbeddedOptions::default());
     let r = &report.results[0];
-    match r.error.as_deref() {
-        None => assert_eq!(r.windows[0].pods, 1),
-        Some(e) => {
-            assert!(e.contains("PodGroups on the embedded target are not supported yet"), "{e}")
-        }
-    }
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 1);
+
+    let report = run_label("podgroups-twice", EmbeddedOptions::default());
+    let e = report.results[0].error.as_deref().unwrap();
+    assert_eq!(
+        e,
+        "workloadTemplate[2]: PodGroup gang-ns-0/gang-0 (scheduling.k8s.io/v1beta1) already exists"
+    );
 }
 
 #[test]
