@@ -223,6 +223,8 @@ fn shipped_config_is_valid() {
         "SchedulingBasic/500Nodes",
         "SchedulingNodeAffinity/5000Nodes",
         "SchedulingWithTaints/500Nodes",
+        "SchedulingWithMixedChurn/5000Nodes_10000Pods",
+        "SchedulingSteadyState/5000Nodes",
     ] {
         assert!(plans.contains_key(name), "{name}");
     }
