@@ -88,10 +88,9 @@ impl fmt::Display for GroupKey {
 /// `spec.schedulingGroup` when a pod (oddly) carries both.
 pub fn group_key_of(pod: &Pod) -> Option<GroupKey> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-    if let Some(name) = pod.metadata.labels.as_ref().and_then(|l| l.get(POD_GROUP_LABEL)) {
-        if !name.is_empty() {
-            return Some(GroupKey::new(PodGroupApi::XK8s, ns, name));
-        }
+    let label = pod.metadata.labels.as_ref().and_then(|l| l.get(POD_GROUP_LABEL));
+    if let Some(name) = label.filter(|n| !n.is_empty()) {
+        return Some(GroupKey::new(PodGroupApi::XK8s, ns, name));
     }
     let name = pod.spec.as_ref()?.scheduling_group.as_ref()?.pod_group_name.as_deref()?;
     (!name.is_empty()).then(|| GroupKey::new(PodGroupApi::Upstream, ns, name))

@@ -187,6 +187,10 @@ pub struct QueuedPodInfo {
     pub pending_plugins: BTreeSet<&'static str>,
     /// Whether a PreEnqueue plugin holds the pod back.
     pub gated: bool,
+    /// Added to the pod's backoff after its next failed attempt: the gang
+    /// scheduler sets a random jitter on a failed group's members so that
+    /// competing groups do not retry in lockstep.
+    pub backoff_jitter: std::time::Duration,
 }
 
 impl QueuedPodInfo {
@@ -200,6 +204,7 @@ impl QueuedPodInfo {
             unschedulable_plugins: BTreeSet::new(),
             pending_plugins: BTreeSet::new(),
             gated: false,
+            backoff_jitter: std::time::Duration::ZERO,
         }
     }
 

@@ -141,6 +141,18 @@ impl PodBuilder {
             .push(PodSchedulingGate { name: name.to_string() });
         self
     }
+    /// Member of the scheduler-plugins PodGroup `name` (the
+    /// `scheduling.x-k8s.io/pod-group` label).
+    pub fn pod_group(self, name: &str) -> Self {
+        self.label(crate::pod_group::POD_GROUP_LABEL, name)
+    }
+    /// Member of the upstream PodGroup `name` (`spec.schedulingGroup`).
+    pub fn scheduling_group(mut self, name: &str) -> Self {
+        self.spec().scheduling_group = Some(k8s_openapi::api::core::v1::PodSchedulingGroup {
+            pod_group_name: Some(name.to_string()),
+        });
+        self
+    }
     /// Applies a closure to the spec (for anything else).
     pub fn with_spec(mut self, f: impl FnOnce(&mut PodSpec)) -> Self {
         f(self.spec());

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::args::{self, PluginArgs};
-use crate::defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, merge_plugin_set};
+use crate::defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, merge_plugin_set, names};
 use crate::error::{ConfigError, Problem, Problems, decode_problem, join_path};
 use crate::raw::{RawArgs, RawConfig, RawPluginRef, RawProfile, TypeMeta};
 use crate::types::{EXTENSION_POINTS, PluginRef, PluginSet, Plugins, Profile, SchedulerConfig};
@@ -243,6 +243,11 @@ fn build_profile(
             }
         }
         sets[k] = merged;
+    }
+    // scheduler-plugins' `Coscheduling` is Convoy's `GangScheduling` under
+    // its other name: a profile enabling it does not get the default too.
+    if sets.iter().any(|s| s.enabled.iter().any(|p| p.name == names::COSCHEDULING)) {
+        sets[0].enabled.retain(|p| p.name != names::GANG_SCHEDULING);
     }
     let plugins = Plugins::from_sets(sets);
 

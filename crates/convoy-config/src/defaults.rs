@@ -24,6 +24,12 @@ pub mod names {
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
     /// `DefaultBinder`.
     pub const DEFAULT_BINDER: &str = "DefaultBinder";
+    /// `GangScheduling` (PreEnqueue, PreFilter, Reserve, Permit): gangs of
+    /// both PodGroup APIs; built by the scheduler (`convoy-gang`).
+    pub const GANG_SCHEDULING: &str = "GangScheduling";
+    /// `Coscheduling`: scheduler-plugins' name for the same plugin (an
+    /// alias; enabling it replaces the default `GangScheduling`).
+    pub const COSCHEDULING: &str = "Coscheduling";
     /// `GpuPlacement` (Convoy's own; not in the default set, enabled by a profile).
     pub const GPU_PLACEMENT: &str = "GpuPlacement";
 }
@@ -34,6 +40,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
     vec![
         PluginRef::new(SCHEDULING_GATES),
         PluginRef::new(PRIORITY_SORT),
+        PluginRef::new(GANG_SCHEDULING),
         PluginRef::new(NODE_UNSCHEDULABLE),
         PluginRef::new(NODE_NAME),
         PluginRef::weighted(TAINT_TOLERATION, 3),

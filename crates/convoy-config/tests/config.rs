@@ -41,9 +41,10 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 10] = [
+const DEFAULT_MULTI_POINT: [&str; 11] = [
     "SchedulingGates",
     "PrioritySort",
+    "GangScheduling",
     "NodeUnschedulable",
     "NodeName",
     "TaintToleration:3",
@@ -71,7 +72,7 @@ fn upstream_full_example_loads() {
     assert_eq!(first.scheduler_name, "rust-scheduler");
     assert_eq!(first.percentage_of_nodes_to_score, Some(20));
     let mut want: Vec<String> = DEFAULT_MULTI_POINT.iter().map(|s| s.to_string()).collect();
-    want.retain(|p| p != "PrioritySort");
+    want.retain(|p| p != "PrioritySort" && p != "GangScheduling");
     want.push("Coscheduling".to_owned());
     assert_eq!(enabled(&first.plugins.multi_point), want);
     assert_eq!(first.plugins.multi_point.disabled, vec![PluginRef::new("PrioritySort")]);
@@ -164,6 +165,7 @@ fn merges_plugins_with_defaults() {
             &[
                 "SchedulingGates",
                 "PrioritySort",
+                "GangScheduling",
                 "NodeUnschedulable",
                 "NodeName",
                 "TaintToleration:7",
@@ -187,7 +189,7 @@ fn merges_plugins_with_defaults() {
             &["DefaultBinder", "Coscheduling"],
         ),
         (
-            "out-of-tree plugin appended after defaults",
+            "Coscheduling (scheduler-plugins' name) replaces the default GangScheduling",
             "multiPoint: {enabled: [{name: Coscheduling}]}",
             "multiPoint",
             &[
@@ -288,7 +290,7 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),

@@ -29,7 +29,7 @@ pub(crate) fn backoff_duration(attempts: u32, initial: Duration, max: Duration) 
 
 /// When the backoff of a queued pod ends.
 pub(crate) fn backoff_expiry(e: &Entry, initial: Duration, max: Duration) -> Instant {
-    e.qpi.timestamp + backoff_duration(e.qpi.attempts, initial, max)
+    e.qpi.timestamp + backoff_duration(e.qpi.attempts, initial, max) + e.qpi.backoff_jitter
 }
 
 fn expires_first(s: &Store, a: usize, b: usize) -> bool {

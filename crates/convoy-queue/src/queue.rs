@@ -157,6 +157,17 @@ impl SchedulingQueue {
         self.state.lock().pop()
     }
 
+    /// Takes the given pods (the other members of a pod group whose first
+    /// member was just popped) out of activeQ, backoffQ or the pool,
+    /// whatever their backoff, and puts them in flight as `pop` does
+    /// (`attempts` incremented). Gated pods and pods the queue does not
+    /// hold are skipped. The caller ends each one's attempt with
+    /// [`done`](Self::done) or
+    /// [`add_unschedulable_if_not_present`](Self::add_unschedulable_if_not_present).
+    pub fn take<'a>(&self, keys: impl IntoIterator<Item = &'a PodKey>) -> Vec<QueuedPodInfo> {
+        self.state.lock().take(keys)
+    }
+
     /// After a failed attempt: the pod goes to the unschedulable pool, or
     /// to backoffQ (activeQ if its backoff is over) when the failure was an
     /// [`Failure::Error`], no plugin was recorded as rejecting it, or a

@@ -167,6 +167,30 @@ impl State {
         Some(qpi)
     }
 
+    /// Takes the given pods out of whichever queue holds them and puts them
+    /// in flight with the same bookkeeping as `pop`; gated pods and pods
+    /// not queued are skipped.
+    pub(crate) fn take<'a>(
+        &mut self,
+        keys: impl IntoIterator<Item = &'a PodKey>,
+    ) -> Vec<QueuedPodInfo> {
+        let now = self.clock.now();
+        let mut out = Vec::new();
+        for key in keys {
+            let Some(id) = self.store.id_of(key) else { continue };
+            if self.store[id].qpi.gated {
+                continue;
+            }
+            self.detach(id);
+            let mut qpi = self.store.remove(id).qpi;
+            qpi.attempts += 1;
+            qpi.initial_attempt_timestamp.get_or_insert(now);
+            self.in_flight.start(qpi.pod_info.uid.clone(), qpi.key().clone());
+            out.push(qpi);
+        }
+        out
+    }
+
     /// A pod whose attempt failed: back to the pool, or to backoffQ/activeQ
     /// if it failed with an error or an event that may help it arrived
     /// while it was in flight.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_api::PodKey;
+use convoy_api::{GroupKey, PodKey};
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -68,6 +68,68 @@ pub struct Decision {
     /// For a bound pod: from its first scheduling attempt to the bind (the
     /// pod scheduling SLI).
     pub since_first_attempt: Option<Duration>,
+    /// The pod's group when the attempt was a group attempt (its Event is
+    /// the group's aggregated one, see [`GroupDecision`]).
+    pub group: Option<GroupKey>,
+}
+
+/// How a group attempt ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GroupOutcome {
+    /// At least `minMember` members were placed and handed to binding.
+    Placed,
+    /// The group did not fit; nothing was reserved or bound.
+    Unschedulable {
+        /// Why, with the first failing member's aggregated message.
+        message: String,
+    },
+}
+
+impl GroupOutcome {
+    /// The `result` label of `scheduler_podgroup_schedule_attempts_total`.
+    pub fn result_label(&self) -> &'static str {
+        match self {
+            GroupOutcome::Placed => "scheduled",
+            GroupOutcome::Unschedulable { .. } => "unschedulable",
+        }
+    }
+}
+
+/// One attempt to place a whole PodGroup in one cycle.
+#[derive(Debug, Clone)]
+pub struct GroupDecision {
+    /// The group.
+    pub group: GroupKey,
+    /// The group's UID, when known (Events refer to it).
+    pub uid: Option<std::sync::Arc<str>>,
+    /// The profile.
+    pub profile: Arc<str>,
+    /// How it ended.
+    pub outcome: GroupOutcome,
+    /// Members placed in this attempt (tentatively, when it failed).
+    pub placed: usize,
+    /// Members tried.
+    pub members: usize,
+    /// Members already placed before the attempt.
+    pub placed_before: usize,
+    /// `minMember`.
+    pub min_member: usize,
+    /// Nodes used by the placed members, with the member count on each.
+    pub nodes: BTreeMap<Arc<str>, usize>,
+    /// Group attempts that failed before this one.
+    pub failures_before: u32,
+    /// Whether the members wait at the Permit barrier for members that do
+    /// not exist yet.
+    pub barrier: bool,
+    /// From pop to the decision.
+    pub latency: Duration,
+}
+
+impl GroupDecision {
+    /// `n1×3 n2×2`: the nodes and how many members each got.
+    pub fn nodes_summary(&self) -> String {
+        self.nodes.iter().map(|(n, c)| format!("{n}×{c}")).collect::<Vec<_>>().join(" ")
+    }
 }
 
 /// Receives decisions. Called on the scheduling loop or binding tasks:
@@ -75,6 +137,10 @@ pub struct Decision {
 pub trait DecisionSink: Send + Sync {
     /// Records one decision.
     fn record(&self, decision: &Decision);
+
+    /// Records one group attempt (before the per-pod decisions of its
+    /// members). Ignored by default.
+    fn record_group(&self, _decision: &GroupDecision) {}
 }
 
 /// Writes each decision as one log line at info level (`tracing`), JSON or
@@ -113,6 +179,30 @@ impl DecisionSink for LogSink {
             ),
         }
     }
+
+    fn record_group(&self, d: &GroupDecision) {
+        let latency_us = d.latency.as_micros() as u64;
+        let placed = d.placed_before + d.placed;
+        let nodes = d.nodes_summary();
+        match &d.outcome {
+            GroupOutcome::Placed => tracing::info!(
+                target: "convoy::decision",
+                group = %d.group, profile = %d.profile, result = "scheduled",
+                placed, members = d.members, min_member = d.min_member, nodes = %nodes,
+                node_count = d.nodes.len(), barrier = d.barrier, attempt = d.failures_before + 1, latency_us,
+                "pod group {} placed: {}/{} pods (minMember {}) on {} nodes [{}]{}",
+                d.group, placed, d.placed_before + d.members, d.min_member, d.nodes.len(), nodes,
+                if d.barrier { "; waiting at Permit for the members still to come" } else { "" }
+            ),
+            GroupOutcome::Unschedulable { message } => tracing::info!(
+                target: "convoy::decision",
+                group = %d.group, profile = %d.profile, result = "unschedulable",
+                placed, members = d.members, min_member = d.min_member,
+                attempt = d.failures_before + 1, latency_us,
+                "pod group {} is unschedulable: {}", d.group, message
+            ),
+        }
+    }
 }
 
 /// Sends every decision to several sinks.
@@ -122,6 +212,12 @@ impl DecisionSink for Fanout {
     fn record(&self, d: &Decision) {
         for s in &self.0 {
             s.record(d);
+        }
+    }
+
+    fn record_group(&self, d: &GroupDecision) {
+        for s in &self.0 {
+            s.record_group(d);
         }
     }
 }

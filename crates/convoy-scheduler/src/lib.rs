@@ -14,6 +14,7 @@ pub mod decision;
 pub mod http;
 pub mod metrics;
 pub mod run;
+pub mod schedule_group;
 pub mod schedule_one;
 pub mod scheduler;
 pub mod serve;
@@ -29,7 +30,15 @@ pub use scheduler::{Scheduler, SchedulerOptions};
 /// The plugin registry of this build: every in-tree plugin. An out-of-tree
 /// plugin is one more `register` line here (or in a binary of your own).
 pub fn registry() -> Registry {
-    convoy_plugins::registry()
+    let mut r = convoy_plugins::registry();
+    // Placeholders naming the gang plugin for configuration checks;
+    // `Scheduler::new` binds it to the scheduler's own gang state.
+    convoy_gang::register(
+        &mut r,
+        convoy_gang::GangState::new(),
+        std::sync::Arc::new(convoy_api::RealClock),
+    );
+    r
 }
 
 /// Loads and validates a configuration file, or returns the default

@@ -13,6 +13,8 @@
 //! | `scheduler_pod_scheduling_attempts` | | [`Metrics::observe_sli`] |
 //! | `scheduler_framework_extension_point_duration_seconds` | `extension_point`, `status`, `profile` | [`Metrics::observe_extension_point`] |
 //! | `scheduler_plugin_execution_duration_seconds` | `plugin`, `extension_point`, `status` | [`Metrics::observe_plugin`], sampled cycles only |
+//! | `scheduler_podgroup_schedule_attempts_total` | `result`, `profile` | [`DecisionSink::record_group`] |
+//! | `scheduler_podgroup_scheduling_attempt_duration_seconds` | `result`, `profile` | [`DecisionSink::record_group`] |
 //! | `convoy_status_writes_dropped_total` | | [`Metrics::sync_status_writes_dropped`] or [`Metrics::status_write_dropped`] |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
@@ -98,6 +100,8 @@ pub struct Metrics {
     registry: Registry,
     schedule_attempts: Family<ResultLabels, Counter>,
     attempt_duration: HistogramFamily<ResultLabels>,
+    group_attempts: Family<ResultLabels, Counter>,
+    group_attempt_duration: HistogramFamily<ResultLabels>,
     pending_pods: Family<QueueLabels, Gauge>,
     queue_incoming: Family<IncomingLabels, Counter>,
     sli_duration: HistogramFamily<AttemptsLabels>,
@@ -142,6 +146,19 @@ impl Metrics {
             "scheduler_scheduling_attempt_duration_seconds",
             "Scheduling attempt latency in seconds (scheduling algorithm + binding)",
             attempt_duration.clone(),
+        );
+        let group_attempts = Family::default();
+        registry.register(
+            "scheduler_podgroup_schedule_attempts",
+            "Number of attempts to schedule pod groups, by the result",
+            group_attempts.clone(),
+        );
+        let group_attempt_duration: HistogramFamily<ResultLabels> =
+            Family::new_with_constructor(|| Histogram::new(buckets(0.0001, 2.0, 18)));
+        registry.register(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds (the whole group's cycle)",
+            group_attempt_duration.clone(),
         );
         let pending_pods: Family<QueueLabels, Gauge> = Family::default();
         registry.register(
@@ -203,6 +220,8 @@ impl Metrics {
             registry,
             schedule_attempts,
             attempt_duration,
+            group_attempts,
+            group_attempt_duration,
             pending_pods,
             queue_incoming,
             sli_duration,
@@ -342,6 +361,14 @@ impl DecisionSink for Metrics {
         if let Some(sli) = d.since_first_attempt {
             self.observe_sli(d.attempt, sli);
         }
+    }
+
+    /// `scheduler_podgroup_schedule_attempts_total` and
+    /// `scheduler_podgroup_scheduling_attempt_duration_seconds`.
+    fn record_group(&self, d: &crate::decision::GroupDecision) {
+        let labels = ResultLabels { result: d.outcome.result_label(), profile: d.profile.clone() };
+        self.group_attempts.get_or_create(&labels).inc();
+        self.group_attempt_duration.get_or_create(&labels).observe(d.latency.as_secs_f64());
     }
 }
 

@@ -111,7 +111,10 @@ impl Scheduler {
             let mut assumed = tokio::time::interval(ASSUMED_CLEANUP_PERIOD);
             loop {
                 tokio::select! {
-                    _ = backoff.tick() => { self.queue.flush_backoff_completed(); }
+                    _ = backoff.tick() => {
+                        self.queue.flush_backoff_completed();
+                        self.release_held_pods();
+                    }
                     _ = leftover.tick() => { self.queue.flush_unschedulable_leftover(); }
                     _ = assumed.tick() => {
                         for p in self.cache.cleanup_expired_assumed_pods() {
@@ -164,6 +167,7 @@ impl Scheduler {
                         clock.advance(at - now);
                     }
                     self.queue.flush_backoff_completed();
+                    self.release_held_pods();
                 }
                 None if !self.waiting_pods.is_empty() => {
                     tokio::time::sleep(Duration::from_millis(1)).await;

@@ -39,6 +39,12 @@ impl Scheduler {
             self.queue.done(&pod.uid);
             return;
         }
+        // A member of a gang that is not placed yet: the whole group is
+        // placed in one cycle (schedule_group.rs).
+        if let Some(group) = self.gang_cycle_needed(&fwk, &pod) {
+            self.schedule_group(fwk, qpi, group, started);
+            return;
+        }
 
         // 1-2: snapshot and algorithm.
         let mut state = CycleState::new();
@@ -70,10 +76,11 @@ impl Scheduler {
             attempt: qpi.attempts,
             latency: started.elapsed(),
             since_first_attempt: None,
+            group: None,
         };
 
         // 3: assume.
-        if let Err(e) = self.cache.assume_pod(pod.clone(), &node) {
+        if let Err(e) = self.assume(&pod, &node) {
             self.fail_after_assume(&fwk, qpi, decision, Status::error(e.to_string()), false);
             return;
         }
@@ -85,6 +92,21 @@ impl Scheduler {
             self.fail_after_assume(&fwk, qpi, decision, s, false);
             return;
         }
+        self.permit_and_bind(fwk, qpi, state, decision);
+    }
+
+    /// Steps 4 (Permit) and 5 (binding task) for a pod assumed and
+    /// reserved on the node of its `decision`.
+    pub(crate) fn permit_and_bind(
+        self: &Arc<Self>,
+        fwk: Arc<Framework>,
+        qpi: QueuedPodInfo,
+        mut state: CycleState,
+        decision: Decision,
+    ) {
+        let pod = qpi.pod_info.clone();
+        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
+        let node = node.clone();
         let wait = match fwk.run_permit(&mut state, &pod, &node) {
             Ok(w) => w,
             Err(s) => {
@@ -141,14 +163,27 @@ impl Scheduler {
         self.queue.done(&pod.uid);
     }
 
-    fn forget(&self, pod: &PodInfo) {
+    /// Assumes the pod on the node in the cache (and tells the gang state).
+    pub(crate) fn assume(&self, pod: &Arc<PodInfo>, node: &str) -> convoy_cache::Result<()> {
+        self.cache.assume_pod(pod.clone(), node)?;
+        if pod.group.is_some() {
+            self.gang.set_assumed(pod, true);
+        }
+        Ok(())
+    }
+
+    /// Undoes [`assume`](Self::assume) after a failed attempt.
+    pub(crate) fn forget(&self, pod: &PodInfo) {
         if let Err(e) = self.cache.forget_pod(pod) {
             tracing::debug!(pod = %pod.key, error = %e, "forget after a failed attempt");
+        }
+        if pod.group.is_some() {
+            self.gang.set_assumed(pod, false);
         }
     }
 
     /// No node fits, or the algorithm failed: record why and requeue.
-    fn fail(
+    pub(crate) fn fail(
         &self,
         fwk: &Framework,
         mut qpi: QueuedPodInfo,
@@ -189,6 +224,7 @@ impl Scheduler {
             attempt: qpi.attempts,
             latency: started.elapsed(),
             since_first_attempt: None,
+            group: None,
         });
         let uid = qpi.pod_info.uid.clone();
         self.queue.add_unschedulable_if_not_present(
@@ -248,5 +284,6 @@ pub fn invalid_pod_decision(e: &InvalidPod) -> Decision {
         attempt: 0,
         latency: std::time::Duration::ZERO,
         since_first_attempt: None,
+        group: None,
     }
 }

@@ -13,6 +13,7 @@ use convoy_api::{
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
 use convoy_framework::{Framework, FrameworkOptions, WaitingPodsMap};
+use convoy_gang::{GangSchedulingArgs, GangState};
 use convoy_queue::{ProfileQueueing, QueueConfig, SchedulingQueue};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use parking_lot::Mutex;
@@ -31,6 +32,9 @@ pub enum BuildError {
     /// A profile is invalid.
     #[error(transparent)]
     Framework(#[from] convoy_framework::FrameworkError),
+    /// The gang scheduling args are invalid.
+    #[error("{0}")]
+    Gang(String),
     /// The thread pool could not start.
     #[error("starting the scheduling thread pool: {0}")]
     Pool(String),
@@ -71,6 +75,10 @@ pub struct Scheduler {
     pub(crate) binds_in_flight: Arc<AtomicUsize>,
     pub(crate) synced: Arc<AtomicBool>,
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
+    pub(crate) gang: Arc<GangState>,
+    /// Profiles with gang scheduling enabled, and their args.
+    pub(crate) gang_args: HashMap<String, GangSchedulingArgs>,
+    pub(crate) clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -97,6 +105,12 @@ impl Scheduler {
             None
         };
         let waiting_pods = WaitingPodsMap::new();
+        // Gang scheduling needs state shared between its plugin and the
+        // group cycle: its factories are bound to this scheduler's state.
+        let gang = GangState::new();
+        let mut registry = opts.registry.clone();
+        convoy_gang::register(&mut registry, gang.clone(), opts.clock.clone());
+        let mut gang_args = HashMap::new();
         let mut profiles = HashMap::new();
         let mut queueing = HashMap::new();
         let mut less = None;
@@ -109,7 +123,7 @@ impl Scheduler {
             let fwk = Framework::new(
                 p,
                 &FrameworkOptions {
-                    registry: opts.registry.clone(),
+                    registry: registry.clone(),
                     handle,
                     waiting_pods: waiting_pods.clone(),
                     percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
@@ -118,6 +132,20 @@ impl Scheduler {
                 },
             )?;
             less.get_or_insert_with(|| fwk.queue_sort().clone());
+            let enabled = p.enabled_plugin_names();
+            if let Some(name) = [convoy_gang::NAME, convoy_gang::COSCHEDULING]
+                .into_iter()
+                .find(|n| enabled.contains(n))
+            {
+                let args = GangSchedulingArgs::decode(p.plugin_args.get(name)).map_err(|e| {
+                    BuildError::Gang(format!("profile {:?}: {name}: {e}", p.scheduler_name))
+                })?;
+                if gang_args.is_empty() {
+                    // The guard is cluster-wide, as the capacity it saves is.
+                    gang.set_policy(args.starvation_policy());
+                }
+                gang_args.insert(p.scheduler_name.clone(), args);
+            }
             queueing.insert(
                 p.scheduler_name.clone(),
                 ProfileQueueing {
@@ -149,6 +177,9 @@ impl Scheduler {
             binds_in_flight: Arc::new(AtomicUsize::new(0)),
             synced: Arc::new(AtomicBool::new(false)),
             waiting_pods,
+            gang,
+            gang_args,
+            clock: opts.clock,
         }))
     }
 
@@ -220,7 +251,11 @@ impl Scheduler {
             ClusterUpdate::PodAdded(pod) => self.pod_added(pod),
             ClusterUpdate::PodUpdated { old, new } => self.pod_updated(old, new),
             ClusterUpdate::PodDeleted(pod) => self.pod_deleted(pod),
-            ClusterUpdate::PodGroupApplied(_) | ClusterUpdate::PodGroupDeleted(_) => {}
+            ClusterUpdate::PodGroupApplied(pg) => {
+                let quorum = self.gang.apply_group(pg);
+                self.queue.activate(&quorum);
+            }
+            ClusterUpdate::PodGroupDeleted(key) => self.gang.delete_group(&key),
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
                     tracing::info!(
@@ -230,6 +265,20 @@ impl Scheduler {
                     );
                 }
             }
+        }
+    }
+
+    /// The gang state (PodGroups and their members).
+    pub fn gang(&self) -> &Arc<GangState> {
+        &self.gang
+    }
+
+    /// Activates the pods the starvation guard turned away, once it has
+    /// let go (called after a group is placed and by the periodic tick).
+    pub fn release_held_pods(&self) {
+        let held = self.gang.release_held(self.clock.now());
+        if !held.is_empty() {
+            self.queue.activate(&held);
         }
     }
 
@@ -263,7 +312,11 @@ impl Scheduler {
         if assigned {
             let Some(info) = self.pod_info(pod.clone()) else { return };
             if info.is_terminal() {
+                self.gang.pod_removed(&info);
                 return;
+            }
+            if info.group.is_some() {
+                self.gang.pod_upsert(&info);
             }
             log_cache_error(self.cache.add_pod(info));
             self.move_all(
@@ -272,9 +325,23 @@ impl Scheduler {
                 None,
                 Some(EventObject::Pod(pod)),
             );
-        } else if self.is_ours(&pod) && !is_terminal(&pod) {
+        } else if !self.is_ours(&pod) {
+            // Another scheduler's pending pod still counts in its group
+            // (a group whose pods name different schedulers is rejected).
+            let member = !is_terminal(&pod) && convoy_api::pod_group::group_key_of(&pod).is_some();
+            if let Some(info) = member.then(|| self.pod_info(pod)).flatten() {
+                self.gang.pod_upsert(&info);
+            }
+        } else if !is_terminal(&pod) {
             match PodInfo::new(pod) {
-                Ok(info) => self.queue.add(Arc::new(info)),
+                Ok(info) => {
+                    let info = Arc::new(info);
+                    // Members join their group first, so PreEnqueue counts them.
+                    let quorum =
+                        if info.group.is_some() { self.gang.pod_upsert(&info) } else { Vec::new() };
+                    self.queue.add(info);
+                    self.queue.activate(&quorum);
+                }
                 Err(e) => self.sink.record(&crate::schedule_one::invalid_pod_decision(&e)),
             }
         }
@@ -298,6 +365,13 @@ impl Scheduler {
                 else {
                     return;
                 };
+                if n.group.is_some() {
+                    if n.is_terminal() {
+                        self.gang.pod_removed(&n);
+                    } else {
+                        self.gang.pod_upsert(&n);
+                    }
+                }
                 log_cache_error(self.cache.update_pod(&o, n));
                 self.move_all(
                     EventResource::AssignedPod,
@@ -312,9 +386,13 @@ impl Scheduler {
                 }
                 let (Some(o), Some(n)) = (self.pod_info(old), self.pod_info(new)) else { return };
                 if n.is_terminal() {
+                    self.gang.pod_removed(&n);
                     self.queue.delete(&o);
                 } else {
+                    let quorum =
+                        if n.group.is_some() { self.gang.pod_upsert(&n) } else { Vec::new() };
                     self.queue.update(n);
+                    self.queue.activate(&quorum);
                 }
             }
         }
@@ -322,6 +400,7 @@ impl Scheduler {
 
     fn pod_deleted(&self, pod: Arc<Pod>) {
         let Some(info) = self.pod_info(pod.clone()) else { return };
+        self.gang.pod_removed(&info);
         let assigned = info.node_name().is_some();
         if !assigned {
             self.queue.delete(&info);

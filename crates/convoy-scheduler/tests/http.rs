@@ -69,6 +69,7 @@ fn decision(outcome: Outcome, latency: Duration) -> Decision {
         attempt: 1,
         latency,
         since_first_attempt: None,
+        group: None,
     }
 }
 

@@ -1,0 +1,133 @@
+//! Pure helpers of the scheduler's group cycle: the order members are
+//! placed in, the `minResources` pre-check, early abort, and topology
+//! domains for groups that require one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use convoy_api::{NodeInfo, PodGroup, QueuedPodInfo};
+
+/// Sorts a group's members into the order they are placed: priority
+/// first, then the largest requests (GPUs, then CPU, then memory), then by
+/// name, so the hardest pods pick their nodes first (first-fit decreasing)
+/// and the order is deterministic.
+pub fn placement_order(members: &mut [QueuedPodInfo]) {
+    members.sort_by(|a, b| {
+        let key = |q: &QueuedPodInfo| {
+            let r = &q.pod_info.requests.requests;
+            let gpus: i64 =
+                r.scalar.iter().filter(|(k, _)| k.ends_with("/gpu")).map(|(_, v)| *v).sum();
+            (
+                std::cmp::Reverse(q.pod_info.priority),
+                std::cmp::Reverse((gpus, r.milli_cpu, r.memory)),
+            )
+        };
+        key(a).cmp(&key(b)).then_with(|| a.pod_info.key.cmp(&b.pod_info.key))
+    });
+}
+
+/// Whether a group that has `placed` members placed and `remaining` still to
+/// try can still reach `needed`: once it cannot, the cycle stops (upstream's
+/// `PlacementFeasible` early abort).
+pub fn can_still_succeed(placed: usize, remaining: usize, needed: usize) -> bool {
+    placed + remaining >= needed
+}
+
+/// Checks `spec.minResources` against the free capacity of `nodes`
+/// (allocatable minus requested, summed). `Err` says which resource is short.
+pub fn min_resources_available(pg: &PodGroup, nodes: &[Arc<NodeInfo>]) -> Result<(), String> {
+    let Some(min) = &pg.min_resources else { return Ok(()) };
+    for (name, want) in min.iter_named() {
+        if want <= 0 {
+            continue;
+        }
+        let free: i64 = nodes.iter().map(|n| n.free(name).max(0)).sum();
+        if free < want {
+            return Err(format!(
+                "pod group {}: minResources not available: {name} {want} requested, {free} free in the cluster",
+                pg.key
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The nodes grouped by their value of the label `key` (nodes without it
+/// are left out), largest domain first, then by value.
+pub fn domains(nodes: &[Arc<NodeInfo>], key: &str) -> Vec<(String, Vec<Arc<NodeInfo>>)> {
+    let mut by: BTreeMap<&str, Vec<Arc<NodeInfo>>> = BTreeMap::new();
+    for n in nodes {
+        if let Some(v) = n.label(key) {
+            by.entry(v).or_default().push(n.clone());
+        }
+    }
+    let mut out: Vec<(String, Vec<Arc<NodeInfo>>)> =
+        by.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    out.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+    use convoy_api::{PodInfo, QueuedPodInfo};
+
+    use super::*;
+
+    fn q(b: PodBuilder) -> QueuedPodInfo {
+        QueuedPodInfo::new(Arc::new(PodInfo::new(Arc::new(b.build())).unwrap()), Instant::now())
+    }
+
+    #[test]
+    fn order_is_priority_then_size_then_name() {
+        let mut m = vec![
+            q(PodBuilder::new("b").cpu("1")),
+            q(PodBuilder::new("a").cpu("1")),
+            q(PodBuilder::new("big").cpu("4")),
+            q(PodBuilder::new("gpu").cpu("1").resource("nvidia.com/gpu", "2")),
+            q(PodBuilder::new("hi").cpu("1").priority(10)),
+        ];
+        placement_order(&mut m);
+        let names: Vec<&str> = m.iter().map(|q| &*q.pod_info.key.name).collect();
+        assert_eq!(names, ["hi", "gpu", "big", "a", "b"]);
+    }
+
+    #[test]
+    fn early_abort() {
+        assert!(can_still_succeed(3, 5, 8));
+        assert!(!can_still_succeed(3, 4, 8));
+    }
+
+    #[test]
+    fn min_resources_and_domains() {
+        let nodes: Vec<Arc<NodeInfo>> = (0..3)
+            .map(|i| {
+                let n = NodeBuilder::new(&format!("n{i}"))
+                    .cpu("4")
+                    .label("zone", if i < 2 { "a" } else { "b" })
+                    .build();
+                Arc::new(NodeInfo::new(Arc::new(n)))
+            })
+            .collect();
+        let pg = |cpu: &str| {
+            PodGroup::from_json(&serde_json::json!({
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "metadata": {"name": "g"},
+                "spec": {"minMember": 2, "minResources": {"cpu": cpu}}
+            }))
+            .unwrap()
+        };
+        assert!(min_resources_available(&pg("12"), &nodes).is_ok());
+        assert_eq!(
+            min_resources_available(&pg("13"), &nodes).unwrap_err(),
+            "pod group default/g: minResources not available: cpu 13000 requested, 12000 free in the cluster"
+        );
+        let d = domains(&nodes, "zone");
+        assert_eq!(
+            d.iter().map(|(v, n)| (v.as_str(), n.len())).collect::<Vec<_>>(),
+            [("a", 2), ("b", 1)]
+        );
+    }
+}

@@ -1,0 +1,193 @@
+//! `GangScheduling`: the plugin half of gang scheduling (the group cycle
+//! itself is in the scheduler's `schedule_group`).
+//!
+//! - **PreEnqueue** keeps a member out of the active queue until its
+//!   PodGroup exists, its pods all name one scheduler, and at least
+//!   `minMember` of them exist. The scheduler activates the members when
+//!   the quorum is reached, so no per-pod event scan is needed.
+//! - **PreFilter** is the starvation guard: while a group has waited past
+//!   `starvationThresholdSeconds`, pods of lower or equal priority outside
+//!   it are rejected (`Unschedulable`), so freed capacity accumulates for
+//!   the group. They are remembered and activated by the scheduler when
+//!   the group is placed or the guard lets go.
+//! - **Permit** is the barrier for members that arrive over time: a member
+//!   of a group with fewer than `minMember` pods placed waits (holding its
+//!   node) up to `scheduleTimeoutSeconds` or `permitWaitingTimeSeconds`;
+//!   the member that completes the quorum allows all waiting siblings.
+//! - **Unreserve** rejects the waiting siblings of a member that failed,
+//!   so a partly placed group never stays reserved.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use convoy_api::{
+    ActionType, Clock, ClusterEventWithHint, CycleState, EventResource, NodeInfo, PermitPlugin,
+    Plugin, PodInfo, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, ReservePlugin, Status,
+    WaitingPods,
+};
+
+use crate::args::GangSchedulingArgs;
+use crate::state::GangState;
+
+/// The plugin's name, as upstream's (Kubernetes 1.35+).
+pub const NAME: &str = "GangScheduling";
+/// scheduler-plugins' name for the same job; accepted as an alias so its
+/// profiles load unchanged.
+pub const COSCHEDULING: &str = "Coscheduling";
+
+/// Gang scheduling for both PodGroup APIs.
+pub struct GangScheduling {
+    name: &'static str,
+    state: Arc<GangState>,
+    args: GangSchedulingArgs,
+    waiting: Arc<dyn WaitingPods>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for GangScheduling {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GangScheduling").field("args", &self.args).finish_non_exhaustive()
+    }
+}
+
+impl GangScheduling {
+    /// A plugin reading `state`, registered as `name` ([`NAME`] or
+    /// [`COSCHEDULING`]).
+    pub fn new(
+        name: &'static str,
+        state: Arc<GangState>,
+        args: GangSchedulingArgs,
+        waiting: Arc<dyn WaitingPods>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        Self { name, state, args, waiting, clock }
+    }
+}
+
+impl Plugin for GangScheduling {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        // PodGroup events: a group created, changed, placed, or letting go
+        // of the starvation guard. Member pods arriving are handled by the
+        // scheduler activating the group when its quorum is reached.
+        vec![ClusterEventWithHint::new(EventResource::PodGroup, ActionType::ALL)]
+    }
+
+    fn as_pre_enqueue(self: Arc<Self>) -> Option<Arc<dyn PreEnqueuePlugin>> {
+        Some(self)
+    }
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
+        Some(self)
+    }
+    fn as_permit(self: Arc<Self>) -> Option<Arc<dyn PermitPlugin>> {
+        Some(self)
+    }
+}
+
+impl PreEnqueuePlugin for GangScheduling {
+    /// UnschedulableAndUnresolvable while the PodGroup is missing, its pods
+    /// name different schedulers, or fewer than `minMember` pods exist.
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        let Some(key) = &pod.group else { return Status::success() };
+        let Some(st) = self.state.status(key) else {
+            return Status::unresolvable(format!("waiting for pod group {key} to be created"));
+        };
+        let Some(spec) = &st.spec else {
+            return Status::unresolvable(format!("waiting for pod group {key} to be created"));
+        };
+        if st.schedulers.len() > 1 {
+            let names: Vec<&str> = st.schedulers.iter().map(|s| &**s).collect();
+            return Status::unresolvable(format!(
+                "pod group {key} is rejected: its pods name different schedulers ({})",
+                names.join(", ")
+            ));
+        }
+        if !spec.gang || st.satisfied() || st.members >= st.min_member() {
+            return Status::success();
+        }
+        Status::unresolvable(format!(
+            "waiting for minMember: {}/{} pods of pod group {key} exist",
+            st.members,
+            st.min_member()
+        ))
+    }
+}
+
+impl PreFilterPlugin for GangScheduling {
+    /// The starvation guard: Unschedulable for a pod outside the starving
+    /// group whose priority is not higher than the group's.
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &[Arc<NodeInfo>],
+    ) -> (Option<PreFilterResult>, Status) {
+        let Some(s) = self.state.starving(self.clock.now()) else {
+            return (None, Status::success());
+        };
+        if pod.group.as_ref() == Some(&s.key) || pod.priority > s.priority {
+            return (None, Status::success());
+        }
+        self.state.hold(&pod.key);
+        let msg = format!(
+            "pod group {} has waited {}s and is placed first (starvation guard)",
+            s.key,
+            s.waited.as_secs()
+        );
+        (None, Status::unschedulable(msg))
+    }
+}
+
+impl ReservePlugin for GangScheduling {
+    fn reserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) -> Status {
+        Status::success()
+    }
+
+    /// Rejects every sibling waiting at Permit: the group is not placed
+    /// partly.
+    fn unreserve(&self, _state: &mut CycleState, pod: &PodInfo, _node: &str) {
+        let Some(key) = &pod.group else { return };
+        for uid in self.state.assumed_uids(key) {
+            if *uid != *pod.uid {
+                let msg = format!("pod group {key}: member {} failed", pod.key);
+                self.waiting.reject(&uid, self.name, &msg);
+            }
+        }
+    }
+}
+
+impl PermitPlugin for GangScheduling {
+    /// Success once `minMember` members are placed (allowing the waiting
+    /// siblings); Wait otherwise.
+    fn permit(&self, _state: &mut CycleState, pod: &PodInfo, _node: &str) -> (Status, Duration) {
+        let Some(key) = &pod.group else { return (Status::success(), Duration::ZERO) };
+        let Some(st) = self.state.status(key) else {
+            return (Status::success(), Duration::ZERO);
+        };
+        if !st.is_gang() || st.satisfied() {
+            for uid in self.state.assumed_uids(key) {
+                if *uid != *pod.uid {
+                    self.waiting.allow(&uid, self.name);
+                }
+            }
+            return (Status::success(), Duration::ZERO);
+        }
+        let timeout = st
+            .spec
+            .as_ref()
+            .and_then(|s| s.schedule_timeout)
+            .unwrap_or(Duration::from_secs(self.args.permit_waiting_time_seconds));
+        let msg = format!(
+            "waiting at Permit: {}/{} pods of pod group {key} placed",
+            st.placed(),
+            st.min_member()
+        );
+        (Status::with_reason(convoy_api::Code::Wait, msg), timeout)
+    }
+}

@@ -1,0 +1,378 @@
+//! What the scheduler knows about each PodGroup: its spec, its members and
+//! where they are (pending, assumed, bound), and its failed attempts.
+//!
+//! One [`GangState`] is shared by the scheduler (which feeds it cluster
+//! updates and the results of group cycles) and the `GangScheduling`
+//! plugin of every profile (which reads it). Every method takes one short
+//! lock; the hot path for pods without a group is a single atomic load.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use convoy_api::{GroupKey, PodGroup, PodInfo, PodKey};
+use parking_lot::Mutex;
+
+/// Where a member pod is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// Not yet assigned.
+    Pending,
+    /// Assumed on a node by this scheduler (binding in flight or waiting
+    /// at Permit).
+    Assumed,
+    /// Bound (`spec.nodeName` set), by any scheduler.
+    Bound,
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    uid: Arc<str>,
+    priority: i32,
+    scheduler: Arc<str>,
+    place: Place,
+}
+
+#[derive(Debug, Default)]
+struct Group {
+    spec: Option<Arc<PodGroup>>,
+    members: HashMap<PodKey, Member>,
+    /// Failed group attempts since the last success.
+    failures: u32,
+    /// When the group first failed since its last success.
+    waiting_since: Option<Instant>,
+}
+
+impl Group {
+    fn count(&self, place: Place) -> usize {
+        self.members.values().filter(|m| m.place == place).count()
+    }
+
+    fn priority(&self) -> i32 {
+        self.members.values().map(|m| m.priority).max().unwrap_or(0)
+    }
+
+    fn has_quorum(&self) -> bool {
+        self.spec.as_ref().is_some_and(|s| self.members.len() >= s.min_member as usize)
+    }
+}
+
+/// A snapshot of one group's state.
+#[derive(Debug, Clone)]
+pub struct GroupStatus {
+    /// The PodGroup object, `None` while it does not exist (yet).
+    pub spec: Option<Arc<PodGroup>>,
+    /// Member pods that exist and are not finished.
+    pub members: usize,
+    /// Members not yet assigned.
+    pub pending: usize,
+    /// Members assumed by this scheduler.
+    pub assumed: usize,
+    /// Members bound.
+    pub bound: usize,
+    /// Distinct `schedulerName`s among the members (a group must name one).
+    pub schedulers: Vec<Arc<str>>,
+    /// The highest priority among the members.
+    pub priority: i32,
+    /// Failed group attempts since the last success.
+    pub failures: u32,
+    /// When the group first failed since its last success.
+    pub waiting_since: Option<Instant>,
+}
+
+impl GroupStatus {
+    /// Members assumed or bound.
+    pub fn placed(&self) -> usize {
+        self.assumed + self.bound
+    }
+
+    /// `minMember` (1 when the PodGroup does not exist yet).
+    pub fn min_member(&self) -> usize {
+        self.spec.as_ref().map_or(1, |s| s.min_member as usize)
+    }
+
+    /// Whether all-or-nothing applies (the PodGroup exists with a gang
+    /// policy).
+    pub fn is_gang(&self) -> bool {
+        self.spec.as_ref().is_some_and(|s| s.gang)
+    }
+
+    /// Whether at least `minMember` members are placed: later members are
+    /// scheduled one by one.
+    pub fn satisfied(&self) -> bool {
+        self.placed() >= self.min_member()
+    }
+}
+
+/// The group that is starving: it has waited past the threshold, and pods
+/// of lower or equal priority are held back until it is placed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Starving {
+    /// The group.
+    pub key: GroupKey,
+    /// Its priority.
+    pub priority: i32,
+    /// How long it has waited since its first failed attempt.
+    pub waited: Duration,
+}
+
+/// Tunables of the starvation guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StarvationPolicy {
+    /// A group that has failed and waited this long holds back pods of
+    /// lower or equal priority.
+    pub threshold: Duration,
+    /// For at most this long (then the guard lets go, so a group that can
+    /// never fit does not stop the cluster).
+    pub max_hold: Duration,
+}
+
+impl Default for StarvationPolicy {
+    fn default() -> Self {
+        Self { threshold: Duration::from_secs(30), max_hold: Duration::from_secs(300) }
+    }
+}
+
+/// PodGroups and their members, shared between the scheduler and the
+/// `GangScheduling` plugin.
+#[derive(Debug, Default)]
+pub struct GangState {
+    groups: Mutex<HashMap<GroupKey, Group>>,
+    /// Groups with a failed attempt outstanding (the starvation guard's
+    /// fast path reads it without the lock).
+    waiting: AtomicUsize,
+    /// The starvation guard's tunables (one for the whole scheduler: the
+    /// capacity a starving group needs is the cluster's).
+    policy: Mutex<StarvationPolicy>,
+    /// Pods the starvation guard turned away, to activate when it lets go.
+    held: Mutex<Vec<PodKey>>,
+}
+
+impl GangState {
+    /// An empty state.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Sets the starvation guard's tunables.
+    pub fn set_policy(&self, policy: StarvationPolicy) {
+        *self.policy.lock() = policy;
+    }
+
+    /// The starvation guard's tunables.
+    pub fn policy(&self) -> StarvationPolicy {
+        *self.policy.lock()
+    }
+
+    /// Remembers a pod the starvation guard turned away.
+    pub fn hold(&self, pod: &PodKey) {
+        self.held.lock().push(pod.clone());
+    }
+
+    /// The pods turned away, if the guard has let go (no group is starving
+    /// now): the caller activates them. Empty otherwise.
+    pub fn release_held(&self, now: Instant) -> Vec<PodKey> {
+        if self.held.lock().is_empty() || self.starving(now).is_some() {
+            return Vec::new();
+        }
+        std::mem::take(&mut *self.held.lock())
+    }
+
+    /// A PodGroup appeared or changed. Returns the pending members to
+    /// activate when the group now has its quorum.
+    pub fn apply_group(&self, pg: Arc<PodGroup>) -> Vec<PodKey> {
+        let mut groups = self.groups.lock();
+        let g = groups.entry(pg.key.clone()).or_default();
+        g.spec = Some(pg);
+        if g.has_quorum() { pending_keys(g) } else { Vec::new() }
+    }
+
+    /// A PodGroup was deleted; its members stay known (they wait for it to
+    /// come back, as upstream).
+    pub fn delete_group(&self, key: &GroupKey) {
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get_mut(key) {
+            g.spec = None;
+            if g.waiting_since.take().is_some() {
+                self.waiting.fetch_sub(1, Ordering::AcqRel);
+            }
+            if g.members.is_empty() {
+                groups.remove(key);
+            }
+        }
+    }
+
+    /// A pod of a group was added or changed (assigned or not). Returns the
+    /// group's pending members to activate when this pod completed the
+    /// quorum; nothing for pods without a group.
+    pub fn pod_upsert(&self, pod: &PodInfo) -> Vec<PodKey> {
+        let Some(key) = &pod.group else { return Vec::new() };
+        let mut groups = self.groups.lock();
+        let g = groups.entry(key.clone()).or_default();
+        let had_quorum = g.has_quorum();
+        let place = if pod.node_name().is_some() {
+            Place::Bound
+        } else {
+            match g.members.get(&pod.key) {
+                Some(m) if m.place == Place::Assumed => Place::Assumed,
+                _ => Place::Pending,
+            }
+        };
+        g.members.insert(
+            pod.key.clone(),
+            Member {
+                uid: pod.uid.clone(),
+                priority: pod.priority,
+                scheduler: Arc::from(pod.scheduler_name()),
+                place,
+            },
+        );
+        if !had_quorum && g.has_quorum() { pending_keys(g) } else { Vec::new() }
+    }
+
+    /// A pod of a group was deleted or finished.
+    pub fn pod_removed(&self, pod: &PodInfo) {
+        let Some(key) = &pod.group else { return };
+        let mut groups = self.groups.lock();
+        if let Some(g) = groups.get_mut(key) {
+            g.members.remove(&pod.key);
+            if g.members.is_empty() && g.spec.is_none() {
+                groups.remove(key);
+            }
+        }
+    }
+
+    /// The scheduler assumed (`true`) or forgot (`false`) a member.
+    pub fn set_assumed(&self, pod: &PodInfo, assumed: bool) {
+        let Some(key) = &pod.group else { return };
+        let mut groups = self.groups.lock();
+        let Some(m) = groups.get_mut(key).and_then(|g| g.members.get_mut(&pod.key)) else {
+            return;
+        };
+        match (m.place, assumed) {
+            (Place::Pending, true) => m.place = Place::Assumed,
+            (Place::Assumed, false) => m.place = Place::Pending,
+            _ => {}
+        }
+    }
+
+    /// The state of one group (`None` if nothing is known of it).
+    pub fn status(&self, key: &GroupKey) -> Option<GroupStatus> {
+        let groups = self.groups.lock();
+        let g = groups.get(key)?;
+        let mut schedulers: Vec<Arc<str>> = Vec::new();
+        for m in g.members.values() {
+            if !schedulers.contains(&m.scheduler) {
+                schedulers.push(m.scheduler.clone());
+            }
+        }
+        schedulers.sort();
+        Some(GroupStatus {
+            spec: g.spec.clone(),
+            members: g.members.len(),
+            pending: g.count(Place::Pending),
+            assumed: g.count(Place::Assumed),
+            bound: g.count(Place::Bound),
+            schedulers,
+            priority: g.priority(),
+            failures: g.failures,
+            waiting_since: g.waiting_since,
+        })
+    }
+
+    /// The group's members not yet assigned, sorted by name.
+    pub fn pending_members(&self, key: &GroupKey) -> Vec<PodKey> {
+        self.groups.lock().get(key).map(pending_keys).unwrap_or_default()
+    }
+
+    /// UIDs of the group's assumed members (those that may be waiting at
+    /// Permit).
+    pub fn assumed_uids(&self, key: &GroupKey) -> Vec<Arc<str>> {
+        let groups = self.groups.lock();
+        let Some(g) = groups.get(key) else { return Vec::new() };
+        g.members.values().filter(|m| m.place == Place::Assumed).map(|m| m.uid.clone()).collect()
+    }
+
+    /// Records the result of a group attempt; returns the failures so far
+    /// (0 after a success).
+    pub fn record_attempt(&self, key: &GroupKey, placed: bool, now: Instant) -> u32 {
+        let mut groups = self.groups.lock();
+        let Some(g) = groups.get_mut(key) else { return 0 };
+        let was_waiting = g.waiting_since.is_some();
+        let failures = if placed {
+            g.failures = 0;
+            g.waiting_since = None;
+            0
+        } else {
+            g.failures += 1;
+            g.waiting_since.get_or_insert(now);
+            g.failures
+        };
+        match (was_waiting, g.waiting_since.is_some()) {
+            (false, true) => _ = self.waiting.fetch_add(1, Ordering::AcqRel),
+            (true, false) => _ = self.waiting.fetch_sub(1, Ordering::AcqRel),
+            _ => {}
+        }
+        failures
+    }
+
+    /// The group that holds back other pods now, if any: among gang groups
+    /// not yet placed whose first failure is at least the policy's
+    /// `threshold` ago and less than `threshold + max_hold` ago, the one of highest priority,
+    /// then the one waiting longest, then by key.
+    pub fn starving(&self, now: Instant) -> Option<Starving> {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        let policy = self.policy();
+        let groups = self.groups.lock();
+        let mut best: Option<(i32, Duration, &GroupKey)> = None;
+        for (key, g) in groups.iter() {
+            let Some(since) = g.waiting_since else { continue };
+            let waited = now.saturating_duration_since(since);
+            if waited < policy.threshold || waited >= policy.threshold + policy.max_hold {
+                continue;
+            }
+            if !g.spec.as_ref().is_some_and(|s| s.gang) {
+                continue;
+            }
+            let placed = g.members.values().filter(|m| m.place != Place::Pending).count();
+            if g.spec.as_ref().is_some_and(|s| placed >= s.min_member as usize) {
+                continue;
+            }
+            let cand = (g.priority(), waited, key);
+            let better = match &best {
+                None => true,
+                Some(b) => {
+                    (cand.0, cand.1, std::cmp::Reverse(cand.2)) > (b.0, b.1, std::cmp::Reverse(b.2))
+                }
+            };
+            if better {
+                best = Some(cand);
+            }
+        }
+        best.map(|(priority, waited, key)| Starving { key: key.clone(), priority, waited })
+    }
+
+    /// Number of groups known.
+    pub fn len(&self) -> usize {
+        self.groups.lock().len()
+    }
+
+    /// Whether no group is known.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn pending_keys(g: &Group) -> Vec<PodKey> {
+    let mut keys: Vec<PodKey> = g
+        .members
+        .iter()
+        .filter(|(_, m)| m.place == Place::Pending)
+        .map(|(k, _)| k.clone())
+        .collect();
+    keys.sort();
+    keys
+}

@@ -1,0 +1,270 @@
+//! Gang scheduling on the embedded cluster: the whole scheduler, both
+//! PodGroup APIs, pods created before and after their group.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use convoy_api::testing::{NodeBuilder, PodBuilder};
+use convoy_api::{FakeClock, GroupKey, PodGroupApi};
+use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_scheduler::decision::{Decision, DecisionSink, GroupDecision, GroupOutcome, LogSink};
+use convoy_scheduler::{Scheduler, SchedulerOptions};
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+
+/// Records group decisions (and logs everything).
+#[derive(Default)]
+struct Groups(Mutex<Vec<GroupDecision>>);
+
+impl DecisionSink for Groups {
+    fn record(&self, d: &Decision) {
+        LogSink.record(d);
+    }
+    fn record_group(&self, d: &GroupDecision) {
+        LogSink.record_group(d);
+        self.0.lock().unwrap().push(d.clone());
+    }
+}
+
+const CONFIG: &str = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: convoy-scheduler
+  pluginConfig:
+  - name: GangScheduling
+    args: {starvationThresholdSeconds: 5, starvationMaxHoldSeconds: 600, podGroupBackoffJitterMilliseconds: 0}
+";
+
+fn scheduler_on(cluster: &Arc<EmbeddedCluster>, sink: Arc<Groups>) -> (Arc<Scheduler>, FakeClock) {
+    let clock = FakeClock::new();
+    let known = convoy_config::KnownPlugins::new(convoy_scheduler::registry().names());
+    let config = convoy_config::parse_str(CONFIG, "gang.yaml", &known).unwrap();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config,
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink,
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    (scheduler, clock)
+}
+
+fn group_json(api: PodGroupApi, name: &str, min: u32) -> serde_json::Value {
+    match api {
+        PodGroupApi::XK8s => json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"minMember": min}
+        }),
+        PodGroupApi::Upstream => json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}}
+        }),
+    }
+}
+
+fn member(api: PodGroupApi, group: &str, name: &str, cpu: &str) -> Pod {
+    let b = PodBuilder::new(name).cpu(cpu);
+    match api {
+        PodGroupApi::XK8s => b.pod_group(group),
+        PodGroupApi::Upstream => b.scheduling_group(group),
+    }
+    .build()
+}
+
+fn bound_in(cluster: &EmbeddedCluster, prefix: &str) -> usize {
+    cluster
+        .pods()
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap_or("").starts_with(prefix))
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
+        .count()
+}
+
+fn assert_invariant(cluster: &EmbeddedCluster) {
+    let partial = convoy_gang::invariant::partial_groups(&cluster.pods(), &cluster.pod_groups());
+    assert!(partial.is_empty(), "groups bound below minMember: {partial:?}");
+}
+
+const APIS: [PodGroupApi; 2] = [PodGroupApi::XK8s, PodGroupApi::Upstream];
+
+/// 8 pods of minMember 8 where only 7 fit: nothing is bound, one group
+/// decision explains it; a new node: all 8 bind together.
+#[tokio::test]
+async fn all_or_nothing_then_all_after_node_added() {
+    for api in APIS {
+        for group_first in [true, false] {
+            let nodes =
+                (0..7).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+            let (cluster, mut updates) =
+                EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+            let sink = Arc::new(Groups::default());
+            let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+            let pods: Vec<Pod> =
+                (0..8).map(|i| member(api, "train", &format!("w{i}"), "800m")).collect();
+            if group_first {
+                cluster.apply_pod_group(&group_json(api, "train", 8)).unwrap();
+            }
+            for p in pods {
+                cluster.add_pod(p).unwrap();
+            }
+            scheduler.run_until_idle(&mut updates, &clock).await;
+            if !group_first {
+                // Without the PodGroup the pods wait (gated), never bind alone.
+                assert_eq!(cluster.bound_count(), 0);
+                assert_eq!(scheduler.queue().pending_counts().gated, 8, "{api:?}");
+                cluster.apply_pod_group(&group_json(api, "train", 8)).unwrap();
+                scheduler.run_until_idle(&mut updates, &clock).await;
+            }
+            assert_eq!(cluster.bound_count(), 0, "{api:?} group_first={group_first}");
+            assert_invariant(&cluster);
+            {
+                let groups = sink.0.lock().unwrap();
+                let last = groups.last().expect("a group decision");
+                let GroupOutcome::Unschedulable { message } = &last.outcome else { panic!() };
+                assert!(message.starts_with("7/8 pods fit (minMember 8): default/w"), "{message}");
+                assert!(
+                    message.contains("0/7 nodes are available: 7 Insufficient cpu."),
+                    "{message}"
+                );
+            }
+            // Nothing stays reserved or assumed.
+            assert_eq!(scheduler.cache().pod_count(), 0);
+
+            cluster.add_node(NodeBuilder::new("n7").cpu("1").build()).unwrap();
+            clock.advance(Duration::from_secs(20));
+            scheduler.run_until_idle(&mut updates, &clock).await;
+            assert_eq!(bound_in(&cluster, "w"), 8, "{api:?} group_first={group_first}");
+            assert_invariant(&cluster);
+            scheduler.cache().check_invariants().unwrap();
+        }
+    }
+}
+
+/// Two groups that each need 60 % of the cluster: exactly one is placed;
+/// once its pods are gone the other one is placed whole.
+#[tokio::test]
+async fn two_competing_groups_never_deadlock() {
+    for api in APIS {
+        let nodes = (0..10).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+        let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+        let sink = Arc::new(Groups::default());
+        let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+        cluster.apply_pod_group(&group_json(api, "a", 6)).unwrap();
+        cluster.apply_pod_group(&group_json(api, "b", 6)).unwrap();
+        // Interleaved creation: the queue sees a and b members alternately.
+        for i in 0..6 {
+            cluster.add_pod(member(api, "a", &format!("a{i}"), "800m")).unwrap();
+            cluster.add_pod(member(api, "b", &format!("b{i}"), "800m")).unwrap();
+        }
+        scheduler.run_until_idle(&mut updates, &clock).await;
+        let (a, b) = (bound_in(&cluster, "a"), bound_in(&cluster, "b"));
+        assert!((a, b) == (6, 0) || (a, b) == (0, 6), "{api:?}: a={a} b={b}");
+        assert_invariant(&cluster);
+        let (winner, loser) = if a == 6 { ("a", "b") } else { ("b", "a") };
+        for i in 0..6 {
+            cluster.delete_pod("default", &format!("{winner}{i}")).unwrap();
+        }
+        clock.advance(Duration::from_secs(20));
+        scheduler.run_until_idle(&mut updates, &clock).await;
+        assert_eq!(bound_in(&cluster, loser), 6, "{api:?}");
+        assert_invariant(&cluster);
+    }
+}
+
+/// Members beyond minMember: the group is placed with those that fit, the
+/// rest are scheduled one by one later; a late member binds alone.
+#[tokio::test]
+async fn late_members_are_scheduled_alone() {
+    let nodes = (0..3).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+    cluster.apply_pod_group(&group_json(PodGroupApi::XK8s, "g", 2)).unwrap();
+    for i in 0..4 {
+        cluster.add_pod(member(PodGroupApi::XK8s, "g", &format!("m{i}"), "800m")).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(bound_in(&cluster, "m"), 3);
+    cluster.add_node(NodeBuilder::new("n3").cpu("1").build()).unwrap();
+    clock.advance(Duration::from_secs(20));
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(bound_in(&cluster, "m"), 4);
+    let placed: Vec<_> = sink.0.lock().unwrap().iter().map(|d| d.outcome.clone()).collect();
+    assert_eq!(placed, vec![GroupOutcome::Placed], "one group attempt, then late members alone");
+}
+
+/// A group whose pods name different schedulers is rejected with a clear
+/// reason and never placed.
+#[tokio::test]
+async fn mixed_schedulers_are_rejected() {
+    let nodes = vec![NodeBuilder::new("n").cpu("8").build()];
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let (scheduler, clock) = scheduler_on(&cluster, Arc::new(Groups::default()));
+    cluster.apply_pod_group(&group_json(PodGroupApi::Upstream, "g", 2)).unwrap();
+    cluster.add_pod(member(PodGroupApi::Upstream, "g", "p0", "100m")).unwrap();
+    let mut other = member(PodGroupApi::Upstream, "g", "p1", "100m");
+    other.spec.as_mut().unwrap().scheduler_name = Some("default-scheduler".into());
+    cluster.add_pod(other).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 0);
+    let key = GroupKey::new(PodGroupApi::Upstream, "default", "g");
+    let st = scheduler.gang().status(&key).unwrap();
+    assert_eq!(st.schedulers.len(), 2);
+}
+
+/// Starvation: a 4-pod group behind a stream of single pods that take every
+/// freed slot. Once it has waited past the threshold, the guard holds the
+/// singles back and the group is placed within a bounded number of rounds.
+#[tokio::test]
+async fn starving_group_is_placed_within_bound() {
+    let nodes = (0..4).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+    // The cluster is full of singles.
+    for i in 0..4 {
+        cluster.add_pod(PodBuilder::new(&format!("s{i}")).cpu("800m").build()).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 4);
+    cluster.apply_pod_group(&group_json(PodGroupApi::XK8s, "big", 4)).unwrap();
+    for i in 0..4 {
+        cluster.add_pod(member(PodGroupApi::XK8s, "big", &format!("g{i}"), "800m")).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    // Each round one single finishes and a new one arrives.
+    let mut next = 4;
+    let mut rounds = 0;
+    let mut running: Vec<String> = (0..4).map(|i| format!("s{i}")).collect();
+    while bound_in(&cluster, "g") < 4 {
+        rounds += 1;
+        assert!(rounds <= 12, "the group was not placed within 12 rounds");
+        if let Some(done) = running.iter().position(|n| {
+            cluster.pod("default", n).is_some_and(|p| p.spec.as_ref().unwrap().node_name.is_some())
+        }) {
+            let name = running.remove(done);
+            cluster.delete_pod("default", &name).unwrap();
+        }
+        let name = format!("s{next}");
+        next += 1;
+        cluster.add_pod(PodBuilder::new(&name).cpu("800m").build()).unwrap();
+        running.push(name);
+        clock.advance(Duration::from_secs(2));
+        scheduler.run_until_idle(&mut updates, &clock).await;
+        assert_invariant(&cluster);
+    }
+    // Threshold 5 s at 2 s per round: the guard starts by round 3; four
+    // singles must then finish: placed by round 3 + 4.
+    assert!(rounds <= 8, "placed after {rounds} rounds");
+    // The held singles run again once the group is placed.
+    let pending_singles = running.iter().filter(|n| {
+        cluster.pod("default", n).is_some_and(|p| p.spec.as_ref().unwrap().node_name.is_none())
+    });
+    assert!(pending_singles.count() >= 1);
+    scheduler.cache().check_invariants().unwrap();
+}
