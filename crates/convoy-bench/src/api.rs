@@ -769,13 +769,27 @@ impl Exec {
             complete(v, self.profile);
         }
         let dynamic = &self.dynamic;
-        futures::stream::iter(objects)
-            .map(|v| async move {
-                dynamic.create(&v, Placement::Strict(s.namespace.as_deref())).await.map(drop)
-            })
-            .buffer_unordered(CONCURRENCY)
-            .try_collect::<Vec<()>>()
-            .await?;
+        let created: Vec<(Option<String>, String, Option<Created>)> =
+            futures::stream::iter(objects)
+                .map(|v| async move {
+                    let (ns, name) =
+                        dynamic.create(&v, Placement::Strict(s.namespace.as_deref())).await?;
+                    // Pods are tracked as createPods' are, so that a later
+                    // barrier or deletePods sees them (as on the embedded target).
+                    let pod = matches!(type_of(&v), Ok(("v1", "Pod"))).then(|| Created {
+                        name: name.clone(),
+                        labels: serde_json::from_value(v["metadata"]["labels"].clone()).ok(),
+                    });
+                    Ok::<_, String>((ns, name, pod))
+                })
+                .buffer_unordered(CONCURRENCY)
+                .try_collect()
+                .await?;
+        for (ns, _, pod) in created {
+            if let (Some(ns), Some(pod)) = (ns, pod) {
+                self.created.entry(ns).or_default().push(pod);
+            }
+        }
         Ok(())
     }
 

@@ -115,7 +115,9 @@ impl Dynamic {
     }
 
     /// Creates `v`, retrying for [`RETRY_FOR`] while its kind is not
-    /// served; returns the namespace and name it got.
+    /// served; returns the namespace and name it got. With
+    /// [`Placement::FromObject`] (`--prepare`), an object that already
+    /// exists is kept.
     pub(crate) async fn create(
         &self,
         v: &Value,
@@ -134,6 +136,14 @@ impl Dynamic {
                     return Ok((
                         namespace.map(str::to_string),
                         o.metadata.name.unwrap_or_default(),
+                    ));
+                }
+                // `--prepare` applies: what a previous workload on the same
+                // API server created is kept.
+                Err(kube::Error::Api(s)) if s.code == 409 && placement == Placement::FromObject => {
+                    return Ok((
+                        namespace.map(str::to_string),
+                        obj.metadata.name.unwrap_or_default(),
                     ));
                 }
                 Err(kube::Error::Api(s)) if s.code == 404 && start.elapsed() < RETRY_FOR => {
