@@ -4,11 +4,12 @@
 //!
 //! - [`connect`]: a [`kube::Client`] from a kubeconfig or the in-cluster
 //!   service account, with a client-go-style QPS/burst limit.
-//! - [`cluster_updates`]: watches Nodes and Pods and yields the same
+//! - [`cluster_updates`]: watches Nodes, Pods and PodGroups (both APIs,
+//!   through the dynamic API; [`pod_groups`]) and yields the same
 //!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster.
 //! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`.
-//! - [`StatusWriter`]: Events and the `PodScheduled` condition, queued and
-//!   rate-limited off the scheduling path.
+//! - [`StatusWriter`]: Events, the `PodScheduled` condition and PodGroup
+//!   status, queued and rate-limited off the scheduling path.
 //! - [`leader`]: leader election on a Lease.
 //!
 //! May depend on: `convoy-api`, `kube`, `k8s-openapi`, `tokio`, `futures`,
@@ -17,7 +18,9 @@
 pub mod binder;
 pub mod client;
 pub mod error;
+pub mod group_status;
 pub mod leader;
+pub mod pod_groups;
 mod rate;
 pub mod status;
 pub mod trim;
@@ -26,6 +29,7 @@ pub mod watch;
 pub use binder::ApiBinder;
 pub use client::{RateLimit, RateLimitLayer, connect};
 pub use error::{AdapterError, Result};
+pub use group_status::{GroupReport, GroupReportOutcome};
 pub use leader::{LeaderElection, LeaderHandle};
 pub use status::{StatusWriter, StatusWriterOptions};
-pub use watch::{WatchOptions, cluster_updates};
+pub use watch::{WatchOptions, cluster_updates, cluster_updates_reporting};

@@ -1,6 +1,12 @@
 //! Telling users what happened to their pods: `Scheduled` and
 //! `FailedScheduling` Events, and the `PodScheduled=False` condition on
-//! pods that do not fit (upstream's `updatePod`).
+//! pods that do not fit (upstream's `updatePod`); for PodGroups, one
+//! aggregated Event per group attempt and the group's status
+//! ([`crate::group_status`]).
+//!
+//! A member of a group that did not fit gets its `PodScheduled=False`
+//! condition but no Event of its own: the group's aggregated
+//! `FailedScheduling` Event on the PodGroup covers it.
 //!
 //! Scheduling never waits on these writes. [`StatusWriter`] queues them in
 //! a bounded channel drained by one background task that writes at a
@@ -14,16 +20,23 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use convoy_api::PodKey;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use convoy_api::pod_group::POD_GROUP_LABEL;
+use convoy_api::{GroupKey, PodGroupApi, PodKey};
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::group_status::{GroupReport, initially_scheduled, xk8s_status};
+use crate::pod_groups::api_resource;
 use crate::rate::TokenBucket;
 
 /// The `reportingController` of Convoy's events.
@@ -49,7 +62,10 @@ impl Default for StatusWriterOptions {
 
 enum Work {
     Scheduled { pod: PodKey, uid: String, node: String },
-    Unschedulable { pod: PodKey, uid: String, message: String },
+    Unschedulable { pod: PodKey, uid: String, message: String, event: bool },
+    Group(GroupReport),
+    RefreshGroup(GroupKey),
+    InvalidGroup { key: GroupKey, uid: String, message: String },
     Flush(oneshot::Sender<()>),
 }
 
@@ -57,6 +73,8 @@ enum Work {
 struct Counters {
     dropped: AtomicU64,
     failed: AtomicU64,
+    /// Groups with a refresh queued (one is enough).
+    refreshing: Mutex<HashSet<GroupKey>>,
 }
 
 /// Queues Events and pod-status writes for a background task; see the
@@ -83,6 +101,7 @@ impl StatusWriter {
             bucket: (opts.qps > 0.0)
                 .then(|| TokenBucket::new(opts.qps, opts.burst, tokio::time::Instant::now())),
             counters: Arc::clone(&counters),
+            conditions: HashMap::new(),
         };
         let handle = tokio::spawn(task.run(rx));
         (StatusWriter { queue: tx, counters }, handle)
@@ -102,7 +121,51 @@ impl StatusWriter {
             pod: pod.clone(),
             uid: uid.into(),
             message: message.into(),
+            event: true,
         })
+    }
+
+    /// Queues only the `PodScheduled=False, reason=Unschedulable` condition
+    /// (for a member of a group that did not fit: the group's Event covers
+    /// it). False if the queue was full.
+    pub fn unschedulable_condition(&self, pod: &PodKey, uid: &str, message: &str) -> bool {
+        self.push(Work::Unschedulable {
+            pod: pod.clone(),
+            uid: uid.into(),
+            message: message.into(),
+            event: false,
+        })
+    }
+
+    /// Queues a group attempt's Event and status write. False if the queue
+    /// was full.
+    pub fn group(&self, report: GroupReport) -> bool {
+        self.push(Work::Group(report))
+    }
+
+    /// Queues a recount of a scheduler-plugins group's status from its
+    /// member pods (a member's phase changed, or a member went away). At
+    /// most one is queued per group; groups Convoy never tried (no
+    /// `status.phase`) are left alone. False if nothing was queued.
+    pub fn refresh_group(&self, key: &GroupKey) -> bool {
+        if key.api != PodGroupApi::XK8s {
+            return false;
+        }
+        let fresh = self.counters.refreshing.lock().expect("not poisoned").insert(key.clone());
+        if !fresh {
+            return false;
+        }
+        let queued = self.push(Work::RefreshGroup(key.clone()));
+        if !queued {
+            self.counters.refreshing.lock().expect("not poisoned").remove(key);
+        }
+        queued
+    }
+
+    /// Queues a Warning Event (`InvalidPodGroup`) on a PodGroup that cannot
+    /// be read. False if the queue was full.
+    pub fn invalid_pod_group(&self, key: &GroupKey, uid: &str, message: &str) -> bool {
+        self.push(Work::InvalidGroup { key: key.clone(), uid: uid.into(), message: message.into() })
     }
 
     fn push(&self, work: Work) -> bool {
@@ -142,6 +205,10 @@ struct Task {
     recorder: Recorder,
     bucket: Option<TokenBucket>,
     counters: Arc<Counters>,
+    /// The `PodGroupInitiallyScheduled` condition last written (or found
+    /// terminal) per upstream group: `(uid, status, message)`, so that a
+    /// repeated failure costs no read.
+    conditions: HashMap<GroupKey, (String, String, String)>,
 }
 
 impl Task {
@@ -150,12 +217,24 @@ impl Task {
             match work {
                 Work::Scheduled { pod, uid, node } => {
                     let note = format!("Successfully assigned {pod} to {node}");
-                    self.event(&pod, &uid, EventType::Normal, "Scheduled", note).await;
+                    self.event(&pod_ref(&pod, &uid), EventType::Normal, "Scheduled", note).await;
                 }
-                Work::Unschedulable { pod, uid, message } => {
-                    let note = message.clone();
-                    self.event(&pod, &uid, EventType::Warning, "FailedScheduling", note).await;
+                Work::Unschedulable { pod, uid, message, event } => {
+                    if event {
+                        let note = message.clone();
+                        let r = pod_ref(&pod, &uid);
+                        self.event(&r, EventType::Warning, "FailedScheduling", note).await;
+                    }
                     self.condition(&pod, &uid, &message).await;
+                }
+                Work::Group(report) => self.group(report).await,
+                Work::RefreshGroup(key) => {
+                    self.counters.refreshing.lock().expect("not poisoned").remove(&key);
+                    self.xk8s_status(&key, false).await;
+                }
+                Work::InvalidGroup { key, uid, message } => {
+                    let r = group_ref(&key, &uid);
+                    self.event(&r, EventType::Warning, "InvalidPodGroup", message).await;
                 }
                 Work::Flush(done) => {
                     let _ = done.send(());
@@ -172,21 +251,12 @@ impl Task {
 
     async fn event(
         &mut self,
-        pod: &PodKey,
-        uid: &str,
+        regarding: &ObjectReference,
         type_: EventType,
         reason: &str,
         note: String,
     ) {
         self.take().await;
-        let regarding = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            namespace: Some(pod.namespace.to_string()),
-            name: Some(pod.name.to_string()),
-            uid: Some(uid.into()),
-            ..Default::default()
-        };
         let event = Event {
             type_,
             reason: reason.into(),
@@ -194,9 +264,12 @@ impl Task {
             action: if reason == "Scheduled" { "Binding" } else { "Scheduling" }.into(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &regarding).await {
+        if let Err(e) = self.recorder.publish(&event, regarding).await {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%pod, reason, error = %e, "writing event failed");
+            let kind = regarding.kind.as_deref().unwrap_or("");
+            let name = regarding.name.as_deref().unwrap_or("");
+            let ns = regarding.namespace.as_deref().unwrap_or("");
+            tracing::warn!(kind, object = %format!("{ns}/{name}"), reason, error = %e, "writing event failed");
         }
     }
 
@@ -222,6 +295,169 @@ impl Task {
         {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(%pod, error = %e, "patching PodScheduled condition failed");
+        }
+    }
+}
+
+fn pod_ref(pod: &PodKey, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: Some(pod.namespace.to_string()),
+        name: Some(pod.name.to_string()),
+        uid: Some(uid.into()),
+        ..Default::default()
+    }
+}
+
+fn group_ref(key: &GroupKey, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(key.api.api_version().into()),
+        kind: Some("PodGroup".into()),
+        namespace: Some(key.namespace.to_string()),
+        name: Some(key.name.to_string()),
+        uid: (!uid.is_empty()).then(|| uid.to_string()),
+        ..Default::default()
+    }
+}
+
+fn now() -> String {
+    Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// Writing a PodGroup's status (a second part of [`Task`]).
+impl Task {
+    async fn group(&mut self, report: GroupReport) {
+        let (warning, reason, note) = report.event();
+        let type_ = if warning { EventType::Warning } else { EventType::Normal };
+        self.event(&group_ref(&report.key, &report.uid), type_, reason, note).await;
+        match report.key.api {
+            PodGroupApi::Upstream => self.upstream_condition(&report).await,
+            PodGroupApi::XK8s => self.xk8s_status(&report.key, true).await,
+        }
+    }
+
+    fn groups(&self, key: &GroupKey) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), &key.namespace, &api_resource(key.api))
+    }
+
+    /// Reads the group (`None`, logged, when that fails; quietly when it
+    /// is gone).
+    async fn read_group(&mut self, key: &GroupKey) -> Option<serde_json::Value> {
+        self.take().await;
+        match self.groups(key).get_opt(&key.name).await {
+            Ok(obj) => obj.and_then(|o| serde_json::to_value(o).ok()),
+            Err(e) => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(group = %key, error = %e, "reading PodGroup failed");
+                None
+            }
+        }
+    }
+
+    /// Merge-patches `status` with the resourceVersion read, so that a
+    /// concurrent writer makes it fail (409) rather than be overwritten.
+    /// True when written or when retrying is pointless.
+    async fn patch_group_status(
+        &mut self,
+        key: &GroupKey,
+        obj: &serde_json::Value,
+        status: serde_json::Value,
+    ) -> bool {
+        self.take().await;
+        let rv = obj.pointer("/metadata/resourceVersion").cloned().unwrap_or_default();
+        let patch = json!({ "metadata": { "resourceVersion": rv }, "status": status });
+        match self
+            .groups(key)
+            .patch_status(&key.name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(s)) if s.code == 409 => false,
+            Err(e) => {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(group = %key, error = %e, "patching PodGroup status failed");
+                true
+            }
+        }
+    }
+
+    /// `PodGroupInitiallyScheduled` on an upstream group.
+    async fn upstream_condition(&mut self, report: &GroupReport) {
+        let Some((status, reason, message)) = report.condition() else { return };
+        let key = &report.key;
+        if let Some((uid, last_status, last_message)) = self.conditions.get(key) {
+            let same = *uid == report.uid
+                && (last_status == "True" || (*last_status == status && *last_message == message));
+            if same {
+                return;
+            }
+        }
+        for _ in 0..2 {
+            let Some(obj) = self.read_group(key).await else { return };
+            let uid = obj.pointer("/metadata/uid").and_then(|u| u.as_str()).unwrap_or("");
+            if !report.uid.is_empty() && uid != report.uid {
+                return; // recreated meanwhile: this report is not about it
+            }
+            let Some(conditions) = initially_scheduled(&obj, (status, reason, &message), &now())
+            else {
+                let current = obj
+                    .pointer("/status/conditions")
+                    .and_then(|c| c.as_array())
+                    .and_then(|cs| {
+                        cs.iter().find(|c| c["type"] == crate::group_status::INITIALLY_SCHEDULED)
+                    })
+                    .map(|c| {
+                        (
+                            c["status"].as_str().unwrap_or("").to_string(),
+                            c["message"].as_str().unwrap_or("").to_string(),
+                        )
+                    });
+                if let Some((s, m)) = current {
+                    self.remember(key, uid, s, m);
+                }
+                return;
+            };
+            if self.patch_group_status(key, &obj, json!({ "conditions": conditions })).await {
+                self.remember(key, uid, status.to_string(), message.clone());
+                return;
+            }
+        }
+    }
+
+    fn remember(&mut self, key: &GroupKey, uid: &str, status: String, message: String) {
+        if self.conditions.len() >= 10_000 {
+            self.conditions.clear();
+        }
+        self.conditions.insert(key.clone(), (uid.to_string(), status, message));
+    }
+
+    /// scheduler-plugins' `status` of an x-k8s group, recounted from its
+    /// member pods. Without `attempted` (a refresh), groups that have no
+    /// phase yet are left alone.
+    async fn xk8s_status(&mut self, key: &GroupKey, attempted: bool) {
+        for _ in 0..2 {
+            let Some(obj) = self.read_group(key).await else { return };
+            let phase = obj.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or("");
+            if (!attempted && phase.is_empty()) || matches!(phase, "Finished" | "Failed") {
+                return;
+            }
+            self.take().await;
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+            let selector = format!("{POD_GROUP_LABEL}={}", key.name);
+            let pods = match pods.list(&ListParams::default().labels(&selector)).await {
+                Ok(list) => list.items,
+                Err(e) => {
+                    self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(group = %key, error = %e, "listing PodGroup members failed");
+                    return;
+                }
+            };
+            let pods: Vec<&Pod> = pods.iter().collect();
+            let Some(status) = xk8s_status(&obj, &pods, &now(), attempted) else { return };
+            if self.patch_group_status(key, &obj, status).await {
+                return;
+            }
         }
     }
 }

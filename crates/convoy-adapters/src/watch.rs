@@ -1,11 +1,13 @@
 //! The [`ClusterUpdate`] stream from the API server: one watcher on all
-//! Nodes, one on all Pods (every namespace).
+//! Nodes, one on all Pods (every namespace), and one per PodGroup API
+//! ([`crate::pod_groups`]).
 //!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
 //! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
 //! bookmarks on). This module turns its events into updates with the same
 //! semantics as the embedded cluster: `NodeAdded` for every listed node,
-//! then `PodAdded` for every listed pod, then one `Synced`, then changes.
+//! then `PodAdded` for every listed pod and `PodGroupApplied` for every
+//! listed PodGroup, then one `Synced`, then changes.
 //!
 //! To produce `old` in `*Updated` and to find what disappeared during a
 //! relist, each [`Translator`] remembers the last `Arc` of every object by
@@ -17,15 +19,19 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use convoy_api::ClusterUpdate;
+use std::time::Duration;
+
+use convoy_api::{ClusterUpdate, PodGroupApi};
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
+use crate::pod_groups::{GroupItem, group_stream};
+use crate::status::StatusWriter;
 use crate::trim::{trim_node, trim_pod};
 
 /// How the initial lists are fetched.
@@ -38,11 +44,18 @@ pub struct WatchOptions {
     /// Page size of the initial LIST (ignored with streaming lists);
     /// `None` lists everything in one response.
     pub page_size: Option<u32>,
+    /// How often a PodGroup API that is not served (CRD not installed,
+    /// API disabled) is asked for again.
+    pub pod_group_discovery_interval: Duration,
 }
 
 impl Default for WatchOptions {
     fn default() -> Self {
-        Self { streaming_lists: false, page_size: Some(500) }
+        Self {
+            streaming_lists: false,
+            page_size: Some(500),
+            pod_group_discovery_interval: Duration::from_secs(30),
+        }
     }
 }
 
@@ -53,24 +66,42 @@ impl WatchOptions {
     }
 }
 
-/// Watches all Nodes and all Pods and yields their changes as
-/// [`ClusterUpdate`]s.
+/// Watches all Nodes, all Pods and the PodGroups of both APIs and yields
+/// their changes as [`ClusterUpdate`]s.
 ///
 /// The node watcher runs alone until its initial list is complete, then the
-/// pod watcher starts, so every listed node comes before any pod; `Synced`
-/// follows the pods' initial list. Watch errors are logged and retried with
+/// pod and PodGroup watchers start, so every listed node comes before any
+/// pod. `Synced` follows the pods' initial list and the initial list of
+/// every PodGroup API that is served (an API that is not served is asked
+/// for again periodically and does not delay `Synced`; see
+/// [`crate::pod_groups`]). Watch errors are logged and retried with
 /// backoff; the stream does not end.
 pub fn cluster_updates(
     client: kube::Client,
     opts: WatchOptions,
 ) -> impl Stream<Item = ClusterUpdate> + Send + 'static {
+    cluster_updates_reporting(client, opts, None)
+}
+
+/// [`cluster_updates`], reporting invalid PodGroups as Warning Events on
+/// them through `reporter`.
+pub fn cluster_updates_reporting(
+    client: kube::Client,
+    opts: WatchOptions,
+    reporter: Option<StatusWriter>,
+) -> impl Stream<Item = ClusterUpdate> + Send + 'static {
     let cfg = opts.watcher_config();
     let nodes =
         watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone()).default_backoff().boxed();
+    let later = Later { client, cfg, interval: opts.pod_group_discovery_interval, reporter };
     let state = Merge {
-        phase: Phase::Nodes { nodes, pods: Api::all(client), cfg },
+        phase: Phase::Nodes { nodes, later },
         nodes: Translator::default(),
         pods: Translator::default(),
+        groups: [Translator::default(), Translator::default()],
+        pods_listed: false,
+        groups_ready: [false, false],
+        synced: false,
         pending: VecDeque::new(),
     };
     stream::unfold(state, |mut s| async move {
@@ -85,24 +116,48 @@ pub fn cluster_updates(
 
 type Watch<K> = BoxStream<'static, watcher::Result<Event<K>>>;
 
+/// What is started once the nodes are listed.
+struct Later {
+    client: kube::Client,
+    cfg: watcher::Config,
+    interval: Duration,
+    reporter: Option<StatusWriter>,
+}
+
 #[allow(clippy::large_enum_variant, reason = "one value per stream, replaced once")]
 enum Phase {
     /// Only nodes until their first list is complete.
-    Nodes { nodes: Watch<Node>, pods: Api<Pod>, cfg: watcher::Config },
-    /// Both, merged fairly.
-    Both(BoxStream<'static, Either>),
+    Nodes { nodes: Watch<Node>, later: Later },
+    /// All, merged fairly.
+    All(BoxStream<'static, Either>),
 }
 
 #[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]
 enum Either {
     Node(watcher::Result<Event<Node>>),
     Pod(watcher::Result<Event<Pod>>),
+    Group(PodGroupApi, GroupItem),
+}
+
+const APIS: [PodGroupApi; 2] = [PodGroupApi::XK8s, PodGroupApi::Upstream];
+
+fn index(api: PodGroupApi) -> usize {
+    match api {
+        PodGroupApi::XK8s => 0,
+        PodGroupApi::Upstream => 1,
+    }
 }
 
 struct Merge {
     phase: Phase,
     nodes: Translator<Node>,
     pods: Translator<Pod>,
+    /// PodGroups by API ([`index`]).
+    groups: [Translator<DynamicObject>; 2],
+    pods_listed: bool,
+    /// Listed once, or not served.
+    groups_ready: [bool; 2],
+    synced: bool,
     pending: VecDeque<ClusterUpdate>,
 }
 
@@ -114,27 +169,55 @@ impl Merge {
                 let event = nodes.next().await?;
                 let listed = self.nodes.handle_result(event, &mut self.pending);
                 if listed {
-                    let Phase::Nodes { nodes, pods, cfg } =
-                        std::mem::replace(&mut self.phase, Phase::Both(stream::empty().boxed()))
+                    let Phase::Nodes { nodes, later } =
+                        std::mem::replace(&mut self.phase, Phase::All(stream::empty().boxed()))
                     else {
                         unreachable!("phase checked above")
                     };
-                    let pods = watcher::watcher(pods, cfg).default_backoff();
-                    self.phase = Phase::Both(
-                        stream::select(nodes.map(Either::Node), pods.map(Either::Pod)).boxed(),
-                    );
+                    let pods =
+                        watcher::watcher(Api::<Pod>::all(later.client.clone()), later.cfg.clone())
+                            .default_backoff();
+                    let mut all =
+                        vec![nodes.map(Either::Node).boxed(), pods.map(Either::Pod).boxed()];
+                    for api in APIS {
+                        let groups = group_stream(
+                            later.client.clone(),
+                            api,
+                            later.cfg.clone(),
+                            later.interval,
+                            later.reporter.clone(),
+                        );
+                        all.push(groups.map(|(api, item)| Either::Group(api, item)).boxed());
+                    }
+                    self.phase = Phase::All(stream::select_all(all).boxed());
                 }
             }
-            Phase::Both(both) => match both.next().await? {
+            Phase::All(all) => match all.next().await? {
                 Either::Node(event) => {
                     self.nodes.handle_result(event, &mut self.pending);
                 }
                 Either::Pod(event) => {
                     if self.pods.handle_result(event, &mut self.pending) {
-                        self.pending.push_back(ClusterUpdate::Synced);
+                        self.pods_listed = true;
+                    }
+                }
+                Either::Group(api, item) => {
+                    let i = index(api);
+                    match item {
+                        GroupItem::Event(event) => {
+                            if self.groups[i].handle_result(event, &mut self.pending) {
+                                self.groups_ready[i] = true;
+                            }
+                        }
+                        GroupItem::NotServed => self.groups_ready[i] = true,
+                        GroupItem::Gone => self.groups[i].forget_all(&mut self.pending),
                     }
                 }
             },
+        }
+        if !self.synced && self.pods_listed && self.groups_ready.iter().all(|r| *r) {
+            self.synced = true;
+            self.pending.push_back(ClusterUpdate::Synced);
         }
         Some(())
     }
@@ -147,9 +230,12 @@ pub(crate) trait Watched:
     /// For log lines.
     const KIND: &'static str;
     fn trim(&mut self);
-    fn added(obj: Arc<Self>) -> ClusterUpdate;
-    fn updated(old: Arc<Self>, new: Arc<Self>) -> ClusterUpdate;
-    fn deleted(obj: Arc<Self>) -> ClusterUpdate;
+    /// Pushes what a new object means (nothing, for an unreadable one).
+    fn added(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>);
+    /// Pushes what a change means (possibly nothing).
+    fn updated(old: Arc<Self>, new: Arc<Self>, out: &mut VecDeque<ClusterUpdate>);
+    /// Pushes what a deletion means.
+    fn deleted(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>);
 }
 
 impl Watched for Node {
@@ -157,14 +243,14 @@ impl Watched for Node {
     fn trim(&mut self) {
         trim_node(self);
     }
-    fn added(obj: Arc<Self>) -> ClusterUpdate {
-        ClusterUpdate::NodeAdded(obj)
+    fn added(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
+        out.push_back(ClusterUpdate::NodeAdded(obj));
     }
-    fn updated(old: Arc<Self>, new: Arc<Self>) -> ClusterUpdate {
-        ClusterUpdate::NodeUpdated { old, new }
+    fn updated(old: Arc<Self>, new: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
+        out.push_back(ClusterUpdate::NodeUpdated { old, new });
     }
-    fn deleted(obj: Arc<Self>) -> ClusterUpdate {
-        ClusterUpdate::NodeDeleted(obj)
+    fn deleted(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
+        out.push_back(ClusterUpdate::NodeDeleted(obj));
     }
 }
 
@@ -173,14 +259,14 @@ impl Watched for Pod {
     fn trim(&mut self) {
         trim_pod(self);
     }
-    fn added(obj: Arc<Self>) -> ClusterUpdate {
-        ClusterUpdate::PodAdded(obj)
+    fn added(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
+        out.push_back(ClusterUpdate::PodAdded(obj));
     }
-    fn updated(old: Arc<Self>, new: Arc<Self>) -> ClusterUpdate {
-        ClusterUpdate::PodUpdated { old, new }
+    fn updated(old: Arc<Self>, new: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
+        out.push_back(ClusterUpdate::PodUpdated { old, new });
     }
-    fn deleted(obj: Arc<Self>) -> ClusterUpdate {
-        ClusterUpdate::PodDeleted(obj)
+    fn deleted(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
+        out.push_back(ClusterUpdate::PodDeleted(obj));
     }
 }
 
@@ -274,7 +360,9 @@ impl<K: Watched> Translator<K> {
                             "deleted while not watching"
                         );
                     }
-                    out.extend(gone.into_iter().map(K::deleted));
+                    for obj in gone {
+                        K::deleted(obj, out);
+                    }
                 }
                 let first = !self.synced;
                 self.synced = true;
@@ -295,20 +383,20 @@ impl<K: Watched> Translator<K> {
                     obj.trim();
                     let new = Arc::new(obj);
                     let old = std::mem::replace(&mut known.obj, Arc::clone(&new));
-                    out.push_back(K::deleted(old));
-                    out.push_back(K::added(new));
+                    K::deleted(old, out);
+                    K::added(new, out);
                 } else if old_meta.resource_version != new_meta.resource_version {
                     obj.trim();
                     let new = Arc::new(obj);
                     let old = std::mem::replace(&mut known.obj, Arc::clone(&new));
-                    out.push_back(K::updated(old, new));
+                    K::updated(old, new, out);
                 }
             }
             None => {
                 obj.trim();
                 let obj = Arc::new(obj);
                 self.known.insert(key, Known { obj: Arc::clone(&obj), epoch });
-                out.push_back(K::added(obj));
+                K::added(obj, out);
             }
         }
     }
@@ -324,7 +412,15 @@ impl<K: Watched> Translator<K> {
         } else {
             known.obj
         };
-        out.push_back(K::deleted(last));
+        K::deleted(last, out);
+    }
+
+    /// The kind stopped being served: everything known is deleted.
+    pub(crate) fn forget_all(&mut self, out: &mut VecDeque<ClusterUpdate>) {
+        for (_, known) in self.known.drain() {
+            K::deleted(known.obj, out);
+        }
+        self.listing = false;
     }
 
     /// Number of objects known.

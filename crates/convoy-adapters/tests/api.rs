@@ -264,8 +264,10 @@ async fn watch_with_streaming_lists_syncs() -> Result<()> {
     let ns = env.create_namespace(&client, "adapters-streaming").await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     pods.create(&PostParams::default(), &pod("s1")).await?;
-    let mut updates =
-        Box::pin(cluster_updates(client, WatchOptions { streaming_lists: true, page_size: None }));
+    let mut updates = Box::pin(cluster_updates(
+        client,
+        WatchOptions { streaming_lists: true, page_size: None, ..Default::default() },
+    ));
     let mut found = false;
     tokio::time::timeout(Duration::from_secs(20), async {
         while let Some(u) = updates.next().await {

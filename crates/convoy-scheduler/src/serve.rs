@@ -6,7 +6,8 @@
 //! endpoints (`/metrics`, `/healthz`, `/readyz`), leader election, and the
 //! watches. The cache fills from the watches while the replica waits for the
 //! lease; it schedules only while it is the leader and the initial lists are
-//! synced. Losing the lease stops scheduling at once and ends the process
+//! synced (the initial lists include the PodGroups of each API the server
+//! serves). Losing the lease stops scheduling at once and ends the process
 //! (as upstream: the Deployment restarts it as a standby). SIGTERM stops
 //! taking pods, lets in-flight bindings finish (bounded by a grace period),
 //! flushes Events and releases the lease.
@@ -17,12 +18,20 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use convoy_adapters::{ApiBinder, LeaderElection, StatusWriter, StatusWriterOptions, WatchOptions};
-use convoy_api::RealClock;
+use convoy_adapters::{
+    ApiBinder, GroupReport, GroupReportOutcome, LeaderElection, StatusWriter, StatusWriterOptions,
+    WatchOptions,
+};
+use convoy_api::pod_group::group_key_of;
+use convoy_api::{ClusterUpdate, PodGroupApi, RealClock};
 use convoy_config::SchedulerConfig;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::watch;
 
-use crate::decision::{Decision, DecisionSink, Fanout, LogSink, Outcome};
+use crate::decision::{
+    Decision, DecisionSink, Fanout, GroupDecision, GroupOutcome, LogSink, Outcome,
+};
 use crate::metrics::Metrics;
 use crate::run::Exit;
 use crate::scheduler::{Scheduler, SchedulerOptions};
@@ -45,20 +54,61 @@ pub struct ServeOptions {
     pub streaming_lists: bool,
 }
 
-/// Writes Events and the `PodScheduled` condition for each decision.
+/// Writes Events and the `PodScheduled` condition for each decision, and
+/// for each group attempt the group's aggregated Event and status. A group
+/// member that did not fit gets its condition but no Event of its own.
 struct ApiStatusSink(StatusWriter);
 
 impl DecisionSink for ApiStatusSink {
     fn record(&self, d: &Decision) {
+        let uid = d.uid.as_deref().unwrap_or("");
         match &d.outcome {
             Outcome::Scheduled { node, .. } => {
-                self.0.scheduled(&d.pod, d.uid.as_deref().unwrap_or(""), node);
+                self.0.scheduled(&d.pod, uid, node);
+            }
+            Outcome::Unschedulable { message } if d.group.is_some() => {
+                self.0.unschedulable_condition(&d.pod, uid, message);
             }
             Outcome::Unschedulable { message } | Outcome::Error { message } => {
-                self.0.unschedulable(&d.pod, d.uid.as_deref().unwrap_or(""), message);
+                self.0.unschedulable(&d.pod, uid, message);
             }
         }
     }
+
+    fn record_group(&self, d: &GroupDecision) {
+        let outcome = match &d.outcome {
+            GroupOutcome::Placed => GroupReportOutcome::Placed {
+                placed: d.placed_before + d.placed,
+                members: d.placed_before + d.members,
+                min_member: d.min_member,
+                nodes: d.nodes.len(),
+                waiting: d.barrier,
+            },
+            GroupOutcome::Unschedulable { message } => {
+                GroupReportOutcome::Unschedulable { message: message.clone() }
+            }
+        };
+        self.0.group(GroupReport {
+            key: d.group.clone(),
+            uid: d.uid.as_deref().unwrap_or("").to_string(),
+            outcome,
+        });
+    }
+}
+
+/// For scheduler-plugins groups, whose `status` counts running, succeeded
+/// and failed members: the group of a pod of ours whose phase changed or
+/// that went away, so its status is recounted.
+fn member_changed(update: &ClusterUpdate, profiles: &[String]) -> Option<convoy_api::GroupKey> {
+    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone());
+    let pod = match update {
+        ClusterUpdate::PodUpdated { old, new } if phase(old) != phase(new) => new,
+        ClusterUpdate::PodDeleted(pod) => pod,
+        _ => return None,
+    };
+    let scheduler = pod.spec.as_ref().and_then(|s| s.scheduler_name.as_deref());
+    let ours = profiles.iter().any(|p| Some(p.as_str()) == scheduler);
+    group_key_of(pod).filter(|k| ours && k.api == PodGroupApi::XK8s)
 }
 
 /// Runs Convoy against an API server until SIGTERM or a lost lease.
@@ -80,6 +130,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         Arc::new(ApiStatusSink(status.clone())),
     ]));
     let le = config.leader_election.clone();
+    let profiles: Vec<String> = config.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
     let scheduler = Scheduler::new(SchedulerOptions {
         config,
         registry: crate::registry(),
@@ -131,10 +182,17 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         (always_leader_rx, None)
     };
 
-    let updates = convoy_adapters::cluster_updates(
+    let refresh_groups = status.clone();
+    let updates = convoy_adapters::cluster_updates_reporting(
         client.clone(),
         WatchOptions { streaming_lists: opts.streaming_lists, ..Default::default() },
-    );
+        Some(status.clone()),
+    )
+    .inspect(move |u| {
+        if let Some(key) = member_changed(u, &profiles) {
+            refresh_groups.refresh_group(&key);
+        }
+    });
     let exit = scheduler.clone().run_leader(updates, leader, shutdown_signal()).await;
     tracing::info!(?exit, "stopping");
 
