@@ -46,3 +46,6 @@ pub fn register(registry: &mut Registry, state: Arc<GangState>, clock: Arc<dyn C
         });
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -70,10 +70,20 @@ impl Plugin for GangScheduling {
     }
 
     fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
-        // PodGroup events: a group created, changed, placed, or letting go
-        // of the starvation guard. Member pods arriving are handled by the
-        // scheduler activating the group when its quorum is reached.
-        vec![ClusterEventWithHint::new(EventResource::PodGroup, ActionType::ALL)]
+        // PodGroup events: a group created or changed. Member pods arriving
+        // are handled by the scheduler activating the group when its quorum
+        // is reached. Nodes added or relabelled and pods freeing room help a
+        // group rejected by its own rules (minResources, a required domain).
+        vec![
+            ClusterEventWithHint::new(EventResource::PodGroup, ActionType::ALL),
+            ClusterEventWithHint::new(
+                EventResource::Node,
+                ActionType::ADD
+                    | ActionType::UPDATE_NODE_LABEL
+                    | ActionType::UPDATE_NODE_ALLOCATABLE,
+            ),
+            ClusterEventWithHint::new(EventResource::AssignedPod, ActionType::DELETE),
+        ]
     }
 
     fn as_pre_enqueue(self: Arc<Self>) -> Option<Arc<dyn PreEnqueuePlugin>> {

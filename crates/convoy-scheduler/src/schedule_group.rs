@@ -21,18 +21,31 @@
 //! barrier (GangScheduling's Permit) until the others arrive or the
 //! timeout rejects them all.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use convoy_api::{CycleState, GroupKey, PodInfo, QueuedPodInfo};
+use convoy_api::{CycleState, GroupKey, NodeInfo, PodInfo, QueuedPodInfo, Status};
 use convoy_framework::{Framework, ScheduleError, ScheduleResult};
-use convoy_gang::group::{can_still_succeed, min_resources_available, placement_order};
+use convoy_gang::group::{can_still_succeed, domains, min_resources_available, placement_order};
 use convoy_queue::Failure;
 use rand::Rng;
 
 use crate::decision::{Decision, GroupDecision, GroupOutcome, Outcome};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{LoopState, Scheduler};
+
+/// The tentative placements of one attempt.
+#[derive(Default)]
+struct Attempt {
+    placed: Vec<Placement>,
+    failed: Vec<(QueuedPodInfo, ScheduleError)>,
+    not_tried: Vec<QueuedPodInfo>,
+    first_failure: Option<String>,
+    /// Plugins that rejected a member (Unschedulable, Pending): their
+    /// events may help the group.
+    plugins: BTreeSet<&'static str>,
+    pending: BTreeSet<&'static str>,
+}
 
 /// A member placed tentatively.
 struct Placement {
@@ -88,11 +101,10 @@ impl Scheduler {
         let barrier = members.len() < needed;
         let target = if barrier { members.len() } else { needed };
 
-        // 2-3: one snapshot, tentative placements.
-        let mut placed: Vec<Placement> = Vec::new();
-        let mut failed: Vec<(QueuedPodInfo, ScheduleError)> = Vec::new();
-        let mut not_tried: Vec<QueuedPodInfo> = Vec::new();
-        let mut first_failure: Option<String> = None;
+        // 2-3: one snapshot, tentative placements (in one topology domain
+        // after another when the group requires one).
+        let mut attempt = Attempt::default();
+        let (mut plugins, mut pending) = (BTreeSet::new(), BTreeSet::new());
         let total;
         {
             let mut ls = self.loop_state.lock();
@@ -100,53 +112,51 @@ impl Scheduler {
             self.cache.update_snapshot(&mut ls.snapshot);
             total = ls.snapshot.nodes().len();
             if let Err(msg) = min_resources_available(&spec, ls.snapshot.nodes()) {
-                first_failure = Some(msg);
-                not_tried = members;
-                members = Vec::new();
-            }
-            let n = members.len();
-            for (i, m) in members.into_iter().enumerate() {
-                if !can_still_succeed(placed.len(), n - i, target) {
-                    not_tried.push(m);
-                    continue;
-                }
-                let mut state = CycleState::new();
-                let pod = m.pod_info.clone();
-                let r = fwk.schedule_pod(
-                    &mut state,
-                    &pod,
-                    ls.snapshot.nodes(),
-                    &mut ls.next_start,
-                    &mut ls.rng,
-                );
-                let result = match r {
-                    Ok(r) => r,
-                    Err(e) => {
-                        first_failure.get_or_insert_with(|| format!("{}: {e}", pod.key));
-                        failed.push((m, e));
-                        continue;
+                attempt.first_failure = Some(msg);
+                attempt.not_tried = members;
+            } else if let Some(topology) = spec.required_topology.clone() {
+                let domains: Vec<String> =
+                    domains(ls.snapshot.nodes(), &topology).into_iter().map(|(v, _)| v).collect();
+                let mut tried_domains = Vec::new();
+                let mut remaining = members;
+                for value in domains {
+                    let scope = Some((&*topology, value.as_str()));
+                    let a = self.place(&fwk, remaining, scope, target, ls);
+                    let fits = if barrier {
+                        a.failed.is_empty() && a.not_tried.is_empty()
+                    } else {
+                        a.placed.len() >= target
+                    };
+                    if fits {
+                        attempt = a;
+                        remaining = Vec::new();
+                        break;
                     }
-                };
-                if let Err(e) = self.assume(&pod, &result.node) {
-                    first_failure.get_or_insert_with(|| format!("{}: {e}", pod.key));
-                    failed.push((
-                        m,
-                        ScheduleError::Internal(convoy_api::Status::error(e.to_string())),
+                    tried_domains.push(format!("{value}: {}/{target} fit", a.placed.len()));
+                    plugins.extend(a.plugins.iter().copied());
+                    pending.extend(a.pending.iter().copied());
+                    remaining = self.undo(&fwk, a);
+                    self.cache.update_snapshot(&mut ls.snapshot);
+                }
+                if !remaining.is_empty() {
+                    attempt.first_failure = Some(format!(
+                        "no single {topology} domain fits the group (required by annotation {}){}",
+                        convoy_api::pod_group::REQUIRED_TOPOLOGY_ANNOTATION,
+                        if tried_domains.is_empty() {
+                            String::from(": no node has the label")
+                        } else {
+                            format!(" [{}]", tried_domains.join(", "))
+                        }
                     ));
-                    continue;
+                    attempt.not_tried = remaining;
                 }
-                let s = fwk.run_reserve(&mut state, &pod, &result.node);
-                if !s.is_success() {
-                    self.forget(&pod);
-                    first_failure
-                        .get_or_insert_with(|| format!("{}: Reserve: {}", pod.key, s.message()));
-                    failed.push((m, ScheduleError::Internal(s)));
-                    continue;
-                }
-                self.cache.update_snapshot(&mut ls.snapshot);
-                placed.push(Placement { qpi: m, state, result });
+            } else {
+                attempt = self.place(&fwk, members, None, target, ls);
             }
         }
+        plugins.extend(attempt.plugins.iter().copied());
+        pending.extend(attempt.pending.iter().copied());
+        let Attempt { placed, failed, not_tried, first_failure, .. } = attempt;
 
         let success = if barrier {
             failed.is_empty() && not_tried.is_empty() && !placed.is_empty()
@@ -196,12 +206,7 @@ impl Scheduler {
 
         // 5: undo in reverse and requeue the whole group.
         let fit = placed.len();
-        let mut members: Vec<QueuedPodInfo> = Vec::with_capacity(tried);
-        for mut p in placed.into_iter().rev() {
-            fwk.run_unreserve(&mut p.state, &p.qpi.pod_info, &p.result.node);
-            self.forget(&p.qpi.pod_info);
-            members.push(p.qpi);
-        }
+        let mut members = self.undo(&fwk, Attempt { placed, ..Default::default() });
         let failures = self.gang.record_attempt(&key, false, self.clock.now());
         let why = first_failure.unwrap_or_else(|| "members are not available".to_string());
         let message = if barrier {
@@ -216,13 +221,11 @@ impl Scheduler {
         group_decision.nodes.clear();
         self.sink.record_group(&group_decision);
 
-        let mut plugins = std::collections::BTreeSet::new();
-        let mut pending = std::collections::BTreeSet::new();
-        for (_, e) in &failed {
-            if let ScheduleError::Fit(f) = e {
-                plugins.extend(f.diagnosis.unschedulable_plugins.iter().copied());
-                pending.extend(f.diagnosis.pending_plugins.iter().copied());
-            }
+        if plugins.is_empty() && pending.is_empty() {
+            // Rejected by the group rules themselves (minResources, a
+            // required domain, early abort): GangScheduling's events
+            // (nodes, freed pods, PodGroups) may help.
+            plugins.insert(convoy_gang::NAME);
         }
         let jitter_max =
             self.gang_args.get(&**fwk.name()).map(|a| a.backoff_jitter()).unwrap_or_default();
@@ -259,6 +262,87 @@ impl Scheduler {
             self.queue.done(&uid);
         }
         tracing::debug!(group = %key, failures, "group attempt failed");
+    }
+
+    /// Places `members` one after another against the loop's snapshot
+    /// (restricted to the nodes whose label `scope.0` has value `scope.1`,
+    /// if given), assuming and reserving each, refreshing the snapshot in
+    /// between; stops trying once `target` is out of reach.
+    fn place(
+        &self,
+        fwk: &Framework,
+        members: Vec<QueuedPodInfo>,
+        scope: Option<(&str, &str)>,
+        target: usize,
+        ls: &mut LoopState,
+    ) -> Attempt {
+        let mut a = Attempt::default();
+        let n = members.len();
+        for (i, m) in members.into_iter().enumerate() {
+            if !can_still_succeed(a.placed.len(), n - i, target) {
+                a.not_tried.push(m);
+                continue;
+            }
+            let mut state = CycleState::new();
+            let pod = m.pod_info.clone();
+            let scoped: Vec<Arc<NodeInfo>>;
+            let nodes = match scope {
+                None => ls.snapshot.nodes(),
+                Some((key, value)) => {
+                    scoped = ls
+                        .snapshot
+                        .nodes()
+                        .iter()
+                        .filter(|n| n.label(key) == Some(value))
+                        .cloned()
+                        .collect();
+                    &scoped
+                }
+            };
+            let r = fwk.schedule_pod(&mut state, &pod, nodes, &mut ls.next_start, &mut ls.rng);
+            let result = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    a.first_failure.get_or_insert_with(|| format!("{}: {e}", pod.key));
+                    if let ScheduleError::Fit(f) = &e {
+                        a.plugins.extend(f.diagnosis.unschedulable_plugins.iter().copied());
+                        a.pending.extend(f.diagnosis.pending_plugins.iter().copied());
+                    }
+                    a.failed.push((m, e));
+                    continue;
+                }
+            };
+            if let Err(e) = self.assume(&pod, &result.node) {
+                a.first_failure.get_or_insert_with(|| format!("{}: {e}", pod.key));
+                a.failed.push((m, ScheduleError::Internal(Status::error(e.to_string()))));
+                continue;
+            }
+            let s = fwk.run_reserve(&mut state, &pod, &result.node);
+            if !s.is_success() {
+                self.forget(&pod);
+                a.first_failure
+                    .get_or_insert_with(|| format!("{}: Reserve: {}", pod.key, s.message()));
+                a.failed.push((m, ScheduleError::Internal(s)));
+                continue;
+            }
+            self.cache.update_snapshot(&mut ls.snapshot);
+            a.placed.push(Placement { qpi: m, state, result });
+        }
+        a
+    }
+
+    /// Undoes an attempt's placements in reverse (unreserve, forget) and
+    /// returns all its members: placed, failed and not tried.
+    fn undo(&self, fwk: &Framework, a: Attempt) -> Vec<QueuedPodInfo> {
+        let mut members = Vec::with_capacity(a.placed.len() + a.failed.len() + a.not_tried.len());
+        for mut p in a.placed.into_iter().rev() {
+            fwk.run_unreserve(&mut p.state, &p.qpi.pod_info, &p.result.node);
+            self.forget(&p.qpi.pod_info);
+            members.push(p.qpi);
+        }
+        members.extend(a.failed.into_iter().map(|(m, _)| m));
+        members.extend(a.not_tried);
+        members
     }
 
     fn member_decision(

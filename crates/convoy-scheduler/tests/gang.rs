@@ -268,3 +268,69 @@ async fn starving_group_is_placed_within_bound() {
     assert!(pending_singles.count() >= 1);
     scheduler.cache().check_invariants().unwrap();
 }
+
+/// A group that requires one topology domain (annotation
+/// `convoy.dev/required-topology`) is placed inside one domain or not at
+/// all, even when the cluster as a whole has room.
+#[tokio::test]
+async fn required_topology_domain() {
+    let node = |name: &str, zone: &str| {
+        NodeBuilder::new(name).cpu("1").label("topology.kubernetes.io/zone", zone).build()
+    };
+    let nodes =
+        vec![node("a0", "a"), node("a1", "a"), node("b0", "b"), node("b1", "b"), node("b2", "b")];
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+    let mut g = group_json(PodGroupApi::XK8s, "three", 3);
+    g["metadata"]["annotations"] =
+        json!({"convoy.dev/required-topology": "topology.kubernetes.io/zone"});
+    cluster.apply_pod_group(&g).unwrap();
+    for i in 0..3 {
+        cluster.add_pod(member(PodGroupApi::XK8s, "three", &format!("t{i}"), "800m")).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let nodes: Vec<String> =
+        cluster.pods().iter().filter_map(|p| p.spec.as_ref().unwrap().node_name.clone()).collect();
+    assert_eq!(nodes.len(), 3);
+    assert!(nodes.iter().all(|n| n.starts_with('b')), "{nodes:?}");
+
+    // Zone a still has two free nodes: a group of two goes there.
+    let mut g = group_json(PodGroupApi::XK8s, "four", 2);
+    g["metadata"]["annotations"] =
+        json!({"convoy.dev/required-topology": "topology.kubernetes.io/zone"});
+    cluster.apply_pod_group(&g).unwrap();
+    cluster.add_node(node("c0", "c")).unwrap();
+    for i in 0..2 {
+        cluster.add_pod(member(PodGroupApi::XK8s, "four", &format!("f{i}"), "800m")).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let bound: Vec<String> = cluster
+        .pods()
+        .iter()
+        .filter(|p| p.metadata.name.as_deref().unwrap().starts_with('f'))
+        .filter_map(|p| p.spec.as_ref().unwrap().node_name.clone())
+        .collect();
+    assert_eq!(bound.len(), 2);
+    assert!(bound.iter().all(|n| n.starts_with('a')), "zone a has room for both: {bound:?}");
+
+    // Zones a and b are full; a2 (zone a) and c0 (zone c) are free: two
+    // free nodes in the cluster, but not in one zone.
+    let mut g = group_json(PodGroupApi::XK8s, "late", 2);
+    g["metadata"]["annotations"] =
+        json!({"convoy.dev/required-topology": "topology.kubernetes.io/zone"});
+    cluster.apply_pod_group(&g).unwrap();
+    cluster.add_node(node("a2", "a")).unwrap();
+    for i in 0..2 {
+        cluster.add_pod(member(PodGroupApi::XK8s, "late", &format!("l{i}"), "800m")).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(bound_in(&cluster, "l"), 0, "a2 and c0 are free but in different zones");
+    let last = sink.0.lock().unwrap().last().cloned().unwrap();
+    let GroupOutcome::Unschedulable { message } = last.outcome else { panic!() };
+    assert!(
+        message.contains("no single topology.kubernetes.io/zone domain fits the group"),
+        "{message}"
+    );
+    assert_invariant(&cluster);
+}

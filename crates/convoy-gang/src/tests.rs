@@ -1,0 +1,168 @@
+//! Unit tests of the gang state and the plugin's verdicts.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use convoy_api::testing::PodBuilder;
+use convoy_api::{
+    Clock, Code, CycleState, FakeClock, PermitPlugin, PodGroup, PreEnqueuePlugin, PreFilterPlugin,
+    ReservePlugin, WaitingPods,
+};
+use serde_json::json;
+
+use crate::{GangScheduling, GangSchedulingArgs, GangState, NAME, StarvationPolicy};
+
+/// Records allow/reject calls.
+#[derive(Default)]
+struct Waiting(Mutex<Vec<String>>);
+
+impl WaitingPods for Waiting {
+    fn allow(&self, uid: &str, _plugin: &'static str) -> bool {
+        self.0.lock().unwrap().push(format!("allow {uid}"));
+        true
+    }
+    fn reject(&self, uid: &str, _plugin: &'static str, message: &str) -> bool {
+        self.0.lock().unwrap().push(format!("reject {uid}: {message}"));
+        true
+    }
+    fn uids(&self) -> Vec<Arc<str>> {
+        Vec::new()
+    }
+}
+
+fn group(min: u32) -> Arc<PodGroup> {
+    Arc::new(
+        PodGroup::from_json(&json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "metadata": {"name": "g", "namespace": "default"},
+            "spec": {"minMember": min, "scheduleTimeoutSeconds": 7}
+        }))
+        .unwrap(),
+    )
+}
+
+fn plugin(state: &Arc<GangState>, clock: &FakeClock, waiting: &Arc<Waiting>) -> GangScheduling {
+    GangScheduling::new(
+        NAME,
+        state.clone(),
+        GangSchedulingArgs::default(),
+        waiting.clone(),
+        Arc::new(clock.clone()),
+    )
+}
+
+#[test]
+fn pre_enqueue_waits_for_group_and_quorum() {
+    let state = GangState::new();
+    let clock = FakeClock::new();
+    let waiting = Arc::new(Waiting::default());
+    let p = plugin(&state, &clock, &waiting);
+    let m =
+        |i: usize| PodBuilder::new(&format!("m{i}")).uid(&format!("u{i}")).pod_group("g").info();
+
+    let s = p.pre_enqueue(&m(0));
+    assert_eq!(
+        (s.code(), s.message()),
+        (
+            Code::UnschedulableAndUnresolvable,
+            "waiting for pod group default/g to be created".into()
+        )
+    );
+    assert!(state.pod_upsert(&m(0)).is_empty());
+    assert!(state.apply_group(group(3)).is_empty(), "no quorum yet");
+    assert_eq!(
+        p.pre_enqueue(&m(0)).message(),
+        "waiting for minMember: 1/3 pods of pod group default/g exist"
+    );
+    assert!(state.pod_upsert(&m(1)).is_empty());
+    let quorum = state.pod_upsert(&m(2));
+    assert_eq!(quorum.iter().map(|k| k.name.to_string()).collect::<Vec<_>>(), ["m0", "m1", "m2"]);
+    assert!(p.pre_enqueue(&m(0)).is_success());
+    // A pod without a group is never held.
+    assert!(p.pre_enqueue(&PodBuilder::new("solo").info()).is_success());
+}
+
+#[test]
+fn permit_waits_then_the_last_member_allows_the_others() {
+    let state = GangState::new();
+    let clock = FakeClock::new();
+    let waiting = Arc::new(Waiting::default());
+    let p = plugin(&state, &clock, &waiting);
+    state.apply_group(group(2));
+    let a = PodBuilder::new("a").uid("ua").pod_group("g").info();
+    let b = PodBuilder::new("b").uid("ub").pod_group("g").info();
+    state.pod_upsert(&a);
+    state.pod_upsert(&b);
+    let mut cs = CycleState::new();
+    state.set_assumed(&a, true);
+    let (s, timeout) = p.permit(&mut cs, &a, "n");
+    assert_eq!(s.code(), Code::Wait);
+    assert_eq!(timeout, Duration::from_secs(7), "the PodGroup's scheduleTimeoutSeconds");
+    assert_eq!(s.message(), "waiting at Permit: 1/2 pods of pod group default/g placed");
+    state.set_assumed(&b, true);
+    let (s, _) = p.permit(&mut cs, &b, "n");
+    assert!(s.is_success());
+    assert_eq!(*waiting.0.lock().unwrap(), ["allow ua"]);
+}
+
+#[test]
+fn unreserve_rejects_waiting_siblings() {
+    let state = GangState::new();
+    let clock = FakeClock::new();
+    let waiting = Arc::new(Waiting::default());
+    let p = plugin(&state, &clock, &waiting);
+    state.apply_group(group(3));
+    let pods: Vec<_> = ["a", "b", "c"]
+        .iter()
+        .map(|n| PodBuilder::new(n).uid(&format!("u{n}")).pod_group("g").info())
+        .collect();
+    for pod in &pods {
+        state.pod_upsert(pod);
+        state.set_assumed(pod, true);
+    }
+    p.unreserve(&mut CycleState::new(), &pods[2], "n");
+    let calls = waiting.0.lock().unwrap().clone();
+    assert_eq!(calls.len(), 2);
+    assert!(
+        calls.iter().all(|c| c.starts_with("reject u") && c.ends_with("member default/c failed")),
+        "{calls:?}"
+    );
+}
+
+#[test]
+fn starvation_guard_holds_lower_priority_pods_only() {
+    let state = GangState::new();
+    state.set_policy(StarvationPolicy {
+        threshold: Duration::from_secs(10),
+        max_hold: Duration::from_secs(60),
+    });
+    let clock = FakeClock::new();
+    let waiting = Arc::new(Waiting::default());
+    let p = plugin(&state, &clock, &waiting);
+    state.apply_group(group(2));
+    let member = PodBuilder::new("m").pod_group("g").priority(5).info();
+    state.pod_upsert(&member);
+    let key = member.group.clone().unwrap();
+    state.record_attempt(&key, false, clock.now());
+    let low = PodBuilder::new("low").priority(5).info();
+    let high = PodBuilder::new("high").priority(6).info();
+    let check = |pod| p.pre_filter(&mut CycleState::new(), pod, &[]).1;
+    assert!(check(&low).is_success(), "not starving before the threshold");
+    clock.advance(Duration::from_secs(11));
+    let s = check(&low);
+    assert_eq!(s.code(), Code::Unschedulable);
+    assert_eq!(
+        s.message(),
+        "pod group default/g has waited 11s and is placed first (starvation guard)"
+    );
+    assert!(check(&high).is_success());
+    assert!(check(&member).is_success());
+    assert!(state.release_held(clock.now()).is_empty(), "still starving");
+    // The guard lets go after max_hold; the held pod is released.
+    clock.advance(Duration::from_secs(60));
+    assert!(check(&low).is_success());
+    assert_eq!(state.release_held(clock.now()).len(), 1);
+    // Placed: no longer waiting.
+    state.record_attempt(&key, true, clock.now());
+    assert!(state.starving(clock.now()).is_none());
+}
