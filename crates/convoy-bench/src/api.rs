@@ -402,6 +402,13 @@ async fn start_scheduler(
                 format!("--secure-port={port}"),
                 format!("--cert-dir={}", dir.join("pki").display()),
             ]);
+            // The workload's featureGates are kube-scheduler's (upstream
+            // sets them on the scheduler under test), e.g. GenericWorkload.
+            if !plan.feature_gates.is_empty() {
+                let gates: Vec<String> =
+                    plan.feature_gates.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                c.arg(format!("--feature-gates={}", gates.join(",")));
+            }
             (c, Ready::Listening(port))
         }
     };
@@ -745,6 +752,7 @@ impl Exec {
             }
             let mut v = v.clone();
             complete(&mut v, self.profile);
+            self.tracker.state.lock().groups.register([&v], None);
             self.dynamic.prepare(&v).await?;
         }
         Ok(())
@@ -768,6 +776,7 @@ impl Exec {
         for v in &mut objects {
             complete(v, self.profile);
         }
+        self.tracker.state.lock().groups.register(&objects, s.namespace.as_deref());
         let dynamic = &self.dynamic;
         let created: Vec<(Option<String>, String, Option<Created>)> =
             futures::stream::iter(objects)

@@ -129,7 +129,9 @@ impl Comparison {
         for (s, r) in &self.runs {
             for w in &r.results {
                 for i in &w.items {
-                    if i.labels.get("Metric").map(String::as_str) != Some(SCHEDULING_THROUGHPUT)
+                    let metric = i.labels.get("Metric").map_or("", String::as_str);
+                    if metric != SCHEDULING_THROUGHPUT
+                        && !crate::groups::is_group_metric(metric)
                         && let Some((bucket, v)) = i.data.iter().next()
                     {
                         writeln!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use convoy_api::{ClusterUpdate, PodKey, RealClock};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
-use convoy_scheduler::decision::{Decision, DecisionSink, Outcome};
+use convoy_scheduler::decision::{Decision, DecisionSink, GroupDecision, Outcome};
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use futures::StreamExt;
 use parking_lot::Mutex;
@@ -80,6 +80,8 @@ pub struct Window {
     pub bind_span: Option<(Duration, Duration)>,
     /// Throughput samples.
     pub sampled: Sampled,
+    /// Pod-group metrics, for a window in which groups were placed.
+    pub groups: Option<crate::groups::GroupWindow>,
 }
 
 /// Why a workload failed.
@@ -123,7 +125,8 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
         .map_err(|e| RunError::Scheduler(e.to_string()))?;
     let scheduler_name = config.profiles[0].scheduler_name.clone();
     let (cluster, rx) = EmbeddedCluster::new(Objects::default());
-    let attempts = Arc::new(Attempts::default());
+    let tracker = Arc::new(Tracker::default());
+    let attempts = Arc::new(Attempts { last_failure: Mutex::default(), tracker: tracker.clone() });
     let scheduler = Scheduler::new(SchedulerOptions {
         config,
         registry: convoy_scheduler::registry(),
@@ -134,7 +137,6 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
         framework_metrics: None,
     })
     .map_err(|e| RunError::Scheduler(e.to_string()))?;
-    let tracker = Arc::new(Tracker::default());
     let observer = tracker.clone();
     let updates =
         futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|u| (u, rx)) })
@@ -196,10 +198,12 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
     result.map(|()| exec.windows)
 }
 
-/// Counts attempts and keeps the last failure, to explain a timeout.
-#[derive(Debug, Default)]
+/// Keeps the last failure, to explain a timeout, and hands group cycles
+/// to the group metrics.
+#[derive(Debug)]
 struct Attempts {
     last_failure: Mutex<Option<(PodKey, String)>>,
+    tracker: Arc<Tracker>,
 }
 
 impl DecisionSink for Attempts {
@@ -210,6 +214,10 @@ impl DecisionSink for Attempts {
                 *self.last_failure.lock() = Some((d.pod.clone(), message.clone()));
             }
         }
+    }
+
+    fn record_group(&self, d: &GroupDecision) {
+        self.tracker.state.lock().groups.cycle(d);
     }
 }
 
@@ -376,6 +384,7 @@ impl Exec {
                 continue;
             }
             let ns = manifest_namespace(v)?;
+            self.tracker.state.lock().groups.register([v], ns.as_deref());
             self.create_object(v.clone(), ns.as_deref(), "prepare-")?;
         }
         Ok(())
@@ -427,6 +436,7 @@ impl Exec {
             self.namespaces.insert(ns.clone());
         }
         let prefix = format!("object-{}-", s.op_index);
+        self.tracker.state.lock().groups.register(&objects, s.namespace.as_deref());
         for v in objects {
             self.create_object(v, s.namespace.as_deref(), &prefix)?;
         }

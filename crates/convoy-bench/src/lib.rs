@@ -20,6 +20,8 @@
 //!   in-memory cluster;
 //! - [`throughput`]: upstream's throughput collector, replayed over bind
 //!   instants at a chosen interval;
+//! - [`groups`]: pod-group latency and groups per second (gang
+//!   workloads);
 //! - [`dataitems`]: the DataItems file and the threshold check;
 //! - [`run`]: selection, running, results, the console table;
 //! - [`report`]: the static HTML trend report of a results directory;
@@ -43,6 +45,7 @@ pub mod dataitems;
 mod dynamic;
 pub mod embedded;
 pub mod gate;
+pub mod groups;
 pub mod labels;
 pub mod objects;
 pub mod plan;

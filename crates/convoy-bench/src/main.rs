@@ -182,6 +182,10 @@ struct CompareArgs {
     /// Longest wait for pods to be scheduled.
     #[arg(long, default_value = "10m")]
     timeout: String,
+    /// Manifests applied before each workload, as for `run` (a CRD is
+    /// created on each fresh control plane).
+    #[arg(long = "prepare", value_name = "FILE.yaml")]
+    prepare: Vec<PathBuf>,
     #[command(flatten)]
     binaries: Binaries,
 }
@@ -303,6 +307,7 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     print!("{}", report.table());
+    print!("{}", convoy_bench::groups::table(&report));
     match report.write(&args.out, &opts.topic) {
         Ok(path) => println!("DataItems: {}", path.display()),
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),
@@ -370,9 +375,15 @@ fn compare(args: CompareArgs) -> ExitCode {
             .map(str::parse)
             .collect::<Result<Vec<SchedulerKind>, _>>()?;
         let config = load_file(&args.config).map_err(|e| e.to_string())?;
-        Ok((interval, timeout, schedulers, config))
+        let mut prepare = Vec::new();
+        for path in &args.prepare {
+            prepare.extend(
+                convoy_bench::any::load_manifests(path).map_err(|e| format!("--prepare: {e}"))?,
+            );
+        }
+        Ok((interval, timeout, schedulers, config, prepare))
     })();
-    let (interval, timeout, schedulers, config) = match parsed {
+    let (interval, timeout, schedulers, config, prepare) = match parsed {
         Ok(p) => p,
         Err(e) => return fail(e),
     };
@@ -390,11 +401,13 @@ fn compare(args: CompareArgs) -> ExitCode {
     api.kube_scheduler_binary = args.binaries.kube_scheduler_binary;
     api.sample_interval = SampleInterval::Fixed(interval);
     api.timeout = timeout;
+    api.prepare = prepare;
     let comparison = match convoy_bench::compare::compare(&config, &opts, &api, &schedulers) {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
     print!("{}", comparison.table());
+    print!("{}", convoy_bench::groups::compare_table(&comparison));
     match comparison.write(&args.out, &opts.topic) {
         Ok(path) => println!("DataItems: {}", path.display()),
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),

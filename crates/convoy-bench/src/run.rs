@@ -148,7 +148,9 @@ pub fn data_item(workload: &str, w: &Window) -> DataItem {
 pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
     run_each(config, opts, |plan| {
         let windows = embedded::run(plan, &opts.embedded).map_err(|e| e.to_string())?;
-        let items = windows.iter().map(|win| data_item(&plan.name, win)).collect();
+        let mut items: Vec<DataItem> =
+            windows.iter().map(|win| data_item(&plan.name, win)).collect();
+        items.extend(windows.iter().flat_map(|win| crate::groups::items(&plan.name, win)));
         Ok((windows, items))
     })
 }
@@ -174,6 +176,12 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
             item
         })
         .collect();
+    for win in &outcome.windows {
+        for mut item in crate::groups::items(&plan.name, win) {
+            item.labels.insert("Scheduler".into(), scheduler.into());
+            items.push(item);
+        }
+    }
     if let Some(u) = &outcome.usage {
         items.extend(crate::api::usage_items(&plan.name, api.scheduler, u));
     }

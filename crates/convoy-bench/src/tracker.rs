@@ -11,6 +11,7 @@ use convoy_api::PodKey;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::embedded::Window;
+use crate::groups::GroupTracker;
 use crate::labels::Selector;
 use crate::throughput::{SampleInterval, sample};
 
@@ -58,6 +59,8 @@ pub(crate) struct PodTracker {
     pub(crate) binds_total: u64,
     pub(crate) window: Option<ActiveWindow>,
     pub(crate) steady: Option<SteadyHook>,
+    /// Pod-group progress (gang workloads).
+    pub(crate) groups: GroupTracker,
 }
 
 /// Whether the pod has a node.
@@ -71,6 +74,11 @@ impl PodTracker {
     /// window if the pod belongs to it.
     pub(crate) fn seen(&mut self, pod: &Pod, measure: bool) {
         let key = PodKey::of(pod);
+        if self.groups.active() {
+            let new = !self.present.contains(&key);
+            let newly_bound = is_bound(pod) && !self.bound.contains(&key);
+            self.groups.pod(pod, new, newly_bound, Instant::now());
+        }
         if is_bound(pod) && self.bound.insert(key.clone()) {
             *self.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
             self.binds_total += 1;
@@ -116,6 +124,7 @@ impl PodTracker {
         if let Some(w) = &self.window {
             return Err(format!("metrics collection is already started (window {:?})", w.name));
         }
+        self.groups.start(Instant::now());
         self.window = Some(ActiveWindow {
             name,
             namespaces,
@@ -132,6 +141,7 @@ impl PodTracker {
         let duration = w.start.elapsed();
         let sampled = sample(&w.binds, duration, interval);
         let bind_span = w.binds.iter().min().zip(w.binds.iter().max()).map(|(a, b)| (*a, *b));
-        Ok(Window { name: w.name, pods: w.binds.len(), duration, bind_span, sampled })
+        let groups = self.groups.stop(&w.namespaces, duration, interval);
+        Ok(Window { name: w.name, pods: w.binds.len(), duration, bind_span, sampled, groups })
     }
 }
