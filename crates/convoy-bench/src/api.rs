@@ -739,6 +739,18 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+            Step::CreateGpuJobs(s) => {
+                self.ensure_namespace(&s.namespace).await?;
+                if s.collect_metrics {
+                    self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
+                }
+                let target =
+                    crate::gpu::ApiTarget::start(self.client.clone(), self.dynamic.clone()).await?;
+                crate::gpu::run_jobs(s, &target, self.profile).await?;
+                if s.collect_metrics {
+                    self.stop_window()?;
+                }
+            }
         }
         Ok(())
     }

@@ -370,6 +370,17 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+            Step::CreateGpuJobs(s) => {
+                self.namespaces.insert(s.namespace.clone());
+                if s.collect_metrics {
+                    self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
+                }
+                let target = crate::gpu::EmbeddedTarget(self.cluster.clone());
+                crate::gpu::run_jobs(s, &target, &self.scheduler_name).await?;
+                if s.collect_metrics {
+                    self.stop_window()?;
+                }
+            }
         }
         Ok(())
     }

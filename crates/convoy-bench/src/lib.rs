@@ -22,6 +22,8 @@
 //!   instants at a chosen interval;
 //! - [`groups`]: pod-group latency and groups per second (gang
 //!   workloads);
+//! - [`gpu`]: the GPU fragmentation benchmark (`createGpuJobs`, its
+//!   metrics, `convoy-bench gpu`);
 //! - [`dataitems`]: the DataItems file and the threshold check;
 //! - [`run`]: selection, running, results, the console table;
 //! - [`report`]: the static HTML trend report of a results directory;
@@ -45,6 +47,7 @@ pub mod dataitems;
 mod dynamic;
 pub mod embedded;
 pub mod gate;
+pub mod gpu;
 pub mod groups;
 pub mod labels;
 pub mod objects;

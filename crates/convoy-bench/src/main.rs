@@ -47,6 +47,8 @@ enum Command {
     /// The instruction-count regression gate (see scripts/bench-gate.sh).
     #[command(subcommand)]
     Gate(GateCommand),
+    /// The GPU fragmentation comparison (docs/benchmarks.md, GPU section).
+    Gpu(convoy_bench::gpu::compare::GpuArgs),
 }
 
 #[derive(Subcommand)]
@@ -215,6 +217,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Gate(cmd) => gate(cmd),
+        Command::Gpu(args) => convoy_bench::gpu::compare::main(args),
         Command::List { config } => match load_file(&config)
             .map_err(|e| e.to_string())
             .and_then(|c| convoy_bench::run::plan_all(&c).map(|_| c))

@@ -151,6 +151,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
         let mut items: Vec<DataItem> =
             windows.iter().map(|win| data_item(&plan.name, win)).collect();
         items.extend(windows.iter().flat_map(|win| crate::groups::items(&plan.name, win)));
+        items.extend(crate::gpu::take_items(plan, &Default::default()));
         Ok((windows, items))
     })
 }
@@ -182,6 +183,8 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
             items.push(item);
         }
     }
+    let labels = [("Scheduler".to_string(), scheduler.to_string())].into();
+    items.extend(crate::gpu::take_items(plan, &labels));
     if let Some(u) = &outcome.usage {
         items.extend(crate::api::usage_items(&plan.name, api.scheduler, u));
     }

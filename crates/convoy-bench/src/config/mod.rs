@@ -252,6 +252,7 @@ impl Config {
                 Op::CreatePods(p) => p.collect_metrics,
                 Op::CreatePodSets(p) => p.create_pods_op.0.collect_metrics,
                 Op::StopCollectingMetrics(_) => true,
+                Op::CreateGpuJobs(o) => o.collect_metrics,
                 _ => false,
             });
             if !collects {

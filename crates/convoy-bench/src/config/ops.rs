@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The opcodes convoy-bench runs.
-pub const SUPPORTED_OPCODES: [&str; 12] = [
+pub const SUPPORTED_OPCODES: [&str; 13] = [
     "createNodes",
     "createNamespaces",
     "createPods",
@@ -25,6 +25,7 @@ pub const SUPPORTED_OPCODES: [&str; 12] = [
     "deletePods",
     "startCollectingMetrics",
     "stopCollectingMetrics",
+    crate::gpu::OPCODE,
 ];
 
 /// Upstream opcodes convoy-bench does not run yet.
@@ -68,6 +69,8 @@ pub enum Op {
     StartCollectingMetrics(StartCollectingMetricsOp),
     /// `stopCollectingMetrics`.
     StopCollectingMetrics(StopCollectingMetricsOp),
+    /// `createGpuJobs` (convoy-bench's own, see [`crate::gpu`]).
+    CreateGpuJobs(crate::gpu::CreateGpuJobsOp),
 }
 
 /// `createNodes`: `count` (or `countParam`) nodes from a template or the
@@ -365,6 +368,7 @@ impl Op {
             "deletePods" => Op::DeletePods(decode(v).map_err(ctx)?),
             "startCollectingMetrics" => Op::StartCollectingMetrics(decode(v).map_err(ctx)?),
             "stopCollectingMetrics" => Op::StopCollectingMetrics(decode(v).map_err(ctx)?),
+            crate::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
             o if UNSUPPORTED_OPCODES.contains(&o) => {
                 return Err(format!(
                     "opcode {o:?} is an upstream opcode convoy-bench does not support yet \
@@ -396,6 +400,7 @@ impl Op {
             Op::DeletePods(_) => "deletePods",
             Op::StartCollectingMetrics(_) => "startCollectingMetrics",
             Op::StopCollectingMetrics(_) => "stopCollectingMetrics",
+            Op::CreateGpuJobs(_) => crate::gpu::OPCODE,
         }
     }
 
@@ -528,6 +533,7 @@ impl Op {
                 Ok(())
             }
             Op::StopCollectingMetrics(_) => Ok(()),
+            Op::CreateGpuJobs(o) => o.validate(),
         }
     }
 }

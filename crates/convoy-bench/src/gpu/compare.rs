@@ -1,0 +1,400 @@
+//! `convoy-bench gpu`: one GPU workload with several schedulers and
+//! profiles, the same seed for each: on the embedded target Convoy's GPU
+//! profile and its default profile; on a fresh testenv control plane each,
+//! the same two plus upstream kube-scheduler with its default
+//! configuration and with NodeResourcesFit `MostAllocated` weighting GPUs.
+//! Prints the fragmentation table and the issue's targets with a verdict,
+//! and writes the DataItems and the per-wave samples.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use convoy_testenv::TestEnv;
+use serde::Serialize;
+
+use super::Outcome;
+use crate::api::{ApiOptions, SchedulerKind};
+use crate::dataitems::{DataItem, DataItems};
+use crate::embedded::EmbeddedOptions;
+use crate::labels::LabelFilter;
+use crate::plan::{Plan, Step};
+use crate::run::{RunOptions, data_item, plan_all, select};
+use crate::throughput::{SampleInterval, Summary as Throughput};
+
+/// Where a variant runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Where {
+    /// The embedded cluster (Convoy only).
+    Embedded,
+    /// A fresh testenv control plane with this scheduler.
+    Testenv(#[serde(serialize_with = "kind_name")] SchedulerKind),
+}
+
+fn kind_name<S: serde::Serializer>(k: &SchedulerKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(k.name())
+}
+
+/// One scheduler and configuration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Variant {
+    /// Short name (`embedded/convoy-gpu`, ...).
+    pub label: String,
+    /// Where it runs.
+    #[serde(rename = "where")]
+    pub at: Where,
+    /// Its scheduler configuration (`None`: the scheduler's default).
+    pub config: Option<PathBuf>,
+}
+
+/// The six variants of the issue, by label.
+pub fn variants(gpu_config: PathBuf, most_allocated: PathBuf) -> Vec<Variant> {
+    let v = |label: &str, at, config: Option<&PathBuf>| Variant {
+        label: label.into(),
+        at,
+        config: config.cloned(),
+    };
+    let (c, k) = (SchedulerKind::Convoy, SchedulerKind::KubeScheduler);
+    vec![
+        v("embedded/convoy-gpu", Where::Embedded, Some(&gpu_config)),
+        v("embedded/convoy-default", Where::Embedded, None),
+        v("testenv/convoy-gpu", Where::Testenv(c), Some(&gpu_config)),
+        v("testenv/convoy-default", Where::Testenv(c), None),
+        v("testenv/kube-scheduler", Where::Testenv(k), None),
+        v("testenv/kube-scheduler-mostallocated", Where::Testenv(k), Some(&most_allocated)),
+    ]
+}
+
+/// One variant's run of one workload.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantRun {
+    /// The variant.
+    pub variant: Variant,
+    /// `<test case>/<workload>`.
+    pub workload: String,
+    /// Average throughput of the op's window, pods/s.
+    pub throughput: Option<f64>,
+    /// The GPU outcomes (one per `createGpuJobs`).
+    pub outcomes: Vec<Outcome>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Its DataItems.
+    #[serde(skip)]
+    pub items: Vec<DataItem>,
+}
+
+/// Runs every selected workload with every variant.
+pub fn run(
+    config: &crate::Config,
+    opts: &RunOptions,
+    variants: &[Variant],
+    api: &ApiOptions,
+) -> Result<Vec<VariantRun>, String> {
+    let plans = plan_all(config)?;
+    let mut out = Vec::new();
+    for (tc, w) in select(config, opts) {
+        let base = &plans[&format!("{}/{}", tc.name, w.name)];
+        for v in variants {
+            tracing::info!(workload = %base.name, variant = %v.label, "running");
+            let mut plan = base.clone();
+            plan.scheduler_config = v.config.clone();
+            let mut run = VariantRun {
+                variant: v.clone(),
+                workload: plan.name.clone(),
+                throughput: None,
+                outcomes: Vec::new(),
+                error: None,
+                items: Vec::new(),
+            };
+            let windows = match v.at {
+                Where::Embedded => {
+                    crate::embedded::run(&plan, &opts.embedded).map_err(|e| e.to_string())
+                }
+                Where::Testenv(kind) => {
+                    TestEnv::start().map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
+                        let api = ApiOptions {
+                            kubeconfig: env.kubeconfig().to_path_buf(),
+                            scheduler: kind,
+                            ..api.clone()
+                        };
+                        let r = crate::api::run(&plan, &api).map_err(|e| e.to_string());
+                        drop(env);
+                        r.map(|o| o.windows)
+                    })
+                }
+            };
+            let labels: BTreeMap<String, String> =
+                [("Scheduler".to_string(), v.label.clone())].into();
+            match windows {
+                Ok(windows) => {
+                    for win in &windows {
+                        let mut i = data_item(&plan.name, win);
+                        i.labels.extend(labels.clone());
+                        run.items.push(i);
+                    }
+                    run.throughput = windows
+                        .first()
+                        .and_then(|w| Throughput::of(&w.sampled.samples))
+                        .map(|s| s.average);
+                }
+                Err(e) => run.error = Some(e),
+            }
+            run.outcomes = take(&plan);
+            for o in &run.outcomes {
+                for mut i in super::outcome_items(&plan.name, o) {
+                    i.labels.extend(labels.clone());
+                    run.items.push(i);
+                }
+            }
+            out.push(run);
+        }
+    }
+    Ok(out)
+}
+
+fn take(plan: &Plan) -> Vec<Outcome> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::CreateGpuJobs(s) => Some(s.sink.take()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// The table of the runs, one row per variant and workload.
+pub fn table(runs: &[VariantRun]) -> String {
+    let header = [
+        "WORKLOAD",
+        "VARIANT",
+        "PODS/S",
+        "1ST 8-GPU FAIL",
+        "STRANDED AVG",
+        "MAX",
+        "ALLOC% SAT",
+        "FREE NODES MIN",
+        "AVG",
+        "REJECTED",
+        "GANG NODES AVG/MAX",
+        "DOMAINS AVG/MAX",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for r in runs {
+        let mut row = vec![r.workload.clone(), r.variant.label.clone()];
+        row.push(r.throughput.map_or("-".into(), |t| format!("{t:.1}")));
+        match r.outcomes.first() {
+            Some(o) => {
+                let s = &o.summary;
+                let pct = |g: i64| 100.0 * g as f64 / s.total_gpus.max(1) as f64;
+                row.push(match s.first_full_node_failure {
+                    Some((g, _)) => format!("{g} ({:.1}%)", pct(g)),
+                    None => "never".into(),
+                });
+                row.push(s.stranded_avg.map_or("-".into(), |v| format!("{v:.1}")));
+                row.push(s.stranded_max.map_or("-".into(), |v| v.to_string()));
+                row.push(s.allocated_pct_at_saturation.map_or("-".into(), |v| format!("{v:.1}")));
+                row.push(s.free_nodes_min.to_string());
+                row.push(format!("{:.1}", s.free_nodes_avg));
+                row.push(format!("{}/{}", s.rejected_jobs, o.accepted_jobs + s.rejected_jobs));
+                let am =
+                    |v: Option<(f64, usize)>| v.map_or("-".into(), |(a, m)| format!("{a:.2}/{m}"));
+                row.push(am(s.gang_nodes));
+                row.push(am(s.gang_domains));
+            }
+            None => row.extend(std::iter::repeat_n("-".to_string(), 9)),
+        }
+        rows.push(row);
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
+        .collect();
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(c, (v, w))| if c < 2 { format!("{v:<w$}") } else { format!("{v:>w$}") })
+            .collect();
+        writeln!(out, "{}", cells.join("  ").trim_end()).unwrap();
+    }
+    for r in runs {
+        if let Some(e) = &r.error {
+            writeln!(out, "{} {}: {e}", r.workload, r.variant.label).unwrap();
+        }
+    }
+    out
+}
+
+/// One target of the issue and whether it was met.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    /// What is compared.
+    pub target: String,
+    /// The measured reduction or ratio.
+    pub measured: String,
+    /// Met, missed, or not measured.
+    pub met: Option<bool>,
+}
+
+/// The issue's targets for `workload`: stranded GPUs of `testenv/convoy-gpu`
+/// at least 30 % below kube-scheduler's default and 10 % below its
+/// MostAllocated configuration; throughput of the GPU profile within 10 %
+/// of Convoy's default profile (on each target).
+pub fn verdicts(runs: &[VariantRun], workload: &str) -> Vec<Verdict> {
+    let find = |label: &str| {
+        runs.iter()
+            .find(|r| r.workload == workload && r.variant.label == label && r.error.is_none())
+    };
+    let stranded = |label: &str| find(label).and_then(|r| r.outcomes.first()?.summary.stranded_avg);
+    let tput = |label: &str| find(label).and_then(|r| r.throughput);
+    let mut out = Vec::new();
+    for (other, want) in
+        [("testenv/kube-scheduler", 30.0), ("testenv/kube-scheduler-mostallocated", 10.0)]
+    {
+        let (m, met) = match (stranded("testenv/convoy-gpu"), stranded(other)) {
+            (Some(c), Some(o)) if o > 0.0 => {
+                let cut = 100.0 * (o - c) / o;
+                (format!("{c:.1} vs {o:.1} stranded GPUs: {cut:.0}% fewer"), Some(cut >= want))
+            }
+            (Some(c), Some(o)) => (format!("{c:.1} vs {o:.1} stranded GPUs"), Some(c <= o)),
+            _ => ("not measured".into(), None),
+        };
+        out.push(Verdict {
+            target: format!("stranded GPUs >= {want:.0}% fewer than {other}"),
+            measured: m,
+            met,
+        });
+    }
+    for at in ["embedded", "testenv"] {
+        let (g, d) = (tput(&format!("{at}/convoy-gpu")), tput(&format!("{at}/convoy-default")));
+        let (m, met) = match (g, d) {
+            (Some(g), Some(d)) if d > 0.0 => {
+                (format!("{g:.1} vs {d:.1} pods/s ({:.2}x)", g / d), Some(g >= 0.9 * d))
+            }
+            _ => ("not measured".into(), None),
+        };
+        out.push(Verdict {
+            target: format!("{at}: convoy-gpu throughput within 10% of convoy-default"),
+            measured: m,
+            met,
+        });
+    }
+    out
+}
+
+/// `convoy-bench gpu`'s flags.
+#[derive(Debug, clap::Args)]
+pub struct GpuArgs {
+    /// The config file (benches/config/gpu-fragmentation.yaml).
+    pub config: PathBuf,
+    /// TESTCASE[/WORKLOAD], as for `run`.
+    #[arg(long)]
+    pub filter: String,
+    /// Comma-separated variant labels (default: all six).
+    #[arg(long)]
+    pub variants: Option<String>,
+    /// Convoy's GPU profile.
+    #[arg(long, default_value = "config/gpu-cluster.yaml")]
+    pub gpu_config: PathBuf,
+    /// kube-scheduler with NodeResourcesFit MostAllocated on GPUs.
+    #[arg(long, default_value = "benches/config/kube-scheduler-gpu-mostallocated.yaml")]
+    pub most_allocated_config: PathBuf,
+    /// Manifests applied on each fresh control plane (the PodGroup CRD
+    /// the gangs need).
+    #[arg(long, default_value = "charts/convoy/crds/scheduling.x-k8s.io_podgroups.yaml")]
+    pub prepare: Vec<PathBuf>,
+    /// Where the DataItems and samples go.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Throughput sampling interval on testenv (upstream: 1s; the embedded
+    /// target picks its own).
+    #[arg(long, default_value = "1s")]
+    pub sample_interval: String,
+    /// The convoy-scheduler binary (default: beside convoy-bench).
+    #[arg(long)]
+    pub convoy_binary: Option<PathBuf>,
+}
+
+/// What the runs wrote.
+#[derive(Serialize)]
+struct SamplesFile<'a> {
+    runs: &'a [VariantRun],
+    verdicts: BTreeMap<String, Vec<Verdict>>,
+}
+
+/// Runs `convoy-bench gpu`.
+pub fn main(args: GpuArgs) -> ExitCode {
+    let fail = |e: String| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    };
+    let config = match crate::load_file(&args.config) {
+        Ok(c) => c,
+        Err(e) => return fail(e.to_string()),
+    };
+    let mut all = variants(args.gpu_config.clone(), args.most_allocated_config.clone());
+    if let Some(list) = &args.variants {
+        let want: Vec<&str> = list.split(',').collect();
+        if let Some(bad) = want.iter().find(|w| !all.iter().any(|v| v.label == **w)) {
+            let known: Vec<&str> = all.iter().map(|v| v.label.as_str()).collect();
+            return fail(format!("unknown variant {bad:?} (known: {})", known.join(", ")));
+        }
+        all.retain(|v| want.contains(&v.label.as_str()));
+    }
+    let mut api = ApiOptions::new(PathBuf::new(), SchedulerKind::Convoy);
+    api.convoy_binary = args.convoy_binary.clone();
+    match crate::config::parse_duration(&args.sample_interval) {
+        Ok(d) if !d.is_zero() => api.sample_interval = SampleInterval::Fixed(d),
+        _ => return fail("--sample-interval must be a positive duration".into()),
+    }
+    for p in &args.prepare {
+        match crate::any::load_manifests(p) {
+            Ok(m) => api.prepare.extend(m),
+            Err(e) => return fail(format!("--prepare: {e}")),
+        }
+    }
+    let opts = RunOptions {
+        filter: Some(args.filter.clone()),
+        labels: LabelFilter::parse(""),
+        topic: "gpu".into(),
+        embedded: EmbeddedOptions::default(),
+    };
+    if select(&config, &opts).is_empty() {
+        return fail("no workload matches --filter".into());
+    }
+    let runs = match run(&config, &opts, &all, &api) {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    print!("{}", table(&runs));
+    let mut verdicts = BTreeMap::new();
+    for (tc, w) in select(&config, &opts) {
+        let name = format!("{}/{}", tc.name, w.name);
+        let v = self::verdicts(&runs, &name);
+        for x in &v {
+            let word = match x.met {
+                Some(true) => "met",
+                Some(false) => "MISSED",
+                None => "not measured",
+            };
+            println!("{name}: {}: {} -> {word}", x.target, x.measured);
+        }
+        verdicts.insert(name, v);
+    }
+    let items = DataItems::new(runs.iter().flat_map(|r| r.items.iter().cloned()).collect());
+    let path = match items.write(&args.out, "gpu") {
+        Ok(p) => p,
+        Err(e) => return fail(format!("writing {}: {e}", args.out.display())),
+    };
+    let samples = path.with_extension("samples.json");
+    let json =
+        serde_json::to_string_pretty(&SamplesFile { runs: &runs, verdicts }).unwrap_or_default();
+    if let Err(e) = std::fs::write(&samples, json + "\n") {
+        return fail(format!("writing {}: {e}", samples.display()));
+    }
+    println!("DataItems: {}\nsamples: {}", path.display(), samples.display());
+    if runs.iter().any(|r| r.error.is_some()) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+}

@@ -1,0 +1,459 @@
+//! The waves of `createGpuJobs`, over a [`Target`]: the embedded cluster
+//! or an API server (nodes and pods read from reflector stores, i.e. a
+//! list and a watch).
+//!
+//! Each wave: end the jobs whose lifetime is over, create the wave's jobs
+//! (a PodGroup first for a gang), wait until the scheduler has settled,
+//! sample the cluster, and delete the jobs that were not placed. "Settled"
+//! is decided from the cluster alone: every pod of the wave is bound, or
+//! every job with a pending pod no longer fits the free resources (within
+//! a wave capacity only shrinks, so a job that does not fit now never
+//! will); a wave where pods that fit stay pending for `stallTimeout` is
+//! cut short and counted.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use convoy_api::{GroupKey, PodGroupApi};
+use convoy_embedded::EmbeddedCluster;
+use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use serde_json::{Value, json};
+
+use super::metrics::{
+    GangSpan, GpuState, Res, Summary, WaveSample, gpu_weighted_median, pod_requests,
+};
+use super::stream::{Job, jobs};
+use super::{GpuJobsStep, Outcome};
+use crate::dynamic::{Dynamic, Placement};
+use crate::plan::{TemplateSource, env_for};
+use crate::template::Value as TValue;
+
+/// Requests in flight.
+const CONCURRENCY: usize = 64;
+/// Label naming a pod's job.
+const JOB_LABEL: &str = "convoy-bench/gpu-job";
+/// Label joining a pod to its PodGroup (scheduler-plugins API).
+const GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
+/// Longest wait for the target's view to show our own creates and deletes.
+const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the op needs from a target.
+pub(crate) trait Target: Send + Sync {
+    /// Creates a pod.
+    fn create_pod(&self, pod: Pod) -> BoxFuture<'_, Result<(), String>>;
+    /// Creates a PodGroup (JSON).
+    fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>>;
+    /// Deletes a pod (gone already is fine).
+    fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
+    /// Deletes a PodGroup (gone already is fine).
+    fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
+    /// The nodes and pods as the target shows them now.
+    fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>);
+    /// How often to look.
+    fn poll(&self) -> Duration;
+}
+
+/// The embedded cluster.
+pub(crate) struct EmbeddedTarget(pub(crate) Arc<EmbeddedCluster>);
+
+impl Target for EmbeddedTarget {
+    fn create_pod(&self, pod: Pod) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(std::future::ready(self.0.add_pod(pod).map(drop).map_err(|e| e.to_string())))
+    }
+    fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(std::future::ready(
+            self.0.apply_pod_group(&group).map(drop).map_err(|e| e.to_string()),
+        ))
+    }
+    fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
+        // Not found is fine: nothing else deletes these pods.
+        let _ = self.0.delete_pod(&namespace, &name);
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
+        let key =
+            GroupKey { api: PodGroupApi::XK8s, namespace: namespace.into(), name: name.into() };
+        let _ = self.0.delete_pod_group(&key);
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
+        (self.0.nodes(), self.0.pods())
+    }
+    fn poll(&self) -> Duration {
+        Duration::from_millis(2)
+    }
+}
+
+/// An API server: creates and deletes through the API, reads nodes and
+/// pods from reflector stores (list, then watch).
+pub(crate) struct ApiTarget {
+    client: kube::Client,
+    dynamic: Arc<Dynamic>,
+    nodes: reflector::Store<Node>,
+    pods: reflector::Store<Pod>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl ApiTarget {
+    /// Starts the stores and waits until both have listed.
+    pub(crate) async fn start(client: kube::Client, dynamic: Arc<Dynamic>) -> Result<Self, String> {
+        let (nodes, nw) = reflector::store::<Node>();
+        let (pods, pw) = reflector::store::<Pod>();
+        let run =
+            |s: futures::stream::BoxStream<'static, ()>| tokio::spawn(s.for_each(|()| async {}));
+        let node_stream =
+            reflector(nw, watcher(Api::<Node>::all(client.clone()), Default::default()))
+                .default_backoff()
+                .map(drop)
+                .boxed();
+        let pod_stream =
+            reflector(pw, watcher(Api::<Pod>::all(client.clone()), Default::default()))
+                .default_backoff()
+                .map(drop)
+                .boxed();
+        let tasks = vec![run(node_stream), run(pod_stream)];
+        let ready = async {
+            nodes.wait_until_ready().await.map_err(|e| e.to_string())?;
+            pods.wait_until_ready().await.map_err(|e| e.to_string())
+        };
+        match tokio::time::timeout(SYNC_TIMEOUT, ready).await {
+            Ok(Ok(())) => Ok(Self { client, dynamic, nodes, pods, tasks }),
+            Ok(Err(e)) => Err(format!("node/pod stores: {e}")),
+            Err(_) => Err("node/pod stores did not sync in 60s".into()),
+        }
+    }
+}
+
+impl Drop for ApiTarget {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Target for ApiTarget {
+    fn create_pod(&self, pod: Pod) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let ns = pod.metadata.namespace.clone().unwrap_or_default();
+            Api::<Pod>::namespaced(self.client.clone(), &ns)
+                .create(&PostParams::default(), &pod)
+                .await
+                .map(drop)
+                .map_err(|e| format!("creating pod {}: {e}", pod.metadata.name.unwrap_or_default()))
+        })
+    }
+    fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let ns = group["metadata"]["namespace"].as_str().map(str::to_string);
+            self.dynamic.create(&group, Placement::Strict(ns.as_deref())).await.map(drop)
+        })
+    }
+    fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+            match Api::<Pod>::namespaced(self.client.clone(), &namespace).delete(&name, &dp).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(format!("deleting pod {name}: {e}")),
+            }
+        })
+    }
+    fn delete_group(&self, _: String, _: String) -> BoxFuture<'_, Result<(), String>> {
+        // Left in place: a PodGroup without pods schedules nothing, and
+        // deleting through the dynamic API is not worth a discovery here.
+        Box::pin(std::future::ready(Ok(())))
+    }
+    fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
+        (self.nodes.state(), self.pods.state())
+    }
+    fn poll(&self) -> Duration {
+        Duration::from_millis(20)
+    }
+}
+
+/// A job that is running.
+struct Live {
+    end: usize,
+    pods: Vec<String>,
+    group: Option<String>,
+}
+
+fn job_name(j: &Job) -> String {
+    format!("gpu-job-{}", j.index)
+}
+
+/// Renders pod `member` of job `j`.
+fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Result<Pod, String> {
+    let mut env = env_for(&Default::default(), j.index, s.jobs);
+    env.insert("Gpus".into(), TValue::Int(i64::from(j.gpus)));
+    env.insert("Member".into(), TValue::Int(member as i64));
+    let mut v = render(&s.pod_template, &env)?;
+    let name = format!("{}-{member}", job_name(j));
+    let meta = &mut v["metadata"];
+    meta["name"] = json!(name);
+    meta["namespace"] = json!(s.namespace);
+    if !meta["labels"].is_object() {
+        meta["labels"] = json!({});
+    }
+    meta["labels"][JOB_LABEL] = json!(job_name(j));
+    if j.gang {
+        meta["labels"][GROUP_LABEL] = json!(job_name(j));
+    }
+    if v["spec"]["schedulerName"].as_str().is_none_or(str::is_empty) {
+        v["spec"]["schedulerName"] = json!(scheduler);
+    }
+    crate::objects::typed(v).map_err(|e| format!("pod template: {e}"))
+}
+
+fn render_group(s: &GpuJobsStep, j: &Job) -> Result<Value, String> {
+    let t = s.group_template.as_ref().ok_or("podGroupTemplatePath is required with gangs")?;
+    let mut env = env_for(&Default::default(), j.index, s.jobs);
+    env.insert("Members".into(), TValue::Int(j.pods as i64));
+    let mut v = render(t, &env)?;
+    v["metadata"]["name"] = json!(job_name(j));
+    v["metadata"]["namespace"] = json!(s.namespace);
+    Ok(v)
+}
+
+fn render(t: &TemplateSource, env: &crate::template::Env) -> Result<Value, String> {
+    let TemplateSource::File { path, text } = t else {
+        return Err("createGpuJobs needs template files".into());
+    };
+    let at = |e: String| format!("template {}: {e}", path.display());
+    let text = crate::template::render(text, env).map_err(|e| at(e.to_string()))?;
+    let v: Value = serde_saphyr::from_str(&text).map_err(|e| at(e.to_string()))?;
+    if !v.is_object() {
+        return Err(at("not a mapping".into()));
+    }
+    Ok(v)
+}
+
+async fn all<F>(futs: impl IntoIterator<Item = F>) -> Result<(), String>
+where
+    F: std::future::Future<Output = Result<(), String>>,
+{
+    futures::stream::iter(futs)
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map(drop)
+}
+
+/// Runs the stream of `s` against `target`; the outcome goes to `s.sink`.
+pub(crate) async fn run_jobs(
+    s: &GpuJobsStep,
+    target: &dyn Target,
+    scheduler: &str,
+) -> Result<(), String> {
+    let stream = jobs(s.seed, s.jobs, &s.mix, s.gangs.as_ref(), s.mean_lifetime);
+    let mix: Vec<(u32, f64)> = s.mix.iter().map(|m| (m.gpus, m.weight)).collect();
+    let median_gpus = gpu_weighted_median(&mix);
+    let probe = |gpus: u32| -> Result<Res, String> {
+        let j = Job { index: 0, gpus, pods: 1, gang: false, lifetime: 1 };
+        Ok(pod_requests(&render_pod(s, &j, 0, scheduler)?, &s.resource))
+    };
+    let median = probe(median_gpus)?;
+    let mut requests: HashMap<u32, Res> = HashMap::new();
+    for j in &stream {
+        if let std::collections::hash_map::Entry::Vacant(e) = requests.entry(j.gpus) {
+            e.insert(probe(j.gpus)?);
+        }
+    }
+    let (nodes, _) = target.objects();
+    let full_node =
+        GpuState::build(nodes.iter().map(|n| n.as_ref()), [], &s.resource, &s.topology_key)
+            .nodes
+            .iter()
+            .map(|n| n.allocatable.gpus)
+            .max()
+            .unwrap_or(0);
+    let mut live: Vec<Live> = Vec::new();
+    let mut alive: HashSet<String> = HashSet::new();
+    let mut out = Outcome {
+        namespace: s.namespace.clone(),
+        samples: Vec::new(),
+        gangs: Vec::new(),
+        stalled_waves: 0,
+        accepted_jobs: 0,
+        partial_gangs: 0,
+        median_gpus,
+        summary: Summary::default(),
+    };
+    for (wave, chunk) in stream.chunks(s.per_wave).enumerate() {
+        // Jobs whose time is up finish.
+        let (done, keep): (Vec<Live>, Vec<Live>) = live.into_iter().partition(|l| l.end <= wave);
+        live = keep;
+        end_jobs(s, target, &done, &mut alive).await?;
+        // The wave arrives.
+        let mut pods = Vec::new();
+        for j in chunk {
+            if j.gang {
+                target.create_group(render_group(s, j)?).await?;
+            }
+            for m in 0..j.pods {
+                pods.push(render_pod(s, j, m, scheduler)?);
+            }
+        }
+        let names: Vec<Vec<String>> = chunk
+            .iter()
+            .map(|j| (0..j.pods).map(|m| format!("{}-{m}", job_name(j))).collect())
+            .collect();
+        alive.extend(names.iter().flatten().cloned());
+        all(pods.into_iter().map(|p| target.create_pod(p))).await?;
+        // The scheduler settles.
+        let settled = settle(s, target, chunk, &names, &alive, &requests).await?;
+        out.stalled_waves += usize::from(settled.stalled);
+        let state = &settled.state;
+        let mut sample = WaveSample {
+            wave,
+            allocated_gpus: state.allocated_gpus(),
+            total_gpus: state.total_gpus(),
+            fully_free_nodes: state.fully_free_nodes(),
+            stranded_gpus: state.stranded_gpus(&median),
+            ..WaveSample::default()
+        };
+        let mut refused = Vec::new();
+        for (j, pods) in chunk.iter().zip(names) {
+            let placed: Vec<&str> =
+                pods.iter().filter_map(|p| settled.placement.get(p).map(String::as_str)).collect();
+            let group = j.gang.then(|| job_name(j));
+            if placed.len() == pods.len() {
+                if j.gang {
+                    let (nodes, domains) = state.spans(placed);
+                    out.gangs.push(GangSpan { members: j.pods, nodes, domains });
+                }
+                out.accepted_jobs += 1;
+                live.push(Live { end: wave + j.lifetime, pods, group });
+            } else {
+                sample.rejected_jobs += 1;
+                if !j.gang && i64::from(j.gpus) >= full_node {
+                    sample.rejected_full_node += 1;
+                }
+                if j.gang && !placed.is_empty() {
+                    out.partial_gangs += 1;
+                }
+                refused.push(Live { end: wave, pods, group });
+            }
+        }
+        out.samples.push(sample);
+        end_jobs(s, target, &refused, &mut alive).await?;
+    }
+    out.summary = Summary::of(&out.samples, &out.gangs);
+    s.sink.push(out);
+    Ok(())
+}
+
+async fn end_jobs(
+    s: &GpuJobsStep,
+    target: &dyn Target,
+    jobs: &[Live],
+    alive: &mut HashSet<String>,
+) -> Result<(), String> {
+    let pods = jobs.iter().flat_map(|l| &l.pods);
+    all(pods.map(|p| target.delete_pod(s.namespace.clone(), p.clone()))).await?;
+    for l in jobs {
+        for p in &l.pods {
+            alive.remove(p);
+        }
+        if let Some(g) = &l.group {
+            target.delete_group(s.namespace.clone(), g.clone()).await?;
+        }
+    }
+    Ok(())
+}
+
+struct Settled {
+    state: GpuState,
+    /// Pod name → node, for the namespace's bound pods.
+    placement: HashMap<String, String>,
+    stalled: bool,
+}
+
+/// Waits until the wave has settled (see the module docs).
+async fn settle(
+    s: &GpuJobsStep,
+    target: &dyn Target,
+    chunk: &[Job],
+    names: &[Vec<String>],
+    alive: &HashSet<String>,
+    requests: &HashMap<u32, Res>,
+) -> Result<Settled, String> {
+    let start = Instant::now();
+    let mut last_change = start;
+    let mut last_bound = usize::MAX;
+    let wave_pods: usize = names.iter().map(Vec::len).sum();
+    loop {
+        let (nodes, pods) = target.objects();
+        let mut present = 0;
+        let mut stale = false;
+        let mut placement = HashMap::new();
+        for p in &pods {
+            if p.metadata.namespace.as_deref() != Some(s.namespace.as_str()) {
+                continue;
+            }
+            let name = p.metadata.name.as_deref().unwrap_or("");
+            if !alive.contains(name) {
+                stale = true;
+                continue;
+            }
+            present += 1;
+            if let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                placement.insert(name.to_string(), node);
+            }
+        }
+        let synced = !stale && present == alive.len();
+        if !synced {
+            if start.elapsed() > SYNC_TIMEOUT {
+                return Err(format!(
+                    "the cluster view did not show our pods in {SYNC_TIMEOUT:?}: {present} of {} \
+                     present, deleted ones still listed: {stale}",
+                    alive.len()
+                ));
+            }
+            tokio::time::sleep(target.poll()).await;
+            continue;
+        }
+        let bound = names.iter().flatten().filter(|n| placement.contains_key(*n)).count();
+        let build = || {
+            GpuState::build(
+                nodes.iter().map(|n| n.as_ref()),
+                pods.iter().map(|p| p.as_ref()),
+                &s.resource,
+                &s.topology_key,
+            )
+        };
+        if bound == wave_pods {
+            return Ok(Settled { state: build(), placement, stalled: false });
+        }
+        if bound != last_bound {
+            // Still binding: look again before judging.
+            last_bound = bound;
+            last_change = Instant::now();
+            tokio::time::sleep(target.poll()).await;
+            continue;
+        }
+        let state = build();
+        let stuck = chunk.iter().zip(names).all(|(j, pods)| {
+            let pending = pods.iter().filter(|p| !placement.contains_key(*p)).count();
+            pending == 0 || !state.fits(&requests[&j.gpus], pending)
+        });
+        if stuck {
+            return Ok(Settled { state, placement, stalled: false });
+        }
+        if last_change.elapsed() > s.stall_timeout {
+            tracing::warn!(
+                namespace = %s.namespace,
+                "createGpuJobs: pods that fit stayed pending for {:?}; refusing them",
+                s.stall_timeout
+            );
+            return Ok(Settled { state, placement, stalled: true });
+        }
+        tokio::time::sleep(target.poll()).await;
+    }
+}

@@ -1,0 +1,371 @@
+//! GPU fragmentation benchmark (issue 7): the `createGpuJobs` op, a
+//! seeded stream of GPU jobs and gangs with lifetimes, run in waves on
+//! either target, and the fragmentation metrics it reports as DataItems
+//! next to throughput.
+//!
+//! - [`metrics`]: the cluster's GPU state and the metrics, on plain data;
+//! - [`stream`]: the seeded job stream;
+//! - `driver`: the waves (create, let the scheduler settle, sample,
+//!   refuse what could not be placed, end finished jobs), over a small
+//!   target trait implemented for the embedded cluster and an API server;
+//! - [`compare`]: the four-way comparison (`convoy-bench gpu`).
+//!
+//! The metrics are computed from the cluster's nodes and pods, never from
+//! the scheduler, so every scheduler is measured the same way.
+
+pub mod compare;
+mod driver;
+pub mod metrics;
+pub mod stream;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::Deserialize;
+
+use crate::config::{Params, parse_duration};
+use crate::dataitems::DataItem;
+use crate::plan::TemplateSource;
+
+pub(crate) use driver::{ApiTarget, EmbeddedTarget, run_jobs};
+pub use metrics::{GangSpan, Summary, WaveSample};
+
+/// The opcode.
+pub const OPCODE: &str = "createGpuJobs";
+
+/// One request size of the mix and its relative weight.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MixEntry {
+    /// GPUs per pod (> 0).
+    pub gpus: u32,
+    /// Relative weight (> 0).
+    pub weight: f64,
+}
+
+/// Which jobs are gangs and their shape.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct GangSpec {
+    /// Share of jobs that are gangs (0..=1).
+    pub fraction: f64,
+    /// Member counts, drawn uniformly (each >= 2).
+    pub members: Vec<u32>,
+    /// GPUs per member, drawn uniformly (each > 0).
+    pub gpus_per_member: Vec<u32>,
+}
+
+/// `createGpuJobs`: a stream of `jobs` GPU jobs, `jobsPerWave` at a time.
+/// After each wave is created, the op waits until the scheduler has placed
+/// every pod that can be placed, samples the cluster, deletes the jobs
+/// that could not be placed (refused: the stream is a loss system, so no
+/// backlog carries over), and deletes the jobs whose lifetime (in waves)
+/// is over.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateGpuJobsOp {
+    /// Jobs in the stream.
+    pub jobs: Option<i64>,
+    /// `$param` giving the number of jobs.
+    pub jobs_param: Option<String>,
+    /// Jobs per wave.
+    pub jobs_per_wave: Option<i64>,
+    /// `$param` giving the jobs per wave.
+    pub jobs_per_wave_param: Option<String>,
+    /// Seed of the stream.
+    #[serde(default)]
+    pub seed: u64,
+    /// Request sizes of single-pod jobs (required).
+    #[serde(default)]
+    pub gpu_mix: Vec<MixEntry>,
+    /// Gangs, if any.
+    pub gangs: Option<GangSpec>,
+    /// Mean lifetime in waves (exponential, >= 1).
+    #[serde(default)]
+    pub mean_lifetime_waves: f64,
+    /// Namespace (default `namespace-<opIndex>`).
+    pub namespace: Option<String>,
+    /// Pod template (required), rendered with `.Index` (job), `.Gpus`,
+    /// `.Member`.
+    #[serde(default)]
+    pub pod_template_path: String,
+    /// PodGroup template (required with `gangs`), rendered with `.Index`
+    /// and `.Members`.
+    pub pod_group_template_path: Option<String>,
+    /// Node label of topology domains (default `topology.kubernetes.io/rack`).
+    pub topology_key: Option<String>,
+    /// The GPU resource (default `nvidia.com/gpu`).
+    pub resource_name: Option<String>,
+    /// Measure throughput over the op and report the GPU metrics.
+    #[serde(default)]
+    pub collect_metrics: bool,
+    /// How long a wave may make no progress while pods that fit are still
+    /// pending before they are refused anyway (default `10s`).
+    pub stall_timeout: Option<String>,
+}
+
+impl CreateGpuJobsOp {
+    /// Strict checks; errors name the field.
+    pub fn validate(&self) -> Result<(), String> {
+        let op = OPCODE;
+        let count = |field: &str, v: Option<i64>, p: &Option<String>| match (v, p) {
+            (Some(c), _) if c <= 0 => Err(format!("{op}.{field} must be > 0, got {c}")),
+            (Some(_), _) => Ok(()),
+            (None, Some(p)) if p.starts_with('$') => Ok(()),
+            (None, Some(p)) => {
+                Err(format!("{op}.{field}Param must be a \"$param\" reference, got {p:?}"))
+            }
+            (None, None) => Err(format!("{op}: {field} or {field}Param is required")),
+        };
+        count("jobs", self.jobs, &self.jobs_param)?;
+        count("jobsPerWave", self.jobs_per_wave, &self.jobs_per_wave_param)?;
+        if self.gpu_mix.is_empty() {
+            return Err(format!("{op}.gpuMix is required"));
+        }
+        for (i, m) in self.gpu_mix.iter().enumerate() {
+            if m.gpus == 0 || m.weight.is_nan() || m.weight <= 0.0 {
+                return Err(format!("{op}.gpuMix[{i}]: gpus and weight must be > 0"));
+            }
+        }
+        if let Some(g) = &self.gangs {
+            if !(0.0..=1.0).contains(&g.fraction) {
+                return Err(format!("{op}.gangs.fraction must be in 0..=1, got {}", g.fraction));
+            }
+            if g.members.is_empty() || g.members.iter().any(|&m| m < 2) {
+                return Err(format!("{op}.gangs.members must be non-empty, each >= 2"));
+            }
+            if g.gpus_per_member.is_empty() || g.gpus_per_member.contains(&0) {
+                return Err(format!("{op}.gangs.gpusPerMember must be non-empty, each > 0"));
+            }
+            if self.pod_group_template_path.is_none() {
+                return Err(format!("{op}.podGroupTemplatePath is required with gangs"));
+            }
+        }
+        if self.mean_lifetime_waves.is_nan() || self.mean_lifetime_waves < 1.0 {
+            return Err(format!(
+                "{op}.meanLifetimeWaves must be >= 1, got {}",
+                self.mean_lifetime_waves
+            ));
+        }
+        if self.pod_template_path.is_empty() {
+            return Err(format!("{op}.podTemplatePath is required"));
+        }
+        if let Some(d) = &self.stall_timeout {
+            parse_duration(d).map_err(|e| format!("{op}.stallTimeout: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a run's outcome goes: shared by the clones of a plan, taken by
+/// whoever reports the run. Always compares equal (it is not part of what
+/// the step does).
+#[derive(Debug, Clone, Default)]
+pub struct Sink(Arc<Mutex<Vec<Outcome>>>);
+
+impl PartialEq for Sink {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Sink {
+    /// Takes the outcomes recorded so far.
+    pub fn take(&self) -> Vec<Outcome> {
+        std::mem::take(&mut self.0.lock())
+    }
+
+    pub(crate) fn push(&self, o: Outcome) {
+        self.0.lock().push(o);
+    }
+}
+
+/// What one `createGpuJobs` measured.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Outcome {
+    /// The namespace (the window's name).
+    pub namespace: String,
+    /// One sample per wave.
+    pub samples: Vec<WaveSample>,
+    /// The gangs placed whole.
+    pub gangs: Vec<GangSpan>,
+    /// Waves where pods that fit stayed pending until `stallTimeout`.
+    pub stalled_waves: usize,
+    /// Jobs placed.
+    pub accepted_jobs: usize,
+    /// Gangs refused with some members bound (their GPUs were held in
+    /// vain).
+    pub partial_gangs: usize,
+    /// The GPU-weighted median request used for stranding.
+    pub median_gpus: u32,
+    /// The summary of `samples` and `gangs`.
+    pub summary: Summary,
+}
+
+/// A resolved `createGpuJobs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuJobsStep {
+    /// Index of the op in the (unrolled) workload.
+    pub op_index: usize,
+    /// Jobs.
+    pub jobs: usize,
+    /// Jobs per wave.
+    pub per_wave: usize,
+    /// Seed.
+    pub seed: u64,
+    /// The mix.
+    pub mix: Vec<MixEntry>,
+    /// Gangs.
+    pub gangs: Option<GangSpec>,
+    /// Mean lifetime, waves.
+    pub mean_lifetime: f64,
+    /// Namespace.
+    pub namespace: String,
+    /// Pod template.
+    pub pod_template: TemplateSource,
+    /// PodGroup template.
+    pub group_template: Option<TemplateSource>,
+    /// Topology label key.
+    pub topology_key: String,
+    /// GPU resource name.
+    pub resource: String,
+    /// Measure.
+    pub collect_metrics: bool,
+    /// Stall timeout.
+    pub stall_timeout: Duration,
+    /// Where the outcome goes.
+    pub sink: Sink,
+}
+
+/// Resolves the op (`$params`, template files, defaults).
+pub fn plan_step(
+    o: &CreateGpuJobsOp,
+    op_index: usize,
+    params: &mut Params,
+    template: &mut impl FnMut(Option<&str>) -> Result<TemplateSource, String>,
+) -> Result<GpuJobsStep, String> {
+    let count = |params: &mut Params, v: Option<i64>, p: &Option<String>| match (v, p) {
+        (Some(c), _) => Ok(c.max(0) as usize),
+        (None, Some(p)) => params.count(p),
+        (None, None) => Err("count is required".to_string()),
+    };
+    Ok(GpuJobsStep {
+        op_index,
+        jobs: count(params, o.jobs, &o.jobs_param)?,
+        per_wave: count(params, o.jobs_per_wave, &o.jobs_per_wave_param)?.max(1),
+        seed: o.seed,
+        mix: o.gpu_mix.clone(),
+        gangs: o.gangs.clone(),
+        mean_lifetime: o.mean_lifetime_waves,
+        namespace: o.namespace.clone().unwrap_or_else(|| format!("namespace-{op_index}")),
+        pod_template: template(Some(&o.pod_template_path))?,
+        group_template: match &o.pod_group_template_path {
+            Some(p) => Some(template(Some(p))?),
+            None => None,
+        },
+        topology_key: o
+            .topology_key
+            .clone()
+            .unwrap_or_else(|| "topology.kubernetes.io/rack".into()),
+        resource: o.resource_name.clone().unwrap_or_else(|| "nvidia.com/gpu".into()),
+        collect_metrics: o.collect_metrics,
+        stall_timeout: match &o.stall_timeout {
+            Some(d) => parse_duration(d)?,
+            None => Duration::from_secs(10),
+        },
+        sink: Sink::default(),
+    })
+}
+
+/// The GPU DataItems of an outcome (`Name` = `<workload>/<namespace>`).
+pub fn outcome_items(workload: &str, o: &Outcome) -> Vec<DataItem> {
+    let s = &o.summary;
+    let item = |metric: &str, unit: &str, data: Vec<(&str, f64)>| DataItem {
+        data: data.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+        unit: unit.into(),
+        labels: [
+            ("Metric".to_string(), metric.to_string()),
+            ("Name".to_string(), format!("{workload}/{}", o.namespace)),
+        ]
+        .into(),
+    };
+    let pct = |v: i64| 100.0 * v as f64 / s.total_gpus.max(1) as f64;
+    let mut items = vec![
+        item(
+            "GpuFirstFullNodeFailure",
+            "GPUs",
+            match s.first_full_node_failure {
+                Some((gpus, wave)) => {
+                    vec![("Allocated", gpus as f64), ("Percent", pct(gpus)), ("Wave", wave as f64)]
+                }
+                None => vec![("Never", 1.0), ("Percent", 100.0)],
+            },
+        ),
+        item(
+            "GpuStrandedAtSaturation",
+            "GPUs",
+            vec![
+                ("Average", s.stranded_avg.unwrap_or(0.0)),
+                ("Max", s.stranded_max.unwrap_or(0) as f64),
+                ("SaturatedWaves", s.saturated_waves as f64),
+                ("MedianRequest", f64::from(o.median_gpus)),
+            ],
+        ),
+        item(
+            "GpuAllocatedAtSaturation",
+            "%",
+            vec![("Average", s.allocated_pct_at_saturation.unwrap_or(0.0))],
+        ),
+        item(
+            "GpuFullyFreeNodes",
+            "nodes",
+            vec![("Min", s.free_nodes_min as f64), ("Average", s.free_nodes_avg)],
+        ),
+        item(
+            "GpuJobs",
+            "jobs",
+            vec![
+                ("Accepted", o.accepted_jobs as f64),
+                ("Rejected", s.rejected_jobs as f64),
+                ("PartialGangs", o.partial_gangs as f64),
+                ("StalledWaves", o.stalled_waves as f64),
+            ],
+        ),
+    ];
+    if let (Some(n), Some(d)) = (s.gang_nodes, s.gang_domains) {
+        items.push(item(
+            "GpuGangSpread",
+            "nodes",
+            vec![
+                ("NodesAverage", n.0),
+                ("NodesMax", n.1 as f64),
+                ("DomainsAverage", d.0),
+                ("DomainsMax", d.1 as f64),
+                ("Placed", s.gangs_placed as f64),
+            ],
+        ));
+    }
+    items
+}
+
+/// Takes the outcomes of every `createGpuJobs` of `plan` and turns them
+/// into DataItems (with `labels` added, e.g. the scheduler).
+pub fn take_items(plan: &crate::plan::Plan, labels: &BTreeMap<String, String>) -> Vec<DataItem> {
+    let mut items = Vec::new();
+    for step in &plan.steps {
+        if let crate::plan::Step::CreateGpuJobs(s) = step {
+            for o in s.sink.take() {
+                for mut i in outcome_items(&plan.name, &o) {
+                    i.labels.extend(labels.clone());
+                    items.push(i);
+                }
+            }
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests;
