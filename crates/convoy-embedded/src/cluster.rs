@@ -93,8 +93,8 @@ fn pod_key(pod: &Pod) -> Result<PodKey, ClusterError> {
 
 impl EmbeddedCluster {
     /// A cluster holding `objects`, and the stream of its updates: one
-    /// `NodeAdded` per node, one `PodAdded` per pod (assigned pods
-    /// included), one `PodGroupApplied` per PodGroup, then `Synced`, then
+    /// `PodGroupApplied` per PodGroup, one `NodeAdded` per node, one
+    /// `PodAdded` per pod (assigned pods included), then `Synced`, then
     /// every later change.
     ///
     /// The objects are expected to come from [`crate::parse_objects`]
@@ -110,6 +110,13 @@ impl EmbeddedCluster {
         });
         {
             let mut s = cluster.state.lock();
+            for g in objects.pod_groups {
+                // `parse_objects` has already refused unreadable PodGroups.
+                let Ok(pg) = PodGroup::from_json(&g.object) else { continue };
+                let pg = Arc::new(pg);
+                s.groups.insert(pg.key.clone(), pg.clone());
+                cluster.send(ClusterUpdate::PodGroupApplied(pg));
+            }
             for mut node in objects.nodes {
                 node.metadata.resource_version = Some(s.next_version());
                 let node = Arc::new(node);
@@ -126,13 +133,6 @@ impl EmbeddedCluster {
                 }
                 s.bound += usize::from(is_bound(&pod));
                 cluster.send(ClusterUpdate::PodAdded(pod));
-            }
-            for g in objects.pod_groups {
-                // `parse_objects` has already refused unreadable PodGroups.
-                let Ok(pg) = PodGroup::from_json(&g.object) else { continue };
-                let pg = Arc::new(pg);
-                s.groups.insert(pg.key.clone(), pg.clone());
-                cluster.send(ClusterUpdate::PodGroupApplied(pg));
             }
             cluster.send(ClusterUpdate::Synced);
         }

@@ -8,10 +8,18 @@ use convoy_api::QueueSortPlugin;
 use crate::heap::IndexedHeap;
 use crate::store::{Loc, Store};
 
-/// A heap of slots ordered by QueueSort.
+/// A heap of slots ordered by QueueSort, then first in, first out among
+/// pods QueueSort finds equal (same priority and timestamp), so the order
+/// is deterministic.
 pub(crate) struct ActiveQ {
     heap: IndexedHeap,
     less: Arc<dyn QueueSortPlugin>,
+    next_seq: u64,
+}
+
+/// QueueSort's order, ties broken by arrival in activeQ.
+fn before(less: &dyn QueueSortPlugin, s: &Store, a: usize, b: usize) -> bool {
+    less.less(&s[a].qpi, &s[b].qpi) || (!less.less(&s[b].qpi, &s[a].qpi) && s[a].seq < s[b].seq)
 }
 
 impl std::fmt::Debug for ActiveQ {
@@ -23,7 +31,7 @@ impl std::fmt::Debug for ActiveQ {
 impl ActiveQ {
     /// An empty activeQ ordered by `less`.
     pub(crate) fn new(less: Arc<dyn QueueSortPlugin>) -> Self {
-        Self { heap: IndexedHeap::default(), less }
+        Self { heap: IndexedHeap::default(), less, next_seq: 0 }
     }
 
     /// Number of pods.
@@ -39,14 +47,16 @@ impl ActiveQ {
     /// Adds a detached slot.
     pub(crate) fn push(&mut self, id: usize, store: &mut Store) {
         store[id].loc = Loc::Active;
+        store[id].seq = self.next_seq;
+        self.next_seq += 1;
         let less = &*self.less;
-        self.heap.push(id, store, |s, a, b| less.less(&s[a].qpi, &s[b].qpi));
+        self.heap.push(id, store, |s, a, b| before(less, s, a, b));
     }
 
     /// Detaches and returns the first pod's slot.
     pub(crate) fn pop(&mut self, store: &mut Store) -> Option<usize> {
         let less = &*self.less;
-        let id = self.heap.pop(store, |s, a, b| less.less(&s[a].qpi, &s[b].qpi))?;
+        let id = self.heap.pop(store, |s, a, b| before(less, s, a, b))?;
         store[id].loc = Loc::Detached;
         Some(id)
     }
@@ -55,7 +65,7 @@ impl ActiveQ {
     pub(crate) fn remove(&mut self, id: usize, store: &mut Store) {
         let less = &*self.less;
         let pos = store[id].pos;
-        self.heap.remove_at(pos, store, |s, a, b| less.less(&s[a].qpi, &s[b].qpi));
+        self.heap.remove_at(pos, store, |s, a, b| before(less, s, a, b));
         store[id].loc = Loc::Detached;
     }
 

@@ -71,6 +71,7 @@ impl State {
             pending_mask: 0,
             any_event: false,
             gating_plugin: None,
+            seq: 0,
             qpi,
         };
         self.profiles.set_masks(&mut e);

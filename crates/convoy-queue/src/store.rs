@@ -45,6 +45,8 @@ pub(crate) struct Entry {
     pub(crate) any_event: bool,
     /// The PreEnqueue plugin holding the pod back, when gated.
     pub(crate) gating_plugin: Option<&'static str>,
+    /// Arrival order in activeQ (its tie-break).
+    pub(crate) seq: u64,
 }
 
 /// A slab of entries plus the index by pod key.

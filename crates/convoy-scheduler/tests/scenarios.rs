@@ -249,8 +249,12 @@ async fn bundled_example_runs() {
     let objects = convoy_embedded::load_file(std::path::Path::new(path)).unwrap();
     let config = convoy_scheduler::load_config(None).unwrap();
     let r = simulate(config, objects, false).await.unwrap();
-    assert!(r.summary.bound > 0);
-    assert!(r.summary.pending > 0, "the example shows pods that stay pending");
+    // The outcome the file's header promises.
+    assert_eq!((r.summary.bound, r.summary.pending), (10, 6));
+    let node = |name: &str| r.pods.iter().find(|p| p.name == name).and_then(|p| p.node.clone());
+    assert!(node("pretrain-0").is_some() && node("pretrain-1").is_some(), "the gang fits whole");
+    assert!((0..3).all(|i| node(&format!("finetune-{i}")).is_none()), "no partial gang");
+    assert_eq!(node("edge-1").as_deref(), Some("cpu-b2"));
     for p in &r.pods {
         assert!(p.node.is_some() != p.reason.is_some(), "{p:?}");
     }
