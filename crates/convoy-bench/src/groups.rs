@@ -257,6 +257,14 @@ pub fn overall_rate(w: &Window) -> Option<f64> {
     (g.placed > 0 && secs > 0.0).then(|| g.placed as f64 / secs)
 }
 
+/// Pods per second from the first bind of the window to its last (the
+/// creation of the pods before the first bind left out).
+pub fn bind_span_rate(w: &Window) -> Option<f64> {
+    let (first, last) = w.bind_span?;
+    let secs = (last - first).as_secs_f64();
+    (w.pods > 1 && secs > 0.0).then(|| (w.pods - 1) as f64 / secs)
+}
+
 fn ms(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3}"))
 }
@@ -315,9 +323,19 @@ pub fn table(report: &Report) -> String {
 /// to kube-scheduler (empty when no window measured groups).
 pub fn compare_table(c: &Comparison) -> String {
     let mut rows = vec![
-        ["NAME", "SCHEDULER", "GROUPS", "GROUPS/S", "LAT P50", "LAT P90", "LAT P99", "PODS/S"]
-            .map(String::from)
-            .to_vec(),
+        [
+            "NAME",
+            "SCHEDULER",
+            "GROUPS",
+            "GROUPS/S",
+            "LAT P50",
+            "LAT P90",
+            "LAT P99",
+            "PODS/S",
+            "BIND PODS/S",
+        ]
+        .map(String::from)
+        .to_vec(),
     ];
     let mut rates: BTreeMap<String, BTreeMap<&'static str, f64>> = BTreeMap::new();
     for (s, r) in &c.runs {
@@ -332,6 +350,7 @@ pub fn compare_table(c: &Comparison) -> String {
                 }
                 let pods = (w.duration.as_secs_f64() > 0.0)
                     .then(|| w.pods as f64 / w.duration.as_secs_f64());
+                let bind = bind_span_rate(w);
                 rows.push(vec![
                     name,
                     s.name().into(),
@@ -341,6 +360,7 @@ pub fn compare_table(c: &Comparison) -> String {
                     ms(lat.map(|s| s.perc90)),
                     ms(lat.map(|s| s.perc99)),
                     pods.map_or("-".into(), |v| format!("{v:.1}")),
+                    bind.map_or("-".into(), |v| format!("{v:.1}")),
                 ]);
             }
         }
@@ -350,7 +370,8 @@ pub fn compare_table(c: &Comparison) -> String {
     }
     let mut out = render(&rows);
     out.push_str(
-        "(over each window's wall time; LAT: first member created to minCount-th bound, ms)\n",
+        "(GROUPS/S, PODS/S: over each window's wall time, pod creation included; BIND PODS/S: \
+         from the first bind to the last; LAT: first member created to minCount-th bound, ms)\n",
     );
     for (name, r) in &rates {
         let (convoy, kube) = (SchedulerKind::Convoy.name(), SchedulerKind::KubeScheduler.name());
