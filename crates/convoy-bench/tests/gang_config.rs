@@ -42,10 +42,7 @@ fn gang_config_plans_with_upstreams_workloads() {
     ] {
         assert!(plans.contains_key(name), "{name} in {:?}", plans.keys());
     }
-    assert_eq!(
-        plans["GangScheduling/500Nodes_100Gangs_300Pods"].feature_gates["GenericWorkload"],
-        true
-    );
+    assert!(plans["GangScheduling/500Nodes_100Gangs_300Pods"].feature_gates["GenericWorkload"]);
     let selected = |filter: Option<&str>, labels: &str| -> Vec<String> {
         convoy_bench::run::select(&config, &opts(filter, labels))
             .iter()
