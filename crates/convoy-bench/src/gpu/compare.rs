@@ -113,6 +113,9 @@ pub fn run(
                 }
                 Where::Testenv(kind) => {
                     TestEnv::start().map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
+                        // Before the scheduler starts, so that it finds the
+                        // PodGroup API when it starts watching.
+                        install(env.kubeconfig(), &api.prepare)?;
                         let api = ApiOptions {
                             kubeconfig: env.kubeconfig().to_path_buf(),
                             scheduler: kind,
@@ -151,6 +154,25 @@ pub fn run(
         }
     }
     Ok(out)
+}
+
+/// Applies manifests (CRDs waited for until `Established`) to a fresh
+/// API server.
+fn install(kubeconfig: &std::path::Path, manifests: &[serde_json::Value]) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("runtime: {e}"))?;
+    rt.block_on(async {
+        let client = convoy_adapters::connect(Some(kubeconfig), 50.0, 100)
+            .await
+            .map_err(|e| format!("connecting: {e}"))?;
+        let dynamic = crate::dynamic::Dynamic::new(client);
+        for m in manifests {
+            dynamic.prepare(m).await?;
+        }
+        Ok(())
+    })
 }
 
 fn take(plan: &Plan) -> Vec<Outcome> {

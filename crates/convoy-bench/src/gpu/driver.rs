@@ -447,10 +447,21 @@ async fn settle(
             return Ok(Settled { state, placement, stalled: false });
         }
         if last_change.elapsed() > s.stall_timeout {
+            let pending: Vec<String> = chunk
+                .iter()
+                .zip(names)
+                .flat_map(|(j, pods)| {
+                    pods.iter().filter(|p| !placement.contains_key(*p)).map(move |p| {
+                        format!("{p} ({} GPUs{})", j.gpus, if j.gang { ", gang" } else { "" })
+                    })
+                })
+                .take(5)
+                .collect();
             tracing::warn!(
                 namespace = %s.namespace,
-                "createGpuJobs: pods that fit stayed pending for {:?}; refusing them",
-                s.stall_timeout
+                "createGpuJobs: pods that fit stayed pending for {:?}; refusing them: {}",
+                s.stall_timeout,
+                pending.join(", ")
             );
             return Ok(Settled { state, placement, stalled: true });
         }

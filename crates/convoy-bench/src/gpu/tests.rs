@@ -29,3 +29,58 @@ fn op_is_strict() {
         assert!(e.contains(want), "{field}: {e}");
     }
 }
+
+/// A small stream on the embedded target with Convoy's GPU profile: every
+/// wave sampled, the metrics consistent with the cluster, gangs whole.
+#[test]
+fn small_stream_on_the_embedded_target() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = r#"
+- name: GpuSmall
+  schedulerConfigPath: ../../config/gpu-cluster.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    count: 12
+    nodeTemplatePath: templates/gpu/node-gpu.yaml
+  - opcode: createGpuJobs
+    namespace: gpu-jobs
+    jobs: 60
+    jobsPerWave: 3
+    seed: 3
+    gpuMix: [{gpus: 1, weight: 0.6}, {gpus: 2, weight: 0.15}, {gpus: 4, weight: 0.15}, {gpus: 8, weight: 0.1}]
+    gangs: {fraction: 0.1, members: [2], gpusPerMember: [8]}
+    meanLifetimeWaves: 10
+    podTemplatePath: templates/gpu/pod-gpu.yaml
+    podGroupTemplatePath: templates/gpu/podgroup.yaml
+    collectMetrics: true
+  workloads:
+  - name: 12Nodes
+"#;
+    let config = crate::parse_str(text, "test.yaml", root.join("benches/config")).unwrap();
+    let opts = crate::RunOptions {
+        filter: None,
+        labels: crate::labels::LabelFilter::parse(""),
+        topic: "t".into(),
+        embedded: Default::default(),
+    };
+    let report = crate::run(&config, &opts).unwrap();
+    let r = &report.results[0];
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let item = |metric: &str| {
+        r.items
+            .iter()
+            .find(|i| i.labels["Metric"] == metric)
+            .unwrap_or_else(|| panic!("no {metric} in {:?}", r.items))
+    };
+    assert_eq!(item("SchedulingThroughput").labels["Name"], "GpuSmall/12Nodes/gpu-jobs");
+    let jobs = item("GpuJobs");
+    assert_eq!(jobs.data["Accepted"] + jobs.data["Rejected"], 60.0);
+    assert_eq!(jobs.data["StalledWaves"], 0.0);
+    let free = item("GpuFullyFreeNodes");
+    assert!(free.data["Min"] <= free.data["Average"] && free.data["Average"] <= 12.0);
+    let first = item("GpuFirstFullNodeFailure");
+    assert!(first.data["Percent"] > 0.0 && first.data["Percent"] <= 100.0);
+    item("GpuStrandedAtSaturation");
+    // Convoy places a gang whole or not at all.
+    assert_eq!(jobs.data["PartialGangs"], 0.0);
+}
