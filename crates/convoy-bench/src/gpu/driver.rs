@@ -97,6 +97,8 @@ pub(crate) struct ApiTarget {
     nodes: reflector::Store<Node>,
     pods: reflector::Store<Pod>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// `apiVersion` of the PodGroups created (for deleting them).
+    group_api: parking_lot::Mutex<Option<String>>,
 }
 
 impl ApiTarget {
@@ -122,7 +124,9 @@ impl ApiTarget {
             pods.wait_until_ready().await.map_err(|e| e.to_string())
         };
         match tokio::time::timeout(SYNC_TIMEOUT, ready).await {
-            Ok(Ok(())) => Ok(Self { client, dynamic, nodes, pods, tasks }),
+            Ok(Ok(())) => {
+                Ok(Self { client, dynamic, nodes, pods, tasks, group_api: Default::default() })
+            }
             Ok(Err(e)) => Err(format!("node/pod stores: {e}")),
             Err(_) => Err("node/pod stores did not sync in 60s".into()),
         }
@@ -150,6 +154,9 @@ impl Target for ApiTarget {
     }
     fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
+            if let Some(v) = group["apiVersion"].as_str() {
+                *self.group_api.lock() = Some(v.to_string());
+            }
             let ns = group["metadata"]["namespace"].as_str().map(str::to_string);
             self.dynamic.create(&group, Placement::Strict(ns.as_deref())).await.map(drop)
         })
@@ -164,10 +171,24 @@ impl Target for ApiTarget {
             }
         })
     }
-    fn delete_group(&self, _: String, _: String) -> BoxFuture<'_, Result<(), String>> {
-        // Left in place: a PodGroup without pods schedules nothing, and
-        // deleting through the dynamic API is not worth a discovery here.
-        Box::pin(std::future::ready(Ok(())))
+    fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
+        // Deleted, not left behind: a group that failed keeps counting for
+        // the scheduler (Convoy's starvation guard would hold other pods
+        // back for it).
+        Box::pin(async move {
+            let Some(api_version) = self.group_api.lock().clone() else { return Ok(()) };
+            let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
+            let gvk = kube::api::GroupVersionKind::gvk(group, version, "PodGroup");
+            let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "podgroups");
+            let api: Api<kube::api::DynamicObject> =
+                Api::namespaced_with(self.client.clone(), &namespace, &ar);
+            let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+            match api.delete(&name, &dp).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+                Err(e) => Err(format!("deleting PodGroup {name}: {e}")),
+            }
+        })
     }
     fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
         (self.nodes.state(), self.pods.state())
