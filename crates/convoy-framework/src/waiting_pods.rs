@@ -48,11 +48,17 @@ impl PermitWait {
                 let plugins = self.map.remove(&self.uid).map(|w| w.pending).unwrap_or_default();
                 let mut names: Vec<_> = plugins.into_iter().collect();
                 names.sort_unstable();
-                Status::unschedulable(format!(
+                let s = Status::unschedulable(format!(
                     "rejected due to timeout after waiting {:?} at plugin {}",
                     self.timeout,
                     names.join(",")
-                ))
+                ));
+                // The (first) plugin that kept the pod waiting is the one
+                // whose events may let it in next time.
+                match names.first() {
+                    Some(first) => s.with_plugin(first),
+                    None => s,
+                }
             }
         }
     }

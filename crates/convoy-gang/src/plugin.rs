@@ -64,6 +64,20 @@ impl GangScheduling {
     }
 }
 
+impl GangScheduling {
+    /// The pod's siblings waiting at Permit. Cheap when nothing waits (the
+    /// usual case: a group placed in one cycle never waits).
+    fn waiting_siblings(&self, key: &convoy_api::GroupKey, pod: &PodInfo) -> Vec<Arc<str>> {
+        let waiting = self.waiting.uids();
+        if waiting.is_empty() {
+            return waiting;
+        }
+        let assumed: std::collections::HashSet<Arc<str>> =
+            self.state.assumed_uids(key).into_iter().collect();
+        waiting.into_iter().filter(|u| **u != *pod.uid && assumed.contains(u)).collect()
+    }
+}
+
 impl Plugin for GangScheduling {
     fn name(&self) -> &'static str {
         self.name
@@ -163,11 +177,9 @@ impl ReservePlugin for GangScheduling {
     /// partly.
     fn unreserve(&self, _state: &mut CycleState, pod: &PodInfo, _node: &str) {
         let Some(key) = &pod.group else { return };
-        for uid in self.state.assumed_uids(key) {
-            if *uid != *pod.uid {
-                let msg = format!("pod group {key}: member {} failed", pod.key);
-                self.waiting.reject(&uid, self.name, &msg);
-            }
+        for uid in self.waiting_siblings(key, pod) {
+            let msg = format!("pod group {key}: member {} failed", pod.key);
+            self.waiting.reject(&uid, self.name, &msg);
         }
     }
 }
@@ -181,10 +193,8 @@ impl PermitPlugin for GangScheduling {
             return (Status::success(), Duration::ZERO);
         };
         if !st.is_gang() || st.satisfied() {
-            for uid in self.state.assumed_uids(key) {
-                if *uid != *pod.uid {
-                    self.waiting.allow(&uid, self.name);
-                }
+            for uid in self.waiting_siblings(key, pod) {
+                self.waiting.allow(&uid, self.name);
             }
             return (Status::success(), Duration::ZERO);
         }

@@ -12,9 +12,9 @@ use serde_json::json;
 
 use crate::{GangScheduling, GangSchedulingArgs, GangState, NAME, StarvationPolicy};
 
-/// Records allow/reject calls.
+/// Records allow/reject calls; `1` holds the UIDs said to be waiting.
 #[derive(Default)]
-struct Waiting(Mutex<Vec<String>>);
+struct Waiting(Mutex<Vec<String>>, Mutex<Vec<Arc<str>>>);
 
 impl WaitingPods for Waiting {
     fn allow(&self, uid: &str, _plugin: &'static str) -> bool {
@@ -26,7 +26,7 @@ impl WaitingPods for Waiting {
         true
     }
     fn uids(&self) -> Vec<Arc<str>> {
-        Vec::new()
+        self.1.lock().unwrap().clone()
     }
 }
 
@@ -99,6 +99,7 @@ fn permit_waits_then_the_last_member_allows_the_others() {
     assert_eq!(s.code(), Code::Wait);
     assert_eq!(timeout, Duration::from_secs(7), "the PodGroup's scheduleTimeoutSeconds");
     assert_eq!(s.message(), "waiting at Permit: 1/2 pods of pod group default/g placed");
+    waiting.1.lock().unwrap().push(Arc::from("ua"));
     state.set_assumed(&b, true);
     let (s, _) = p.permit(&mut cs, &b, "n");
     assert!(s.is_success());
@@ -120,6 +121,7 @@ fn unreserve_rejects_waiting_siblings() {
         state.pod_upsert(pod);
         state.set_assumed(pod, true);
     }
+    *waiting.1.lock().unwrap() = vec![Arc::from("ua"), Arc::from("ub"), Arc::from("other")];
     p.unreserve(&mut CycleState::new(), &pods[2], "n");
     let calls = waiting.0.lock().unwrap().clone();
     assert_eq!(calls.len(), 2);

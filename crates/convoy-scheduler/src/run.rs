@@ -155,8 +155,18 @@ impl Scheduler {
                 tokio::task::yield_now().await;
                 continue;
             }
-            if self.binds_in_flight() > 0 || !updates.is_empty() {
+            if !updates.is_empty() {
                 tokio::task::yield_now().await;
+                continue;
+            }
+            if self.binds_in_flight() > 0 {
+                if self.waiting_pods.is_empty() {
+                    tokio::task::yield_now().await;
+                } else {
+                    // Bindings waiting at Permit: let time pass (a paused
+                    // test clock jumps to the next timer).
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
                 continue;
             }
             // Idle: anything waiting for its backoff (or at Permit)?

@@ -334,3 +334,38 @@ async fn required_topology_domain() {
     );
     assert_invariant(&cluster);
 }
+
+/// Fewer members exist than the group needs (one is held by a scheduling
+/// gate): the present ones are reserved and wait at the Permit barrier;
+/// when the PodGroup's timeout expires they are all rejected and their
+/// reservations released. Once the gate is removed, the whole group binds.
+#[tokio::test(start_paused = true)]
+async fn permit_barrier_times_out_then_the_group_binds() {
+    let nodes = (0..3).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+    let mut g = group_json(PodGroupApi::XK8s, "g", 3);
+    g["spec"]["scheduleTimeoutSeconds"] = json!(30);
+    cluster.apply_pod_group(&g).unwrap();
+    cluster.add_pod(member(PodGroupApi::XK8s, "g", "m0", "800m")).unwrap();
+    cluster.add_pod(member(PodGroupApi::XK8s, "g", "m1", "800m")).unwrap();
+    let gated = PodBuilder::new("m2").cpu("800m").pod_group("g").gate("example.com/wait");
+    cluster.add_pod(gated.build()).unwrap();
+    // Runs until the barrier's 30 s timeout (tokio's paused clock jumps there).
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    {
+        let groups = sink.0.lock().unwrap();
+        assert_eq!(groups[0].outcome, GroupOutcome::Placed);
+        assert!(groups[0].barrier, "two present members of three wait at Permit");
+    }
+    assert_eq!(cluster.bound_count(), 0, "nobody bound while the group was incomplete");
+    assert_eq!(scheduler.cache().pod_count(), 0, "reservations released at the timeout");
+
+    // The gate goes: the whole group is placed and binds.
+    cluster.update_pod(member(PodGroupApi::XK8s, "g", "m2", "800m")).unwrap();
+    clock.advance(Duration::from_secs(20));
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(bound_in(&cluster, "m"), 3);
+    assert_invariant(&cluster);
+}
