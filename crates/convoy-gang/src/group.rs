@@ -52,6 +52,36 @@ pub fn min_resources_available(pg: &PodGroup, nodes: &[Arc<NodeInfo>]) -> Result
     Ok(())
 }
 
+/// Whether the group could fit the cluster if nothing else ran on it: each
+/// of the `needed` smallest members fits some node's allocatable alone, and
+/// their summed requests fit the summed allocatable. A group that fails this
+/// can never be placed by waiting, so the starvation guard ignores it (it
+/// would hold the cluster back for nothing). `members` are in placement
+/// order (largest first).
+pub fn could_fit_empty_cluster(
+    members: &[QueuedPodInfo],
+    needed: usize,
+    nodes: &[Arc<NodeInfo>],
+) -> bool {
+    let smallest = &members[members.len().saturating_sub(needed)..];
+    let mut total = convoy_api::Resource::default();
+    let mut capacity = convoy_api::Resource::default();
+    for n in nodes {
+        capacity.add(&n.allocatable);
+    }
+    let fits = |want: &convoy_api::Resource, have: &convoy_api::Resource| {
+        want.iter_named().all(|(name, v)| name == "pods" || v <= have.get(name))
+    };
+    for m in smallest {
+        let r = &m.pod_info.requests.requests;
+        if !nodes.iter().any(|n| fits(r, &n.allocatable)) {
+            return false;
+        }
+        total.add(r);
+    }
+    fits(&total, &capacity)
+}
+
 /// The nodes grouped by their value of the label `key` (nodes without it
 /// are left out), largest domain first, then by value.
 pub fn domains(nodes: &[Arc<NodeInfo>], key: &str) -> Vec<(String, Vec<Arc<NodeInfo>>)> {
@@ -92,6 +122,25 @@ mod tests {
         placement_order(&mut m);
         let names: Vec<&str> = m.iter().map(|q| &*q.pod_info.key.name).collect();
         assert_eq!(names, ["hi", "gpu", "big", "a", "b"]);
+    }
+
+    #[test]
+    fn fits_empty_cluster() {
+        let nodes: Vec<Arc<NodeInfo>> =
+            (0..2).map(|i| Arc::new(NodeBuilder::new(&format!("n{i}")).cpu("4").info())).collect();
+        let members = |cpus: &[&str]| {
+            let mut m: Vec<QueuedPodInfo> = cpus
+                .iter()
+                .enumerate()
+                .map(|(i, c)| q(PodBuilder::new(&format!("p{i}")).cpu(c)))
+                .collect();
+            placement_order(&mut m);
+            m
+        };
+        assert!(could_fit_empty_cluster(&members(&["3", "3"]), 2, &nodes));
+        assert!(!could_fit_empty_cluster(&members(&["3", "3", "3"]), 3, &nodes), "9 CPUs > 8");
+        assert!(could_fit_empty_cluster(&members(&["3", "3", "3"]), 2, &nodes), "two of three");
+        assert!(!could_fit_empty_cluster(&members(&["5"]), 1, &nodes), "no node has 5 CPUs");
     }
 
     #[test]

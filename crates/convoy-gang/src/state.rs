@@ -295,8 +295,16 @@ impl GangState {
     }
 
     /// Records the result of a group attempt; returns the failures so far
-    /// (0 after a success).
-    pub fn record_attempt(&self, key: &GroupKey, placed: bool, now: Instant) -> u32 {
+    /// (0 after a success). A failed group starts waiting for the
+    /// starvation guard only if `may_starve` (it could fit an otherwise
+    /// empty cluster).
+    pub fn record_attempt(
+        &self,
+        key: &GroupKey,
+        placed: bool,
+        may_starve: bool,
+        now: Instant,
+    ) -> u32 {
         let mut groups = self.groups.lock();
         let Some(g) = groups.get_mut(key) else { return 0 };
         let was_waiting = g.waiting_since.is_some();
@@ -306,7 +314,11 @@ impl GangState {
             0
         } else {
             g.failures += 1;
-            g.waiting_since.get_or_insert(now);
+            if may_starve {
+                g.waiting_since.get_or_insert(now);
+            } else {
+                g.waiting_since = None;
+            }
             g.failures
         };
         match (was_waiting, g.waiting_since.is_some()) {

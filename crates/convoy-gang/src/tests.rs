@@ -145,7 +145,7 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     let member = PodBuilder::new("m").pod_group("g").priority(5).info();
     state.pod_upsert(&member);
     let key = member.group.clone().unwrap();
-    state.record_attempt(&key, false, clock.now());
+    state.record_attempt(&key, false, true, clock.now());
     let low = PodBuilder::new("low").priority(5).info();
     let high = PodBuilder::new("high").priority(6).info();
     let check = |pod| p.pre_filter(&mut CycleState::new(), pod, &[]).1;
@@ -165,6 +165,6 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     assert!(check(&low).is_success());
     assert_eq!(state.release_held(clock.now()).len(), 1);
     // Placed: no longer waiting.
-    state.record_attempt(&key, true, clock.now());
+    state.record_attempt(&key, true, true, clock.now());
     assert!(state.starving(clock.now()).is_none());
 }

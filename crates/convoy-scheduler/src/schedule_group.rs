@@ -27,7 +27,9 @@ use std::time::Instant;
 
 use convoy_api::{CycleState, GroupKey, NodeInfo, PodInfo, QueuedPodInfo, Status};
 use convoy_framework::{Framework, ScheduleError, ScheduleResult};
-use convoy_gang::group::{can_still_succeed, domains, min_resources_available, placement_order};
+use convoy_gang::group::{
+    can_still_succeed, could_fit_empty_cluster, domains, min_resources_available, placement_order,
+};
 use convoy_queue::Failure;
 use rand::Rng;
 
@@ -185,7 +187,7 @@ impl Scheduler {
 
         if success {
             // 4: commit.
-            self.gang.record_attempt(&key, true, self.clock.now());
+            self.gang.record_attempt(&key, true, true, self.clock.now());
             self.sink.record_group(&group_decision);
             for p in placed {
                 let decision = self.member_decision(&fwk, &p, total, &key, started);
@@ -207,7 +209,14 @@ impl Scheduler {
         // 5: undo in reverse and requeue the whole group.
         let fit = placed.len();
         let mut members = self.undo(&fwk, Attempt { placed, ..Default::default() });
-        let failures = self.gang.record_attempt(&key, false, self.clock.now());
+        members.extend(failed.into_iter().map(|(m, _)| m));
+        members.extend(not_tried);
+        placement_order(&mut members);
+        let may_starve = {
+            let ls = self.loop_state.lock();
+            could_fit_empty_cluster(&members, needed, ls.snapshot.nodes())
+        };
+        let failures = self.gang.record_attempt(&key, false, may_starve, self.clock.now());
         let why = first_failure.unwrap_or_else(|| "members are not available".to_string());
         let message = if barrier {
             format!(
@@ -235,8 +244,6 @@ impl Scheduler {
             let ms = self.loop_state.lock().rng.random_range(0..=jitter_max.as_millis() as u64);
             std::time::Duration::from_millis(ms)
         };
-        members.extend(failed.into_iter().map(|(m, _)| m));
-        members.extend(not_tried);
         for mut m in members {
             self.sink.record(&Decision {
                 pod: m.pod_info.key.clone(),

@@ -369,3 +369,22 @@ async fn permit_barrier_times_out_then_the_group_binds() {
     assert_eq!(bound_in(&cluster, "m"), 3);
     assert_invariant(&cluster);
 }
+
+/// A group too big for the whole cluster can never be placed by waiting:
+/// the starvation guard ignores it, so it never holds other pods back.
+#[tokio::test]
+async fn hopeless_group_does_not_hold_the_cluster() {
+    let nodes = (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let (scheduler, clock) = scheduler_on(&cluster, Arc::new(Groups::default()));
+    cluster.apply_pod_group(&group_json(PodGroupApi::XK8s, "huge", 3)).unwrap();
+    for i in 0..3 {
+        cluster.add_pod(member(PodGroupApi::XK8s, "huge", &format!("h{i}"), "800m")).unwrap();
+    }
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    clock.advance(Duration::from_secs(60));
+    cluster.add_pod(PodBuilder::new("single").cpu("800m").build()).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(bound_in(&cluster, "single"), 1, "not held back by a group that can never fit");
+    assert_eq!(bound_in(&cluster, "h"), 0);
+}
