@@ -54,7 +54,7 @@ impl Default for WatchOptions {
         Self {
             streaming_lists: false,
             page_size: Some(500),
-            pod_group_discovery_interval: Duration::from_secs(30),
+            pod_group_discovery_interval: Duration::from_secs(5),
         }
     }
 }
