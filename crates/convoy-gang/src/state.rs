@@ -42,6 +42,8 @@ struct Group {
     failures: u32,
     /// When the group first failed since its last success.
     waiting_since: Option<Instant>,
+    /// Whether its pods naming different schedulers was reported.
+    mixed_reported: bool,
 }
 
 impl Group {
@@ -279,6 +281,29 @@ impl GangState {
             failures: g.failures,
             waiting_since: g.waiting_since,
         })
+    }
+
+    /// The distinct `schedulerName`s of the group's pods, once, the first
+    /// time there is more than one (the group is then rejected and this
+    /// is reported); `None` otherwise.
+    pub fn mixed_schedulers_to_report(&self, key: &GroupKey) -> Option<Vec<Arc<str>>> {
+        let mut groups = self.groups.lock();
+        let g = groups.get_mut(key)?;
+        let mut names: Vec<Arc<str>> = Vec::new();
+        for m in g.members.values() {
+            if !names.contains(&m.scheduler) {
+                names.push(m.scheduler.clone());
+            }
+        }
+        if names.len() < 2 {
+            g.mixed_reported = false;
+            return None;
+        }
+        if std::mem::replace(&mut g.mixed_reported, true) {
+            return None;
+        }
+        names.sort();
+        Some(names)
     }
 
     /// The group's members not yet assigned, sorted by name.

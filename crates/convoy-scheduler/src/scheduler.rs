@@ -268,6 +268,39 @@ impl Scheduler {
         }
     }
 
+    /// A group whose pods name different schedulers is rejected (its
+    /// members stay gated, see GangScheduling's PreEnqueue); say so once,
+    /// as a group decision (the PodGroup's Event), on behalf of the first
+    /// of those schedulers that is one of our profiles.
+    fn report_mixed_schedulers(&self, pod: &PodInfo) {
+        let Some(key) = &pod.group else { return };
+        let Some(names) = self.gang.mixed_schedulers_to_report(key) else { return };
+        let Some(profile) = names.iter().find(|n| self.gang_args.contains_key(&***n)) else {
+            return;
+        };
+        let Some(st) = self.gang.status(key) else { return };
+        let list: Vec<&str> = names.iter().map(|n| &**n).collect();
+        self.sink.record_group(&crate::decision::GroupDecision {
+            group: key.clone(),
+            uid: st.spec.as_ref().map(|s| s.uid.clone()).filter(|u| !u.is_empty()),
+            profile: profile.clone(),
+            outcome: crate::decision::GroupOutcome::Unschedulable {
+                message: format!(
+                    "pod group {key} is rejected: its pods name different schedulers ({})",
+                    list.join(", ")
+                ),
+            },
+            placed: 0,
+            members: st.members,
+            placed_before: st.placed(),
+            min_member: st.min_member(),
+            nodes: Default::default(),
+            failures_before: st.failures,
+            barrier: false,
+            latency: std::time::Duration::ZERO,
+        });
+    }
+
     /// The gang state (PodGroups and their members).
     pub fn gang(&self) -> &Arc<GangState> {
         &self.gang
@@ -331,6 +364,7 @@ impl Scheduler {
             let member = !is_terminal(&pod) && convoy_api::pod_group::group_key_of(&pod).is_some();
             if let Some(info) = member.then(|| self.pod_info(pod)).flatten() {
                 self.gang.pod_upsert(&info);
+                self.report_mixed_schedulers(&info);
             }
         } else if !is_terminal(&pod) {
             match PodInfo::new(pod) {
@@ -339,6 +373,7 @@ impl Scheduler {
                     // Members join their group first, so PreEnqueue counts them.
                     let quorum =
                         if info.group.is_some() { self.gang.pod_upsert(&info) } else { Vec::new() };
+                    self.report_mixed_schedulers(&info);
                     self.queue.add(info);
                     self.queue.activate(&quorum);
                 }

@@ -204,7 +204,8 @@ async fn late_members_are_scheduled_alone() {
 async fn mixed_schedulers_are_rejected() {
     let nodes = vec![NodeBuilder::new("n").cpu("8").build()];
     let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
-    let (scheduler, clock) = scheduler_on(&cluster, Arc::new(Groups::default()));
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
     cluster.apply_pod_group(&group_json(PodGroupApi::Upstream, "g", 2)).unwrap();
     cluster.add_pod(member(PodGroupApi::Upstream, "g", "p0", "100m")).unwrap();
     let mut other = member(PodGroupApi::Upstream, "g", "p1", "100m");
@@ -215,6 +216,23 @@ async fn mixed_schedulers_are_rejected() {
     let key = GroupKey::new(PodGroupApi::Upstream, "default", "g");
     let st = scheduler.gang().status(&key).unwrap();
     assert_eq!(st.schedulers.len(), 2);
+    // Reported once, as the group's decision (its Event on an API server).
+    let messages: Vec<String> = sink
+        .0
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|d| match &d.outcome {
+            GroupOutcome::Unschedulable { message } => message.clone(),
+            GroupOutcome::Placed => "placed".into(),
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "pod group default/g is rejected: its pods name different schedulers (convoy-scheduler, default-scheduler)"
+        ]
+    );
 }
 
 /// Starvation: a 4-pod group behind a stream of single pods that take every
