@@ -199,47 +199,59 @@ impl Frame {
 
 /// One point of a trend: a result file's values of one metric.
 struct Point<'a> {
-    index: usize,
     timestamp: &'a str,
     file: String,
     data: &'a BTreeMap<String, f64>,
 }
 
 /// The trend chart of one metric over the result files.
-fn trend_chart(out: &mut String, title: &str, unit: &str, files: &[ResultFile], pts: &[Point]) {
+fn trend_chart(out: &mut String, title: &str, unit: &str, pts: &[Point]) {
     let get = |p: &Point, k: &str| p.data.get(k).copied();
     let avg = |p: &Point| get(p, "Average").unwrap_or(0.0);
     let lo = |p: &Point| get(p, "Perc50").unwrap_or_else(|| avg(p));
     let hi = |p: &Point| get(p, "Perc99").unwrap_or_else(|| avg(p));
     let y_max = pts.iter().map(|p| avg(p).max(hi(p)).max(lo(p))).fold(0.0, f64::max);
-    let n = files.len();
-    // One slot per result file; a single file sits in the middle.
+    // One slot per result file that has this metric (as perf-dash plots
+    // one point per build); a single point sits in the middle.
+    let n = pts.len();
     let frame = Frame::new(n.saturating_sub(1).max(1) as f64, y_max);
     let x = |i: usize| if n == 1 { frame.x(0.5) } else { frame.x(i as f64) };
     frame.open(out, title, "result file (timestamp)", unit);
+    // Same day throughout: the time of day is enough (and fits).
+    let day = |t: &str| t.split('T').next().unwrap_or("").to_string();
+    let one_day = pts.iter().all(|p| day(p.timestamp) == day(pts[0].timestamp));
     let step = n.div_ceil(8).max(1);
-    for (i, f) in files.iter().enumerate() {
+    for (i, p) in pts.iter().enumerate() {
         if i % step == 0 || i + 1 == n {
+            let label = match p.timestamp.split_once('T') {
+                Some((_, time)) if one_day => time.trim_end_matches('Z').to_string(),
+                _ => p.timestamp.to_string(),
+            };
             let (px, py) = (x(i), H - BOTTOM + 14.0);
             write!(
                 out,
                 "<text x=\"{px:.1}\" y=\"{py:.1}\" text-anchor=\"end\" \
                  transform=\"rotate(-25 {px:.1} {py:.1})\">{}</text>",
-                escape(&f.timestamp)
+                escape(&label)
             )
             .unwrap();
         }
     }
     if !pts.is_empty() {
-        let upper = pts.iter().map(|p| format!("{:.1},{:.1}", x(p.index), frame.y(hi(p))));
-        let lower = pts.iter().rev().map(|p| format!("{:.1},{:.1}", x(p.index), frame.y(lo(p))));
+        let upper =
+            pts.iter().enumerate().map(|(i, p)| format!("{:.1},{:.1}", x(i), frame.y(hi(p))));
+        let lower =
+            pts.iter().enumerate().rev().map(|(i, p)| format!("{:.1},{:.1}", x(i), frame.y(lo(p))));
         let band: Vec<String> = upper.chain(lower).collect();
         write!(out, "<polygon class=\"band\" points=\"{}\"/>", band.join(" ")).unwrap();
-        let line: Vec<String> =
-            pts.iter().map(|p| format!("{:.1},{:.1}", x(p.index), frame.y(avg(p)))).collect();
+        let line: Vec<String> = pts
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{:.1},{:.1}", x(i), frame.y(avg(p))))
+            .collect();
         write!(out, "<polyline class=\"avg\" points=\"{}\"/>", line.join(" ")).unwrap();
     }
-    for p in pts {
+    for (i, p) in pts.iter().enumerate() {
         let mut tip = format!("{}\n{}", p.timestamp, p.file);
         for (k, v) in p.data {
             write!(tip, "\n{k}: {} {unit}", num(*v)).unwrap();
@@ -247,7 +259,7 @@ fn trend_chart(out: &mut String, title: &str, unit: &str, files: &[ResultFile], 
         write!(
             out,
             "<circle class=\"pt\" cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\"><title>{}</title></circle>",
-            x(p.index),
+            x(i),
             frame.y(avg(p)),
             escape(&tip)
         )
@@ -295,21 +307,23 @@ fn throughput_chart(out: &mut String, w: &WindowDetails) {
 
 /// The page for `results` (oldest first) and the newest run's details.
 pub fn render(results: &[ResultFile], newest_details: Option<&[WindowDetails]>) -> String {
-    // (Metric, Name) → unit and points.
-    let mut metrics: BTreeMap<(String, String), (String, Vec<Point>)> = BTreeMap::new();
-    for (index, f) in results.iter().enumerate() {
+    // (Metric, Name, the other labels) → unit and points: items that
+    // differ in any label (e.g. `Definition`) are different series.
+    let mut metrics: BTreeMap<(String, String, String), (String, Vec<Point>)> = BTreeMap::new();
+    for f in results {
         let file = f.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         for item in &f.items.data_items {
             let label = |k: &str| item.labels.get(k).cloned().unwrap_or_default();
+            let others: Vec<String> = item
+                .labels
+                .iter()
+                .filter(|(k, _)| k.as_str() != "Metric" && k.as_str() != "Name")
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             let entry = metrics
-                .entry((label("Metric"), label("Name")))
+                .entry((label("Metric"), label("Name"), others.join(" ")))
                 .or_insert_with(|| (item.unit.clone(), Vec::new()));
-            entry.1.push(Point {
-                index,
-                timestamp: &f.timestamp,
-                file: file.clone(),
-                data: &item.data,
-            });
+            entry.1.push(Point { timestamp: &f.timestamp, file: file.clone(), data: &item.data });
         }
     }
     let mut out = String::new();
@@ -327,9 +341,11 @@ pub fn render(results: &[ResultFile], newest_details: Option<&[WindowDetails]>) 
         escape(results.last().map_or("", |r| r.timestamp.as_str())),
     )
     .unwrap();
-    for ((metric, name), (unit, pts)) in &metrics {
-        writeln!(out, "<h2>{} <small>{}</small></h2>", escape(name), escape(metric)).unwrap();
-        trend_chart(&mut out, &format!("{name} {metric}"), unit, results, pts);
+    for ((metric, name, others), (unit, pts)) in &metrics {
+        let metric =
+            if others.is_empty() { metric.clone() } else { format!("{metric} ({others})") };
+        writeln!(out, "<h2>{} <small>{}</small></h2>", escape(name), escape(&metric)).unwrap();
+        trend_chart(&mut out, &format!("{name} {metric}"), unit, pts);
     }
     if let Some(newest) = results.last() {
         writeln!(out, "<h2>Throughput over time, newest run ({})</h2>", escape(&newest.timestamp))
@@ -389,6 +405,32 @@ mod tests {
             }
         }
         assert!(stack.is_empty(), "unclosed: {stack:?}");
+    }
+
+    /// Items that differ in a label besides Metric and Name (here
+    /// `Definition`) are separate series, each with its own chart; the x
+    /// axis of a chart has the files holding its metric, labelled by time
+    /// of day when they share a date.
+    #[test]
+    fn other_labels_make_separate_series() {
+        let item = |def: &str, avg: f64| DataItem {
+            data: [("Average".to_string(), avg)].into(),
+            unit: "ms".into(),
+            labels: [("Metric", "PodGroupSchedulingLatency"), ("Name", "G/w"), ("Definition", def)]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into(),
+        };
+        let file = |ts: &str| ResultFile {
+            path: PathBuf::from(format!("BenchmarkPerfScheduling_benchmark_convoy_{ts}.json")),
+            timestamp: ts.to_string(),
+            items: DataItems::new(vec![item("group-cycle", 0.4), item("created-to-bound", 200.0)]),
+        };
+        let html = render(&[file("2026-11-30T07:49:05Z"), file("2026-11-30T07:49:06Z")], None);
+        check_balanced(&html);
+        assert!(html.contains("PodGroupSchedulingLatency (Definition=group-cycle)"), "{html}");
+        assert!(html.contains("PodGroupSchedulingLatency (Definition=created-to-bound)"));
+        assert_eq!(html.matches("<svg").count(), 2);
+        assert!(html.contains(">07:49:05</text>") && html.contains(">07:49:06</text>"));
     }
 
     #[test]
