@@ -32,6 +32,19 @@ pub fn type_of(v: &Value) -> Result<(&str, &str), String> {
     }
 }
 
+/// For `createPodGroups` (`expect`: the PodGroup API version): the objects
+/// a template made must be PodGroups of that version. Nothing to check for
+/// `createAny` (`expect`: `None`).
+pub fn check_expected_kind(objects: &[Value], expect: Option<&str>) -> Result<(), String> {
+    if let (Some(want), Some(v)) = (expect, objects.first()) {
+        let (a, k) = type_of(v)?;
+        if (a, k) != (want, "PodGroup") {
+            return Err(format!("the template makes a {k} ({a}), expected a PodGroup ({want})"));
+        }
+    }
+    Ok(())
+}
+
 /// Whether the object is a CustomResourceDefinition.
 pub fn is_crd(v: &Value) -> bool {
     matches!(type_of(v), Ok((a, "CustomResourceDefinition")) if a.starts_with("apiextensions.k8s.io/"))

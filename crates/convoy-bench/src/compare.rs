@@ -112,19 +112,7 @@ impl Comparison {
             row.push(ratio(SchedulerKind::Null));
             rows.push(row);
         }
-        let widths: Vec<usize> = (0..rows[0].len())
-            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-            .collect();
-        let mut out = String::new();
-        for row in &rows {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(c, (v, w))| if c == 0 { format!("{v:<w$}") } else { format!("{v:>w$}") })
-                .collect();
-            writeln!(out, "{}", line.join("  ").trim_end()).unwrap();
-        }
+        let mut out = crate::table::format(&rows, 1);
         writeln!(out, "(SchedulingThroughput Average, pods/s)").unwrap();
         for (s, r) in &self.runs {
             for w in &r.results {

@@ -435,14 +435,7 @@ impl Exec {
     /// PodGroup API version).
     fn create_any(&mut self, s: &AnyStep, expect: Option<&str>) -> Result<(), String> {
         let objects = render_objects(s)?;
-        if let (Some(want), Some(v)) = (expect, objects.first()) {
-            let (a, k) = type_of(v)?;
-            if (a, k) != (want, "PodGroup") {
-                return Err(format!(
-                    "the template makes a {k} ({a}), expected a PodGroup ({want})"
-                ));
-            }
-        }
+        crate::any::check_expected_kind(&objects, expect)?;
         if let Some(ns) = &s.namespace {
             self.namespaces.insert(ns.clone());
         }

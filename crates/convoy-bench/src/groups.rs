@@ -383,20 +383,7 @@ pub fn compare_table(c: &Comparison) -> String {
 }
 
 fn render(rows: &[Vec<String>]) -> String {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let line: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (v, w))| if c == 0 { format!("{v:<w$}") } else { format!("{v:>w$}") })
-            .collect();
-        writeln!(out, "{}", line.join("  ").trim_end()).unwrap();
-    }
-    out
+    crate::table::format(rows, 1)
 }
 
 #[cfg(test)]

@@ -56,6 +56,7 @@ pub mod progress;
 pub mod report;
 pub mod run;
 mod steady;
+pub mod table;
 pub mod template;
 pub mod throughput;
 mod tracker;

@@ -372,19 +372,7 @@ impl Report {
                 ]);
             }
         }
-        let widths: Vec<usize> = (0..header.len())
-            .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-            .collect();
-        let mut out = String::new();
-        for row in &rows {
-            let line: Vec<String> = row
-                .iter()
-                .zip(&widths)
-                .enumerate()
-                .map(|(c, (v, w))| if c == 0 { format!("{v:<w$}") } else { format!("{v:>w$}") })
-                .collect();
-            writeln!(out, "{}", line.join("  ").trim_end()).unwrap();
-        }
+        let mut out = crate::table::format(&rows, 1);
         writeln!(
             out,
             "(throughput in pods/s, sampled at INTERVAL as upstream samples each second)"

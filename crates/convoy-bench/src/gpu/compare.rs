@@ -229,19 +229,7 @@ pub fn table(runs: &[VariantRun]) -> String {
         }
         rows.push(row);
     }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0))
-        .collect();
-    let mut out = String::new();
-    for row in &rows {
-        let cells: Vec<String> = row
-            .iter()
-            .zip(&widths)
-            .enumerate()
-            .map(|(c, (v, w))| if c < 2 { format!("{v:<w$}") } else { format!("{v:>w$}") })
-            .collect();
-        writeln!(out, "{}", cells.join("  ").trim_end()).unwrap();
-    }
+    let mut out = crate::table::format(&rows, 2);
     for r in runs {
         if let Some(e) = &r.error {
             writeln!(out, "{} {}: {e}", r.workload, r.variant.label).unwrap();
