@@ -13,6 +13,8 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -25,6 +27,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const X: PodGroupApi = PodGroupApi::XK8s;
 const UP: PodGroupApi = PodGroupApi::Upstream;
@@ -124,9 +127,26 @@ fn pool_node(name: &str, pool: &str, cpu: &str) -> Node {
 #[derive(Clone, Default)]
 struct Binds(Arc<Mutex<BTreeMap<String, Instant>>>);
 
+/// A task aborted when dropped: a test that fails early (`?`) must not
+/// leave its watch running against a stopped control plane, where it
+/// would retry without ever yielding and hang the runtime's shutdown.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl AbortOnDrop {
+    fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl Binds {
-    /// Watches `ns` until the returned task is aborted.
-    fn watch(client: &kube::Client, ns: &str) -> (Self, tokio::task::JoinHandle<()>) {
+    /// Watches `ns` until the returned task is aborted (or dropped).
+    fn watch(client: &kube::Client, ns: &str) -> (Self, AbortOnDrop) {
         let binds = Binds::default();
         let api: Api<Pod> = Api::namespaced(client.clone(), ns);
         let b = binds.clone();
@@ -135,7 +155,12 @@ impl Binds {
             while let Some(e) = events.next().await {
                 let pods = match e {
                     Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => vec![p],
-                    _ => continue,
+                    Ok(_) => continue,
+                    Err(_) => {
+                        // The watcher retries at once: pause, so the task yields.
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        continue;
+                    }
                 };
                 for p in pods {
                     if node_of(&p).is_some() {
@@ -145,7 +170,7 @@ impl Binds {
                 }
             }
         });
-        (binds, task)
+        (binds, AbortOnDrop(task))
     }
 
     /// Pods whose name starts with `prefix` seen bound before `at`.
@@ -415,4 +440,345 @@ async fn two_gangs_racing_for_one_cluster_never_share_it() -> Result<()> {
     check_invariant(&cp, ns, &[(X, xa), (X, xb), (UP, ua), (UP, ub)]).await?;
     ensure!(sched.running(), "the scheduler exited{}", sched.tail());
     Ok(())
+}
+
+/// Convoy's default profile (`convoy-scheduler`) with the starvation guard
+/// made quick: threshold 3 s, pod backoff 1 s initial, 2 s max.
+const STARVATION_CONFIG: &str = "\
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  qps: 5000
+  burst: 5000
+leaderElection:
+  leaderElect: false
+podInitialBackoffSeconds: 1
+podMaxBackoffSeconds: 2
+profiles:
+- schedulerName: convoy-scheduler
+  pluginConfig:
+  - name: GangScheduling
+    args:
+      starvationThresholdSeconds: 3
+";
+
+/// A single (non-gang) pod of 800m on nodes of `pool`.
+fn single(name: &str, pool: &str) -> Pod {
+    let mut p = pod(name, CONVOY, "800m", "100Mi");
+    p.spec.as_mut().expect("spec").node_selector =
+        Some([("pool".to_string(), pool.to_string())].into());
+    p
+}
+
+/// (c) Starvation: 16 nodes of 1 cpu, each running a single pod of 800m;
+/// a scheduler-plugins group of 16 such pods (minMember 16); then a stream
+/// of singles, one round per second: the oldest bound single finishes
+/// (deleted) and a new single arrives, so without the guard every freed
+/// slot goes to a single and the group never fits. Convoy runs with
+/// `starvationThresholdSeconds: 3` and pod backoff 1 s / 2 s max.
+///
+/// The bound of docs/gang.md with these numbers: round 1 starts after the
+/// group's first failed attempt and rounds are at least 1 s apart, so the
+/// group starves (3 s) by round 4; from then on no single binds and each
+/// round frees a slot for good: the 16th is freed in round 19; the group's
+/// next attempt then comes within one backoff (2 s max + 1 s group jitter,
+/// + 1 s backoff flush period): placed by round 23. Asserted: seen bound by
+/// round 25 (2 rounds for the cycle, 16 binds and the list on a loaded
+/// machine); the test fails outright if it is not placed in 60 rounds.
+/// Also: the stream really took freed slots before the guard, held singles
+/// are told why (`(starvation guard)`), no member was bound while any slot
+/// was still held by a single (binds from a watch, deletions timed before
+/// their request), and the gang invariant holds at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn starving_gang_is_placed_within_bound_behind_a_stream_of_singles() -> Result<()> {
+    const NODES: usize = 16;
+    const ROUND: Duration = Duration::from_secs(1);
+    const BOUND: usize = 23;
+    const SLACK: usize = 2;
+    const GIVE_UP: usize = 60;
+    let began = Instant::now();
+    let cp = ControlPlane::start().await?;
+    install_crd(&cp)?;
+    let ns = "gang-starve";
+    let pods = cp.namespace(ns).await?;
+    create_nodes(&cp.client, (0..NODES).map(|i| pool_node(&format!("s-{i}"), "s", "1")).collect())
+        .await?;
+    let mut sched = ConfiguredScheduler::start(&cp.env, "convoy-starve", STARVATION_CONFIG)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+    let (binds, watch) = Binds::watch(&cp.client, ns);
+
+    // The cluster is full of singles.
+    let mut running: Vec<String> = (0..NODES).map(|i| format!("single-{i:02}")).collect();
+    create_pods(&pods, running.iter().map(|n| single(n, "s")).collect()).await?;
+    wait_bound(&pods, &running, Duration::from_secs(30)).await.with_context(|| sched.tail())?;
+
+    create_group(&cp, X, ns, "big", NODES as u32).await?;
+    create_pods(&pods, members(X, "big", NODES, "800m", "s")).await?;
+    // Its first failed attempt of the whole group starts the threshold, as
+    // the members' PodScheduled condition says. (An attempt may come first
+    // with only the quorum-completing member, its siblings not yet
+    // activated: `0/1 present pods fit (0 placed, minMember 16)`, a
+    // Permit-barrier attempt, which does not start it. The PodGroup's Event
+    // keeps its first note, so it cannot tell them apart.)
+    let whole = eventually(Duration::from_secs(30), || async {
+        let all = pods_by_name(&pods).await.ok()?;
+        all.iter()
+            .any(|(n, p)| {
+                n.starts_with("big-") && scheduled_message(p).contains("pods fit (minMember 16)")
+            })
+            .then_some(())
+    })
+    .await;
+    ensure!(
+        whole.is_some(),
+        "no whole-group attempt of big: Events {:?}, big-0 {:?}{}",
+        group_events(&cp, ns, "big", "FailedScheduling").await?,
+        scheduled_message(&pods.get("big-0").await?),
+        sched.tail()
+    );
+    let stream_began = Instant::now();
+
+    let mut deleted: BTreeMap<String, Instant> = BTreeMap::new();
+    let mut next = NODES;
+    let mut rounds = 0;
+    let mut guard_seen = None;
+    loop {
+        let all = pods_by_name(&pods).await?;
+        if bound_with(&all, "big-") > 0 {
+            break;
+        }
+        ensure!(
+            rounds < GIVE_UP,
+            "the group was not placed in {GIVE_UP} rounds: {}{}",
+            all.get("big-0").map(scheduled_message).unwrap_or_default(),
+            sched.tail()
+        );
+        rounds += 1;
+        let round_began = tokio::time::Instant::now();
+        if guard_seen.is_none()
+            && all.iter().any(|(n, p)| {
+                n.starts_with("single-") && scheduled_message(p).contains("(starvation guard)")
+            })
+        {
+            guard_seen = Some(rounds);
+        }
+        // The oldest bound single finishes...
+        let done = running.iter().position(|n| all.get(n).is_some_and(|p| node_of(p).is_some()));
+        if let Some(i) = done {
+            let name = running.remove(i);
+            deleted.insert(name.clone(), Instant::now());
+            pods.delete(
+                &name,
+                &DeleteParams { grace_period_seconds: Some(0), ..Default::default() },
+            )
+            .await?;
+        }
+        // ... and a new one arrives.
+        let name = format!("single-{next:02}");
+        next += 1;
+        pods.create(&PostParams::default(), &single(&name, "s")).await?;
+        running.push(name);
+        tokio::time::sleep_until(round_began + ROUND).await;
+    }
+    let names: Vec<String> = (0..NODES).map(|i| format!("big-{i}")).collect();
+    wait_bound(&pods, &names, Duration::from_secs(30)).await.with_context(|| sched.tail())?;
+    println!(
+        "group of 16 placed after {rounds} rounds, {:?} after its first failed attempt \
+         (guard message seen at round {guard_seen:?}); test body {:?}",
+        stream_began.elapsed(),
+        began.elapsed()
+    );
+    watch.abort();
+
+    ensure!(
+        rounds <= BOUND + SLACK,
+        "placed after {rounds} rounds; the bound is {BOUND} (+{SLACK} slack)"
+    );
+    ensure!(
+        guard_seen.is_some() || sched.count("(starvation guard)") > 0,
+        "no single was held by the starvation guard{}",
+        sched.tail()
+    );
+    // No member bound while a single still held a slot (each node fits one).
+    let seen = binds.0.lock().unwrap().clone();
+    let first = names.iter().filter_map(|n| seen.get(n)).min().copied().context("member binds")?;
+    let holding: Vec<&String> = seen
+        .iter()
+        .filter(|(n, t)| n.starts_with("single-") && **t < first)
+        .filter(|(n, _)| deleted.get(*n).is_none_or(|d| *d >= first))
+        .map(|(n, _)| n)
+        .collect();
+    ensure!(
+        holding.is_empty(),
+        "a member bound while singles held slots (a partial gang): {holding:?}"
+    );
+    let streamed = seen
+        .iter()
+        .filter(|(n, t)| n.starts_with("single-") && **t < first)
+        .filter(|(n, _)| n["single-".len()..].parse::<usize>().is_ok_and(|i| i >= NODES))
+        .count();
+    ensure!(streamed >= 1, "no streamed single took a freed slot before the guard began");
+    check_invariant(&cp, ns, &[(X, "big")]).await?;
+    let placed = eventually(Duration::from_secs(15), || async {
+        group_events(&cp, ns, "big", "Scheduled").await.ok()?.into_iter().next()
+    })
+    .await
+    .context("no Scheduled Event on PodGroup big")?;
+    ensure!(placed == "placed 16/16 pods (minMember 16) on 16 nodes", "big: {placed:?}");
+    ensure!(sched.running(), "the scheduler exited{}", sched.tail());
+    Ok(())
+}
+
+/// (d) An upstream PodGroup (minCount 2) whose pods name different
+/// schedulers, Convoy's profile and `default-scheduler` (no kube-scheduler
+/// runs here): no pod binds, and the PodGroup gets one FailedScheduling
+/// Event saying its pods name different schedulers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_whose_pods_name_different_schedulers_is_rejected_as_a_group() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let ns = "gang-mixed";
+    let pods = cp.namespace(ns).await?;
+    create_nodes(&cp.client, vec![pool_node("up-0", "up", "4")]).await?;
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+    let (binds, watch) = Binds::watch(&cp.client, ns);
+
+    create_group(&cp, UP, ns, "mix", 2).await?;
+    let ours = member(UP, "mix", "mix-0", "100m", "up");
+    let mut theirs = member(UP, "mix", "mix-1", "100m", "up");
+    theirs.spec.as_mut().expect("spec").scheduler_name = Some("default-scheduler".into());
+    create_pods(&pods, vec![ours, theirs]).await?;
+
+    let want = format!(
+        "pod group {ns}/mix is rejected: its pods name different schedulers \
+         ({CONVOY}, default-scheduler)"
+    );
+    let note = eventually(Duration::from_secs(30), || async {
+        group_events(&cp, ns, "mix", "FailedScheduling").await.ok()?.into_iter().next()
+    })
+    .await
+    .with_context(|| format!("no FailedScheduling Event on PodGroup mix{}", sched.tail()))?;
+    ensure!(note.contains("its pods name different schedulers"), "mix: Event note {note:?}");
+    ensure!(note == want, "mix: Event note {note:?}, expected {want:?}");
+
+    // Nothing binds, and the decision is not repeated.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let all = pods_by_name(&pods).await?;
+    ensure!(bound_with(&all, "") == 0, "a pod of the rejected group bound");
+    let early = binds.before("", Instant::now());
+    ensure!(early.is_empty(), "seen bound: {early:?}");
+    watch.abort();
+    let evs: Vec<_> = events(&cp.client, ns, "FailedScheduling").await?;
+    let total: i32 = evs.iter().map(occurrences).sum();
+    ensure!(
+        total == 1,
+        "FailedScheduling Events: {:?}",
+        evs.iter().map(|e| &e.note).collect::<Vec<_>>()
+    );
+    check_invariant(&cp, ns, &[(UP, "mix")]).await?;
+    ensure!(sched.running(), "the scheduler exited{}", sched.tail());
+    Ok(())
+}
+
+/// `convoy-scheduler` with a configuration given whole, killed when
+/// dropped; stderr goes to `<testenv dir>/<name>.log` (copied to
+/// `CONVOY_E2E_LOG_DIR` if set). As `common::Scheduler`, whose
+/// configuration is fixed.
+struct ConfiguredScheduler {
+    child: Child,
+    name: String,
+    log: PathBuf,
+    http: std::net::SocketAddr,
+}
+
+impl ConfiguredScheduler {
+    fn start(env: &convoy_testenv::TestEnv, name: &str, yaml: &str) -> Result<Self> {
+        let config = env.dir().join(format!("{name}.yaml"));
+        std::fs::write(&config, yaml)?;
+        let log = env.dir().join(format!("{name}.log"));
+        let http = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
+        let exe = env!("CARGO_BIN_EXE_convoy-scheduler");
+        // PDEATHSIG, as in common: the scheduler dies with the test process.
+        let mut cmd = if std::path::Path::new("/usr/bin/setpriv").exists() {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args(["--pdeathsig", "KILL", exe]);
+            c
+        } else {
+            Command::new(exe)
+        };
+        let child = cmd
+            .arg("--config")
+            .arg(&config)
+            .arg("--kubeconfig")
+            .arg(env.kubeconfig())
+            .arg("--http-addr")
+            .arg(http.to_string())
+            .arg("--identity")
+            .arg(name)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("spawning convoy-scheduler")?;
+        Ok(Self { child, name: name.to_string(), log, http })
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn count(&self, needle: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(needle)).count()
+    }
+
+    fn tail(&self) -> String {
+        let log = self.log();
+        let lines: Vec<&str> = log.lines().collect();
+        let from = lines.len().saturating_sub(40);
+        format!("\n--- last lines of {} ---\n{}\n---", self.name, lines[from..].join("\n"))
+    }
+
+    fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Waits until `/readyz` answers 200.
+    async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
+        let http = self.http;
+        let ready = eventually(timeout, || async move {
+            let get = async {
+                let mut s = tokio::net::TcpStream::connect(http).await.ok()?;
+                let req =
+                    format!("GET /readyz HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n");
+                s.write_all(req.as_bytes()).await.ok()?;
+                let mut raw = Vec::new();
+                s.read_to_end(&mut raw).await.ok()?;
+                String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200").then_some(())
+            };
+            tokio::time::timeout(Duration::from_secs(2), get).await.ok().flatten()
+        })
+        .await;
+        let running = self.running();
+        ensure!(
+            ready.is_some(),
+            "{} not ready in {timeout:?} (running: {running}){}",
+            self.name,
+            self.tail()
+        );
+        Ok(())
+    }
+}
+
+impl Drop for ConfiguredScheduler {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(dir) = std::env::var_os("CONVOY_E2E_LOG_DIR") {
+            let _ = std::fs::copy(
+                &self.log,
+                PathBuf::from(dir).join(format!("e2e_gang-{}.log", self.name)),
+            );
+        }
+    }
 }
