@@ -117,6 +117,36 @@ impl SchedulingQueue {
         self.wake(n);
     }
 
+    /// [`add`](Self::add) a pod and [`activate`](Self::activate) others
+    /// under one lock: when a new member completes its group's quorum, the
+    /// scheduling loop cannot pop it before its waiting siblings are in
+    /// activeQ too (the group would be tried without them).
+    pub fn add_and_activate<'a>(
+        &self,
+        pod: Arc<PodInfo>,
+        keys: impl IntoIterator<Item = &'a PodKey>,
+    ) {
+        let n = {
+            let mut s = self.state.lock();
+            s.add(pod, IncomingEvent::PodAdd) + s.activate(keys)
+        };
+        self.wake(n);
+    }
+
+    /// [`update`](Self::update) a pod and [`activate`](Self::activate)
+    /// others under one lock (see [`add_and_activate`](Self::add_and_activate)).
+    pub fn update_and_activate<'a>(
+        &self,
+        pod: Arc<PodInfo>,
+        keys: impl IntoIterator<Item = &'a PodKey>,
+    ) {
+        let n = {
+            let mut s = self.state.lock();
+            s.update(pod) + s.activate(keys)
+        };
+        self.wake(n);
+    }
+
     /// Waits for a pod in activeQ and pops it (flushing backoffQ first when
     /// activeQ is empty); `None` once [`close`](Self::close) was called.
     ///

@@ -374,8 +374,7 @@ impl Scheduler {
                     let quorum =
                         if info.group.is_some() { self.gang.pod_upsert(&info) } else { Vec::new() };
                     self.report_mixed_schedulers(&info);
-                    self.queue.add(info);
-                    self.queue.activate(&quorum);
+                    self.queue.add_and_activate(info, &quorum);
                 }
                 Err(e) => self.sink.record(&crate::schedule_one::invalid_pod_decision(&e)),
             }
@@ -426,8 +425,7 @@ impl Scheduler {
                 } else {
                     let quorum =
                         if n.group.is_some() { self.gang.pod_upsert(&n) } else { Vec::new() };
-                    self.queue.update(n);
-                    self.queue.activate(&quorum);
+                    self.queue.update_and_activate(n, &quorum);
                 }
             }
         }
