@@ -13,8 +13,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +25,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const X: PodGroupApi = PodGroupApi::XK8s;
 const UP: PodGroupApi = PodGroupApi::Upstream;
@@ -503,7 +500,7 @@ async fn starving_gang_is_placed_within_bound_behind_a_stream_of_singles() -> Re
     let pods = cp.namespace(ns).await?;
     create_nodes(&cp.client, (0..NODES).map(|i| pool_node(&format!("s-{i}"), "s", "1")).collect())
         .await?;
-    let mut sched = ConfiguredScheduler::start(&cp.env, "convoy-starve", STARVATION_CONFIG)?;
+    let mut sched = Scheduler::start_with_config(&cp.env, "convoy-starve", STARVATION_CONFIG)?;
     sched.wait_ready(Duration::from_secs(30)).await?;
     let (binds, watch) = Binds::watch(&cp.client, ns);
 
@@ -678,107 +675,4 @@ async fn gang_whose_pods_name_different_schedulers_is_rejected_as_a_group() -> R
     check_invariant(&cp, ns, &[(UP, "mix")]).await?;
     ensure!(sched.running(), "the scheduler exited{}", sched.tail());
     Ok(())
-}
-
-/// `convoy-scheduler` with a configuration given whole, killed when
-/// dropped; stderr goes to `<testenv dir>/<name>.log` (copied to
-/// `CONVOY_E2E_LOG_DIR` if set). As `common::Scheduler`, whose
-/// configuration is fixed.
-struct ConfiguredScheduler {
-    child: Child,
-    name: String,
-    log: PathBuf,
-    http: std::net::SocketAddr,
-}
-
-impl ConfiguredScheduler {
-    fn start(env: &convoy_testenv::TestEnv, name: &str, yaml: &str) -> Result<Self> {
-        let config = env.dir().join(format!("{name}.yaml"));
-        std::fs::write(&config, yaml)?;
-        let log = env.dir().join(format!("{name}.log"));
-        let http = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let exe = env!("CARGO_BIN_EXE_convoy-scheduler");
-        // PDEATHSIG, as in common: the scheduler dies with the test process.
-        let mut cmd = if std::path::Path::new("/usr/bin/setpriv").exists() {
-            let mut c = Command::new("/usr/bin/setpriv");
-            c.args(["--pdeathsig", "KILL", exe]);
-            c
-        } else {
-            Command::new(exe)
-        };
-        let child = cmd
-            .arg("--config")
-            .arg(&config)
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig())
-            .arg("--http-addr")
-            .arg(http.to_string())
-            .arg("--identity")
-            .arg(name)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .context("spawning convoy-scheduler")?;
-        Ok(Self { child, name: name.to_string(), log, http })
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn count(&self, needle: &str) -> usize {
-        self.log().lines().filter(|l| l.contains(needle)).count()
-    }
-
-    fn tail(&self) -> String {
-        let log = self.log();
-        let lines: Vec<&str> = log.lines().collect();
-        let from = lines.len().saturating_sub(40);
-        format!("\n--- last lines of {} ---\n{}\n---", self.name, lines[from..].join("\n"))
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Waits until `/readyz` answers 200.
-    async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
-        let http = self.http;
-        let ready = eventually(timeout, || async move {
-            let get = async {
-                let mut s = tokio::net::TcpStream::connect(http).await.ok()?;
-                let req =
-                    format!("GET /readyz HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n");
-                s.write_all(req.as_bytes()).await.ok()?;
-                let mut raw = Vec::new();
-                s.read_to_end(&mut raw).await.ok()?;
-                String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200").then_some(())
-            };
-            tokio::time::timeout(Duration::from_secs(2), get).await.ok().flatten()
-        })
-        .await;
-        let running = self.running();
-        ensure!(
-            ready.is_some(),
-            "{} not ready in {timeout:?} (running: {running}){}",
-            self.name,
-            self.tail()
-        );
-        Ok(())
-    }
-}
-
-impl Drop for ConfiguredScheduler {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(dir) = std::env::var_os("CONVOY_E2E_LOG_DIR") {
-            let _ = std::fs::copy(
-                &self.log,
-                PathBuf::from(dir).join(format!("e2e_gang-{}.log", self.name)),
-            );
-        }
-    }
 }

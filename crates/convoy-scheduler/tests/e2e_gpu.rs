@@ -10,7 +10,6 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
@@ -18,7 +17,6 @@ use common::*;
 use convoy_testenv::TestEnv;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, PostParams};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const GPU: &str = "nvidia.com/gpu";
 const GPU_PROFILE: &str = "convoy-gpu";
@@ -57,7 +55,7 @@ async fn gpu_profile_places_every_gpu_and_respects_other_schedulers_gpus() -> Re
     theirs.spec.as_mut().unwrap().node_name = Some(HELD.into());
     pods.create(&PostParams::default(), &theirs).await?;
 
-    let mut gpu = GpuScheduler::start(&cp.env)?;
+    let mut gpu = start_gpu_scheduler(&cp.env)?;
     let mut dflt = Scheduler::start(&cp.env, "convoy", Lease::None)?;
     gpu.wait_ready(Duration::from_secs(30)).await?;
     dflt.wait_ready(Duration::from_secs(30)).await?;
@@ -217,104 +215,15 @@ fn gpu_pod(name: &str, scheduler: &str, pool: &str, gpus: i64) -> Pod {
 
 /// `convoy-scheduler` with `config/gpu-cluster.yaml` unchanged but for the
 /// connection settings the other end-to-end tests use (no leader election,
-/// high client qps), killed when dropped. Stderr goes to
-/// `<testenv dir>/convoy-gpu.log`.
-struct GpuScheduler {
-    child: Child,
-    log: PathBuf,
-    http: std::net::SocketAddr,
-}
-
-impl GpuScheduler {
-    fn start(env: &TestEnv) -> Result<Self> {
-        let bundled =
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/gpu-cluster.yaml"));
-        let yaml = std::fs::read_to_string(&bundled)
-            .with_context(|| format!("reading {}", bundled.display()))?;
-        let config = env.dir().join("convoy-gpu.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "{yaml}\nclientConnection:\n  qps: 5000\n  burst: 5000\n\
-                 leaderElection:\n  leaderElect: false\n"
-            ),
-        )?;
-        let log = env.dir().join("convoy-gpu.log");
-        let http = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?;
-        let exe = env!("CARGO_BIN_EXE_convoy-scheduler");
-        // PDEATHSIG, as in common: the scheduler dies with the test process.
-        let mut cmd = if std::path::Path::new("/usr/bin/setpriv").exists() {
-            let mut c = Command::new("/usr/bin/setpriv");
-            c.args(["--pdeathsig", "KILL", exe]);
-            c
-        } else {
-            Command::new(exe)
-        };
-        let child = cmd
-            .arg("--config")
-            .arg(&config)
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig())
-            .arg("--http-addr")
-            .arg(http.to_string())
-            .arg("--identity")
-            .arg(GPU_PROFILE)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .context("spawning convoy-scheduler")?;
-        Ok(Self { child, log, http })
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn tail(&self) -> String {
-        let log = self.log();
-        let lines: Vec<&str> = log.lines().collect();
-        let from = lines.len().saturating_sub(40);
-        format!("\n--- last lines of {GPU_PROFILE} ---\n{}\n---", lines[from..].join("\n"))
-    }
-
-    fn running(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// Waits until `/readyz` answers 200.
-    async fn wait_ready(&mut self, timeout: Duration) -> Result<()> {
-        let http = self.http;
-        let ready = eventually(timeout, || async move {
-            let get = async {
-                let mut s = tokio::net::TcpStream::connect(http).await.ok()?;
-                let req =
-                    format!("GET /readyz HTTP/1.1\r\nHost: {http}\r\nConnection: close\r\n\r\n");
-                s.write_all(req.as_bytes()).await.ok()?;
-                let mut raw = Vec::new();
-                s.read_to_end(&mut raw).await.ok()?;
-                String::from_utf8_lossy(&raw).starts_with("HTTP/1.1 200").then_some(())
-            };
-            tokio::time::timeout(Duration::from_secs(2), get).await.ok().flatten()
-        })
-        .await;
-        let running = self.running();
-        ensure!(
-            ready.is_some(),
-            "{GPU_PROFILE} not ready in {timeout:?} (running: {running}){}",
-            self.tail()
-        );
-        Ok(())
-    }
-}
-
-impl Drop for GpuScheduler {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(dir) = std::env::var_os("CONVOY_E2E_LOG_DIR") {
-            let _ = std::fs::copy(&self.log, PathBuf::from(dir).join("e2e_gpu-convoy-gpu.log"));
-        }
-    }
+/// high client qps). Stderr goes to `<testenv dir>/convoy-gpu.log`.
+fn start_gpu_scheduler(env: &TestEnv) -> Result<Scheduler> {
+    let bundled =
+        PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/gpu-cluster.yaml"));
+    let yaml = std::fs::read_to_string(&bundled)
+        .with_context(|| format!("reading {}", bundled.display()))?;
+    let yaml = format!(
+        "{yaml}\nclientConnection:\n  qps: 5000\n  burst: 5000\n\
+         leaderElection:\n  leaderElect: false\n"
+    );
+    Scheduler::start_with_config(env, GPU_PROFILE, &yaml)
 }

@@ -87,15 +87,19 @@ impl Scheduler {
                  retryPeriod: 500ms\n"
             ),
         };
+        let yaml = format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n\
+             kind: KubeSchedulerConfiguration\n\
+             clientConnection:\n  qps: 5000\n  burst: 5000\n{election}"
+        );
+        Self::start_with_config(env, name, &yaml)
+    }
+
+    /// Starts the binary against `env` with the configuration `yaml`, given
+    /// whole (written to `<testenv dir>/<name>.yaml`).
+    pub fn start_with_config(env: &TestEnv, name: &str, yaml: &str) -> Result<Self> {
         let config = env.dir().join(format!("{name}.yaml"));
-        std::fs::write(
-            &config,
-            format!(
-                "apiVersion: kubescheduler.config.k8s.io/v1\n\
-                 kind: KubeSchedulerConfiguration\n\
-                 clientConnection:\n  qps: 5000\n  burst: 5000\n{election}"
-            ),
-        )?;
+        std::fs::write(&config, yaml)?;
         let log = env.dir().join(format!("{name}.log"));
         let http = free_port()?;
         let exe = env!("CARGO_BIN_EXE_convoy-scheduler");
