@@ -166,9 +166,7 @@ impl Scheduler {
     /// Assumes the pod on the node in the cache (and tells the gang state).
     pub(crate) fn assume(&self, pod: &Arc<PodInfo>, node: &str) -> convoy_cache::Result<()> {
         self.cache.assume_pod(pod.clone(), node)?;
-        if pod.group.is_some() {
-            self.gang.set_assumed(pod, true);
-        }
+        self.gang.set_assumed(pod, true);
         Ok(())
     }
 
@@ -177,9 +175,7 @@ impl Scheduler {
         if let Err(e) = self.cache.forget_pod(pod) {
             tracing::debug!(pod = %pod.key, error = %e, "forget after a failed attempt");
         }
-        if pod.group.is_some() {
-            self.gang.set_assumed(pod, false);
-        }
+        self.gang.set_assumed(pod, false);
     }
 
     /// No node fits, or the algorithm failed: record why and requeue.

@@ -348,9 +348,7 @@ impl Scheduler {
                 self.gang.pod_removed(&info);
                 return;
             }
-            if info.group.is_some() {
-                self.gang.pod_upsert(&info);
-            }
+            self.gang.pod_upsert(&info);
             log_cache_error(self.cache.add_pod(info));
             self.move_all(
                 EventResource::AssignedPod,
@@ -371,8 +369,7 @@ impl Scheduler {
                 Ok(info) => {
                     let info = Arc::new(info);
                     // Members join their group first, so PreEnqueue counts them.
-                    let quorum =
-                        if info.group.is_some() { self.gang.pod_upsert(&info) } else { Vec::new() };
+                    let quorum = self.gang.pod_upsert(&info);
                     self.report_mixed_schedulers(&info);
                     self.queue.add_and_activate(info, &quorum);
                 }
@@ -399,12 +396,10 @@ impl Scheduler {
                 else {
                     return;
                 };
-                if n.group.is_some() {
-                    if n.is_terminal() {
-                        self.gang.pod_removed(&n);
-                    } else {
-                        self.gang.pod_upsert(&n);
-                    }
+                if n.is_terminal() {
+                    self.gang.pod_removed(&n);
+                } else {
+                    self.gang.pod_upsert(&n);
                 }
                 log_cache_error(self.cache.update_pod(&o, n));
                 self.move_all(
@@ -423,8 +418,7 @@ impl Scheduler {
                     self.gang.pod_removed(&n);
                     self.queue.delete(&o);
                 } else {
-                    let quorum =
-                        if n.group.is_some() { self.gang.pod_upsert(&n) } else { Vec::new() };
+                    let quorum = self.gang.pod_upsert(&n);
                     self.queue.update_and_activate(n, &quorum);
                 }
             }
