@@ -34,6 +34,7 @@ use convoy_queue::Failure;
 use rand::Rng;
 
 use crate::decision::{Decision, GroupDecision, GroupOutcome, Outcome};
+use crate::schedule_one::{scheduled_decision, uid_of};
 use crate::scheduler::{LoopState, Scheduler};
 
 /// The tentative placements of one attempt.
@@ -190,7 +191,8 @@ impl Scheduler {
             self.gang.record_attempt(&key, true, true, self.clock.now());
             self.sink.record_group(&group_decision);
             for p in placed {
-                let decision = self.member_decision(&fwk, &p, total, &key, started);
+                let decision =
+                    scheduled_decision(&fwk, &p.qpi, p.result, total, started, Some(key.clone()));
                 self.permit_and_bind(fwk.clone(), p.qpi, p.state, decision);
             }
             // Members beyond minMember that did not fit: alone from now on.
@@ -247,7 +249,7 @@ impl Scheduler {
         for mut m in members {
             self.sink.record(&Decision {
                 pod: m.pod_info.key.clone(),
-                uid: (!m.pod_info.uid.is_empty()).then(|| m.pod_info.uid.clone()),
+                uid: uid_of(&m.pod_info),
                 profile: fwk.name().clone(),
                 outcome: Outcome::Unschedulable { message: format!("pod group {key}: {message}") },
                 evaluated: 0,
@@ -350,29 +352,5 @@ impl Scheduler {
         members.extend(a.failed.into_iter().map(|(m, _)| m));
         members.extend(a.not_tried);
         members
-    }
-
-    fn member_decision(
-        &self,
-        fwk: &Framework,
-        p: &Placement,
-        total: usize,
-        key: &GroupKey,
-        started: Instant,
-    ) -> Decision {
-        Decision {
-            pod: p.qpi.pod_info.key.clone(),
-            uid: (!p.qpi.pod_info.uid.is_empty()).then(|| p.qpi.pod_info.uid.clone()),
-            profile: fwk.name().clone(),
-            outcome: Outcome::Scheduled { node: p.result.node.clone(), score: p.result.score },
-            evaluated: p.result.evaluated,
-            feasible: p.result.feasible,
-            total,
-            rejected: p.result.rejected.clone(),
-            attempt: p.qpi.attempts,
-            latency: started.elapsed(),
-            since_first_attempt: None,
-            group: Some(key.clone()),
-        }
     }
 }

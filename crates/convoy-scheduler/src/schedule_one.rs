@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use convoy_api::{CycleState, InvalidPod, PodInfo, QueuedPodInfo, Status};
-use convoy_framework::{Framework, PermitWait, ScheduleError};
+use convoy_framework::{Framework, PermitWait, ScheduleError, ScheduleResult};
 use convoy_queue::Failure;
 
 use crate::decision::{Decision, Outcome};
@@ -64,20 +64,7 @@ impl Scheduler {
             }
         };
         let node = result.node.clone();
-        let decision = Decision {
-            pod: pod.key.clone(),
-            uid: uid_of(&pod),
-            profile: fwk.name().clone(),
-            outcome: Outcome::Scheduled { node: node.clone(), score: result.score },
-            evaluated: result.evaluated,
-            feasible: result.feasible,
-            total,
-            rejected: result.rejected,
-            attempt: qpi.attempts,
-            latency: started.elapsed(),
-            since_first_attempt: None,
-            group: None,
-        };
+        let decision = scheduled_decision(&fwk, &qpi, result, total, started, None);
 
         // 3: assume.
         if let Err(e) = self.assume(&pod, &node) {
@@ -261,7 +248,33 @@ impl Scheduler {
     }
 }
 
-fn uid_of(pod: &PodInfo) -> Option<Arc<str>> {
+/// The decision of a pod the algorithm placed on `result.node` (recorded
+/// once its binding succeeds); `group` when placed by a group cycle.
+pub(crate) fn scheduled_decision(
+    fwk: &Framework,
+    qpi: &QueuedPodInfo,
+    result: ScheduleResult,
+    total: usize,
+    started: Instant,
+    group: Option<convoy_api::GroupKey>,
+) -> Decision {
+    Decision {
+        pod: qpi.pod_info.key.clone(),
+        uid: uid_of(&qpi.pod_info),
+        profile: fwk.name().clone(),
+        outcome: Outcome::Scheduled { node: result.node, score: result.score },
+        evaluated: result.evaluated,
+        feasible: result.feasible,
+        total,
+        rejected: result.rejected,
+        attempt: qpi.attempts,
+        latency: started.elapsed(),
+        since_first_attempt: None,
+        group,
+    }
+}
+
+pub(crate) fn uid_of(pod: &PodInfo) -> Option<Arc<str>> {
     (!pod.uid.is_empty()).then(|| pod.uid.clone())
 }
 
