@@ -6,6 +6,9 @@
 use convoy_config::PluginArgs;
 use serde_json::{Map, Value};
 
+use convoy_api::resource::{parse_milli, parse_value};
+
+use super::fragmentation::Shape;
 use crate::node_resources::is_extended_resource_name;
 
 /// The `kind` the args may carry, and the prefix of every error.
@@ -61,8 +64,25 @@ pub enum CpuOnlyPods {
 pub struct SizeWeight {
     /// GPUs per pod (`gpus`), 1..=[`MAX_GPUS_PER_POD`].
     pub gpus: u32,
+    /// CPU per pod in millicores (`cpu`, a quantity; default 0: fits
+    /// wherever the GPUs do).
+    pub milli_cpu: i64,
+    /// Memory per pod in bytes (`memory`, a quantity; default 0).
+    pub memory: i64,
     /// Relative weight (`weight`), positive.
     pub weight: f64,
+}
+
+impl SizeWeight {
+    /// A GPU-only entry.
+    pub fn gpus(gpus: u32, weight: f64) -> Self {
+        Self { gpus, milli_cpu: 0, memory: 0, weight }
+    }
+
+    /// The request shape of the entry.
+    pub fn shape(&self) -> Shape {
+        Shape { gpus: i64::from(self.gpus), milli_cpu: self.milli_cpu, memory: self.memory }
+    }
 }
 
 /// The plugin's arguments, defaulted and validated.
@@ -105,7 +125,7 @@ impl Default for GpuPlacementArgs {
             resource_names: vec![DEFAULT_RESOURCE_NAME.to_string()],
             request_size_prior: DEFAULT_REQUEST_SIZE_PRIOR
                 .iter()
-                .map(|&(gpus, weight)| SizeWeight { gpus, weight })
+                .map(|&(gpus, weight)| SizeWeight::gpus(gpus, weight))
                 .collect(),
             prior_weight: 100.0,
             learn_request_sizes: true,
@@ -326,6 +346,35 @@ impl GpuPlacementArgs {
     }
 }
 
+/// A resource quantity (a string like `"12"`, `"500m"`, `"16Gi"`, or a
+/// number), parsed by `parse`; 0 after a problem.
+fn quantity(
+    v: &Value,
+    path: &str,
+    parse: fn(&str) -> Result<i64, convoy_api::resource::QuantityError>,
+    p: &mut Problems,
+) -> i64 {
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        other => {
+            p.push(path, format!("expected a quantity, got {}", type_name(other)));
+            return 0;
+        }
+    };
+    match parse(&text) {
+        Ok(q) if q >= 0 => q,
+        Ok(_) => {
+            p.push(path, "must not be negative");
+            0
+        }
+        Err(e) => {
+            p.push(path, e);
+            0
+        }
+    }
+}
+
 fn decode_prior(v: &Value, path: &str, p: &mut Problems) -> Option<Vec<SizeWeight>> {
     let items = list(v, path, p)?;
     let before = p.0.len();
@@ -336,16 +385,18 @@ fn decode_prior(v: &Value, path: &str, p: &mut Problems) -> Option<Vec<SizeWeigh
     for (i, item) in items.iter().enumerate() {
         let at = format!("{path}[{i}]");
         let Some(entry) = object(item, &at, p) else { continue };
-        let (mut gpus, mut weight) = (None, None);
+        let (mut gpus, mut weight, mut milli_cpu, mut memory) = (None, None, 0, 0);
         for (k, v) in entry {
             let field = format!("{at}.{k}");
             match k.as_str() {
                 "gpus" => gpus = integer(v, &field, 1..=MAX_GPUS_PER_POD, p),
+                "cpu" => milli_cpu = quantity(v, &field, parse_milli, p),
+                "memory" => memory = quantity(v, &field, parse_value, p),
                 "weight" => match number(v, &field, p) {
                     Some(w) if w <= 0.0 => p.push(&field, "must be positive"),
                     w => weight = w,
                 },
-                _ => p.push(&field, "unknown field; known fields: gpus, weight"),
+                _ => p.push(&field, "unknown field; known fields: gpus, cpu, memory, weight"),
             }
         }
         if !entry.contains_key("gpus") {
@@ -355,10 +406,11 @@ fn decode_prior(v: &Value, path: &str, p: &mut Problems) -> Option<Vec<SizeWeigh
             p.push(&format!("{at}.weight"), "required");
         }
         if let (Some(gpus), Some(weight)) = (gpus, weight) {
-            if out.iter().any(|s| s.gpus == gpus) {
-                p.push(&format!("{at}.gpus"), format!("duplicate size {gpus}"));
+            let entry = SizeWeight { gpus, milli_cpu, memory, weight };
+            if out.iter().any(|s| s.shape() == entry.shape()) {
+                p.push(&at, "duplicate entry (same gpus, cpu and memory as an earlier one)");
             } else {
-                out.push(SizeWeight { gpus, weight });
+                out.push(entry);
             }
         }
     }

@@ -35,7 +35,7 @@ use convoy_api::{
 use convoy_config::PluginArgs;
 
 pub use args::{CpuOnlyPods, GpuPlacementArgs, SizeWeight};
-pub use fragmentation::{RequestSizeLearner, SizeDistribution};
+pub use fragmentation::{RequestSizeLearner, Shape, SizeDistribution};
 pub use topology::{GroupPlacement, domain_of};
 
 /// The scale of the per-node score before normalization (basis points).
@@ -51,11 +51,12 @@ pub struct GpuPlacement {
 /// PreFilter state: where the pod's group is, over all nodes.
 struct TopologyState(Option<GroupPlacement>);
 
-/// A pod's GPU request: which configured resource, how many.
+/// A pod's GPU request: which configured resource, how many GPUs, with the
+/// CPU and memory beside them.
 #[derive(Debug, Clone, Copy)]
 struct GpuRequest {
     resource: usize,
-    gpus: i64,
+    shape: Shape,
 }
 
 /// PreScore state: everything Score needs that does not depend on the node.
@@ -102,9 +103,13 @@ impl GpuPlacement {
 
     /// The pod's request of the first configured GPU resource it asks for.
     fn gpu_request(&self, pod: &PodInfo) -> Option<GpuRequest> {
+        let r = &pod.requests.requests;
         self.args.resource_names.iter().enumerate().find_map(|(resource, name)| {
-            let gpus = pod.requests.requests.get(name);
-            (gpus > 0).then_some(GpuRequest { resource, gpus })
+            let gpus = r.get(name);
+            (gpus > 0).then_some(GpuRequest {
+                resource,
+                shape: Shape { gpus, milli_cpu: r.milli_cpu, memory: r.memory },
+            })
         })
     }
 
@@ -125,16 +130,23 @@ impl GpuPlacement {
     /// The fragmentation score of a GPU pod on a node, in `0..=BASIS`.
     fn gpu_fragmentation_score(&self, s: &ScoreState, req: GpuRequest, node: &NodeInfo) -> i64 {
         let name = &self.args.resource_names[req.resource];
-        let capacity = node.allocatable.get(name);
-        let free = node.free(name);
-        if capacity <= 0 || free < req.gpus {
+        let (alloc, used) = (&node.allocatable, &node.requested);
+        let capacity =
+            Shape { gpus: alloc.get(name), milli_cpu: alloc.milli_cpu, memory: alloc.memory };
+        let free = capacity.minus(&Shape {
+            gpus: used.get(name),
+            milli_cpu: used.milli_cpu,
+            memory: used.memory,
+        });
+        let gpus = req.shape.gpus;
+        if capacity.gpus <= 0 || free.gpus < gpus {
             return 0;
         }
-        if s.spare_fully_free && node.requested.get(name) == 0 && capacity > req.gpus {
+        if s.spare_fully_free && used.get(name) == 0 && capacity.gpus > gpus {
             return 0;
         }
-        let leftover = (free - req.gpus) as f64;
-        let delta = s.distribution.delta(free, capacity, req.gpus)
+        let leftover = (free.gpus - gpus) as f64;
+        let delta = s.distribution.delta(&free, &capacity, &req.shape)
             + fragmentation::BEST_FIT_TIE_BREAK * leftover;
         // delta / max_capacity lies within about [-1, 1]: map it to
         // (0, BASIS], a lower fragmentation delta scoring higher; 1 is the
@@ -205,7 +217,7 @@ impl PreScorePlugin for GpuPlacement {
                 } else {
                     pod.uid.clone()
                 };
-                learner.observe(&id, r.gpus);
+                learner.observe(&id, r.shape);
             }
             learner.distribution()
         };
@@ -214,7 +226,7 @@ impl PreScorePlugin for GpuPlacement {
                 let name = &self.args.resource_names[r.resource];
                 let max = nodes.iter().map(|n| n.allocatable.get(name)).max().unwrap_or(0);
                 let partly_used_fits =
-                    nodes.iter().any(|n| n.requested.get(name) > 0 && n.free(name) >= r.gpus);
+                    nodes.iter().any(|n| n.requested.get(name) > 0 && n.free(name) >= r.shape.gpus);
                 (max.max(1), partly_used_fits, true)
             }
             None => {

@@ -218,7 +218,7 @@ fn learned_distribution_shifts_the_choice() {
         scores(&p, &gpu_pod(&format!("two-{i}"), 2).info(), &nodes).unwrap();
     }
     let d = p.distribution();
-    assert!(d.sizes().iter().any(|&(s, w)| s == 2 && w > 0.9), "{d:?}");
+    assert!(d.gpu_sizes().iter().any(|&(s, w)| s == 2 && w > 0.9), "{d:?}");
     // Now a 1-GPU pod leaves 2 free (usable by a 2-GPU job), not 1.
     assert_eq!(best(&p, &gpu_pod("later", 1).info(), &nodes), "free3");
 
@@ -228,7 +228,7 @@ fn learned_distribution_shifts_the_choice() {
     for _ in 0..5 {
         scores(&off, &gpu_pod("same", 2).info(), &nodes).unwrap();
     }
-    assert_eq!(off.distribution().sizes(), &[(1, 1.0)]);
+    assert_eq!(off.distribution().gpu_sizes(), vec![(1, 1.0)]);
 }
 
 #[test]
@@ -281,7 +281,11 @@ fn args_decode_with_defaults_and_every_field() {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "GpuPlacementArgs",
         "resourceNames": ["nvidia.com/gpu", "amd.com/gpu"],
-        "requestSizePrior": [{"gpus": 1, "weight": 3}, {"gpus": 8, "weight": 1}],
+        "requestSizePrior": [
+            {"gpus": 1, "weight": 3},
+            {"gpus": 8, "weight": 1},
+            {"gpus": 1, "cpu": "12", "memory": "16Gi", "weight": 2}
+        ],
         "priorWeight": 20,
         "learnRequestSizes": false,
         "halfLifePods": 50,
@@ -293,7 +297,11 @@ fn args_decode_with_defaults_and_every_field() {
     }))
     .unwrap();
     assert_eq!(args.resource_names, ["nvidia.com/gpu", "amd.com/gpu"]);
-    assert_eq!(args.request_size_prior[1], SizeWeight { gpus: 8, weight: 1.0 });
+    assert_eq!(args.request_size_prior[1], SizeWeight::gpus(8, 1.0));
+    assert_eq!(
+        args.request_size_prior[2],
+        SizeWeight { gpus: 1, milli_cpu: 12_000, memory: 16 << 30, weight: 2.0 }
+    );
     assert_eq!(
         (args.prior_weight, args.learn_request_sizes, args.half_life_pods),
         (20.0, false, 50)
@@ -344,7 +352,22 @@ fn args_errors_name_the_field() {
         ),
         (
             json!({"requestSizePrior": [{"gpus": 2, "weight": 1, "size": 3}]}),
-            "GpuPlacementArgs.requestSizePrior[0].size: unknown field; known fields: gpus, weight",
+            "GpuPlacementArgs.requestSizePrior[0].size: unknown field; known fields: gpus, cpu, memory, weight",
+        ),
+        (
+            json!({"requestSizePrior": [{"gpus": 1, "cpu": "lots", "weight": 1}]}),
+            "GpuPlacementArgs.requestSizePrior[0].cpu: invalid quantity \"lots\"",
+        ),
+        (
+            json!({"requestSizePrior": [{"gpus": 1, "memory": true, "weight": 1}]}),
+            "GpuPlacementArgs.requestSizePrior[0].memory: expected a quantity, got a boolean",
+        ),
+        (
+            json!({"requestSizePrior": [
+                {"gpus": 1, "cpu": "8", "weight": 1},
+                {"gpus": 1, "cpu": "8000m", "weight": 2}
+            ]}),
+            "GpuPlacementArgs.requestSizePrior[1]: duplicate entry",
         ),
         (
             json!({"requestSizePrior": []}),
@@ -411,4 +434,40 @@ fn score_without_pre_score_is_an_error() {
     let pod = gpu_pod("p", 1).info();
     let s = p.score(&CycleState::new(), &pod, &gpu_node("n", 8, 0, &[])).unwrap_err();
     assert_eq!(s.code(), convoy_api::Code::Error);
+}
+
+#[test]
+fn cpu_left_beside_free_gpus_counts() {
+    // Two nodes with 2 free GPUs each; on "cpu-poor" only 12 CPUs are
+    // left beside them, on "cpu-rich" 60. The cluster's pods ask for 1 GPU
+    // and 12 CPUs: on cpu-poor the pod would leave a GPU no CPU to run
+    // with; on cpu-rich both remainders stay usable.
+    let node = |name: &str, cpu_used: &str| {
+        let mut n = NodeBuilder::new(name).cpu("96").allocatable(GPU, "8").info();
+        n.add_pod(
+            PodBuilder::new(&format!("{name}-other"))
+                .scheduler("default-scheduler")
+                .node(name)
+                .cpu(cpu_used)
+                .resource(GPU, "6")
+                .info(),
+        );
+        n
+    };
+    let nodes = [node("cpu-poor", "84"), node("cpu-rich", "36")];
+    let prior = json!({"requestSizePrior": [{"gpus": 1, "cpu": "12", "weight": 1}]});
+    let pod = PodBuilder::new("p").cpu("12").resource(GPU, "1").info();
+    assert_eq!(best(&plugin(prior), &pod, &nodes), "cpu-rich");
+    // Learned, not configured: the same once the plugin has seen such pods.
+    let p = plugin(json!({"requestSizePrior": [{"gpus": 1, "weight": 1}], "priorWeight": 1}));
+    for i in 0..20 {
+        let seen = PodBuilder::new(&format!("seen-{i}")).cpu("12").resource(GPU, "1").info();
+        scores(&p, &seen, &nodes).unwrap();
+    }
+    assert_eq!(best(&p, &pod, &nodes), "cpu-rich");
+    // GPU alone cannot tell the two apart.
+    let gpu_only =
+        plugin(json!({"requestSizePrior": [{"gpus": 1, "weight": 1}], "learnRequestSizes": false}));
+    let s = scores(&gpu_only, &pod, &nodes).unwrap();
+    assert_eq!(s[0].1, s[1].1, "{s:?}");
 }
