@@ -179,7 +179,7 @@ pub enum Step {
     /// `stopCollectingMetrics`.
     StopCollecting,
     /// `createGpuJobs`.
-    CreateGpuJobs(crate::gpu::GpuJobsStep),
+    CreateGpuJobs(Box<crate::gpu::GpuJobsStep>),
 }
 
 /// A workload ready to run.
@@ -355,9 +355,9 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
                 selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
             },
             Op::StopCollectingMetrics(_) => Step::StopCollecting,
-            Op::CreateGpuJobs(o) => Step::CreateGpuJobs(
+            Op::CreateGpuJobs(o) => Step::CreateGpuJobs(Box::new(
                 crate::gpu::plan_step(o, i, &mut params, &mut template).map_err(at)?,
-            ),
+            )),
         };
         steps.push(step);
         origins.push(t);

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use super::metrics::{
     GangSpan, GpuState, Res, Summary, WaveSample, gpu_weighted_median, pod_requests,
 };
-use super::stream::{Job, jobs};
+use super::stream::{Job, PodShape, jobs};
 use super::{GpuJobsStep, Outcome};
 use crate::dynamic::{Dynamic, Placement};
 use crate::plan::{TemplateSource, env_for};
@@ -212,7 +212,13 @@ fn job_name(j: &Job) -> String {
 /// Renders pod `member` of job `j`.
 fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Result<Pod, String> {
     let mut env = env_for(&Default::default(), j.index, s.jobs);
-    env.insert("Gpus".into(), TValue::Int(i64::from(j.gpus)));
+    env.insert("Gpus".into(), TValue::Int(i64::from(j.shape.gpus)));
+    if let Some(c) = j.shape.cpu_milli {
+        env.insert("CpuMilli".into(), TValue::Int(c));
+    }
+    if let Some(m) = j.shape.memory_mib {
+        env.insert("MemoryMiB".into(), TValue::Int(m));
+    }
     env.insert("Member".into(), TValue::Int(member as i64));
     let mut v = render(&s.pod_template, &env)?;
     let name = format!("{}-{member}", job_name(j));
@@ -273,17 +279,16 @@ pub(crate) async fn run_jobs(
     scheduler: &str,
 ) -> Result<(), String> {
     let stream = jobs(s.seed, s.jobs, &s.mix, s.gangs.as_ref(), s.mean_lifetime);
-    let mix: Vec<(u32, f64)> = s.mix.iter().map(|m| (m.gpus, m.weight)).collect();
-    let median_gpus = gpu_weighted_median(&mix);
-    let probe = |gpus: u32| -> Result<Res, String> {
-        let j = Job { index: 0, gpus, pods: 1, gang: false, lifetime: 1 };
+    let median_shape = gpu_weighted_median(&s.mix);
+    let probe = |shape: PodShape| -> Result<Res, String> {
+        let j = Job { index: 0, shape, pods: 1, gang: false, lifetime: 1 };
         Ok(pod_requests(&render_pod(s, &j, 0, scheduler)?, &s.resource))
     };
-    let median = probe(median_gpus)?;
-    let mut requests: HashMap<u32, Res> = HashMap::new();
+    let median = probe(median_shape)?;
+    let mut requests: HashMap<PodShape, Res> = HashMap::new();
     for j in &stream {
-        if let std::collections::hash_map::Entry::Vacant(e) = requests.entry(j.gpus) {
-            e.insert(probe(j.gpus)?);
+        if let std::collections::hash_map::Entry::Vacant(e) = requests.entry(j.shape) {
+            e.insert(probe(j.shape)?);
         }
     }
     let (nodes, _) = target.objects();
@@ -303,7 +308,7 @@ pub(crate) async fn run_jobs(
         stalled_waves: 0,
         accepted_jobs: 0,
         partial_gangs: 0,
-        median_gpus,
+        median: median_shape,
         summary: Summary::default(),
     };
     for (wave, chunk) in stream.chunks(s.per_wave).enumerate() {
@@ -353,7 +358,7 @@ pub(crate) async fn run_jobs(
                 live.push(Live { end: wave + j.lifetime, pods, group });
             } else {
                 sample.rejected_jobs += 1;
-                if !j.gang && i64::from(j.gpus) >= full_node {
+                if !j.gang && i64::from(j.shape.gpus) >= full_node {
                     sample.rejected_full_node += 1;
                 }
                 if j.gang && !placed.is_empty() {
@@ -403,7 +408,7 @@ async fn settle(
     chunk: &[Job],
     names: &[Vec<String>],
     alive: &HashSet<String>,
-    requests: &HashMap<u32, Res>,
+    requests: &HashMap<PodShape, Res>,
 ) -> Result<Settled, String> {
     let start = Instant::now();
     let mut last_change = start;
@@ -462,7 +467,7 @@ async fn settle(
         let state = build();
         let stuck = chunk.iter().zip(names).all(|(j, pods)| {
             let pending = pods.iter().filter(|p| !placement.contains_key(*p)).count();
-            pending == 0 || !state.fits(&requests[&j.gpus], pending)
+            pending == 0 || !state.fits(&requests[&j.shape], pending)
         });
         if stuck {
             return Ok(Settled { state, placement, stalled: false });
@@ -473,7 +478,8 @@ async fn settle(
                 .zip(names)
                 .flat_map(|(j, pods)| {
                     pods.iter().filter(|p| !placement.contains_key(*p)).map(move |p| {
-                        format!("{p} ({} GPUs{})", j.gpus, if j.gang { ", gang" } else { "" })
+                        let gang = if j.gang { ", gang" } else { "" };
+                        format!("{p} ({} GPUs{gang})", j.shape.gpus)
                     })
                 })
                 .take(5)

@@ -10,6 +10,9 @@ use std::collections::{BTreeSet, HashMap};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::Serialize;
 
+use super::MixEntry;
+use super::stream::PodShape;
+
 /// The resources the fit check looks at. CPU in millicores, memory in
 /// bytes, GPUs and pods as counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -210,23 +213,25 @@ pub fn pod_requests(p: &Pod, resource: &str) -> Res {
     r
 }
 
-/// The request size of the median requested GPU: sizes sorted, the size
-/// at which the cumulative share of GPUs (`weight * gpus`) reaches half.
-/// The median by job count would be 1 GPU for any mix where most jobs ask
-/// for one, and no node with a free GPU fails to host a 1-GPU job, so
-/// stranding would always be 0.
-pub fn gpu_weighted_median(mix: &[(u32, f64)]) -> u32 {
-    let mut sizes: Vec<(u32, f64)> = mix.iter().map(|&(g, w)| (g, w * f64::from(g))).collect();
-    sizes.sort_by_key(|s| s.0);
-    let total: f64 = sizes.iter().map(|s| s.1).sum();
+/// The request of the median requested GPU: the mix sorted by shape
+/// (GPUs, then CPU, then memory), the entry at which the cumulative share
+/// of GPUs (`weight * gpus`) reaches half. The median by job count would
+/// be 1 GPU for any mix where most jobs ask for one, and (CPU aside) no
+/// node with a free GPU fails to host a 1-GPU job, so stranding would
+/// always be 0. CPU-only entries weigh nothing.
+pub fn gpu_weighted_median(mix: &[MixEntry]) -> PodShape {
+    let mut shapes: Vec<(PodShape, f64)> =
+        mix.iter().map(|m| (PodShape::of(m), m.weight * f64::from(m.gpus))).collect();
+    shapes.sort_by_key(|s| s.0);
+    let total: f64 = shapes.iter().map(|s| s.1).sum();
     let mut acc = 0.0;
-    for (g, share) in &sizes {
+    for (shape, share) in &shapes {
         acc += share;
-        if acc >= total / 2.0 {
-            return *g;
+        if *share > 0.0 && acc >= total / 2.0 {
+            return *shape;
         }
     }
-    sizes.last().map_or(1, |s| s.0)
+    shapes.last().map_or(PodShape { gpus: 1, ..PodShape::default() }, |s| s.0)
 }
 
 /// What one wave of the stream left behind, sampled once the scheduler
@@ -410,9 +415,26 @@ mod tests {
     #[test]
     fn weighted_median() {
         // GPU shares 0.6, 0.3, 0.6, 0.8 of 2.3: half is reached at 4.
-        assert_eq!(gpu_weighted_median(&[(1, 0.6), (2, 0.15), (4, 0.15), (8, 0.1)]), 4);
-        assert_eq!(gpu_weighted_median(&[(1, 1.0)]), 1);
-        assert_eq!(gpu_weighted_median(&[(8, 0.5), (1, 0.5)]), 8);
+        let median = |mix: &[(u32, f64)]| {
+            let mix: Vec<MixEntry> = mix.iter().map(|&(g, w)| MixEntry::gpus(g, w)).collect();
+            gpu_weighted_median(&mix).gpus
+        };
+        assert_eq!(median(&[(1, 0.6), (2, 0.15), (4, 0.15), (8, 0.1)]), 4);
+        assert_eq!(median(&[(1, 1.0)]), 1);
+        assert_eq!(median(&[(8, 0.5), (1, 0.5)]), 8);
+        assert_eq!(median(&[(0, 0.9), (1, 0.1)]), 1, "CPU-only pods weigh nothing");
+        // Shapes: by GPUs, then CPU.
+        let e = |gpus, cpu, weight| MixEntry {
+            gpus,
+            cpu_milli: Some(cpu),
+            memory_mib: Some(1024),
+            weight,
+        };
+        let mix = [e(1, 16_000, 0.4), e(1, 4_000, 0.2), e(2, 8_000, 0.1)];
+        assert_eq!(
+            gpu_weighted_median(&mix),
+            PodShape { gpus: 1, cpu_milli: Some(16_000), memory_mib: Some(1024) }
+        );
     }
 
     fn wave(

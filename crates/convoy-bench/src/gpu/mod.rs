@@ -35,14 +35,28 @@ pub use metrics::{GangSpan, Summary, WaveSample};
 /// The opcode.
 pub const OPCODE: &str = "createGpuJobs";
 
-/// One request size of the mix and its relative weight.
+/// One request of the mix and its relative weight.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct MixEntry {
-    /// GPUs per pod (> 0).
+    /// GPUs per pod (0: a CPU-only pod; at least one entry asks for GPUs).
     pub gpus: u32,
+    /// CPU per pod in millicores, given to the template as `.CpuMilli`
+    /// (optional: without it the template decides).
+    #[serde(default, rename = "cpuMilli")]
+    pub cpu_milli: Option<i64>,
+    /// Memory per pod in MiB, given to the template as `.MemoryMiB`.
+    #[serde(default, rename = "memoryMiB")]
+    pub memory_mib: Option<i64>,
     /// Relative weight (> 0).
     pub weight: f64,
+}
+
+impl MixEntry {
+    /// A GPU-only entry.
+    pub fn gpus(gpus: u32, weight: f64) -> Self {
+        Self { gpus, cpu_milli: None, memory_mib: None, weight }
+    }
 }
 
 /// Which jobs are gangs and their shape.
@@ -55,6 +69,12 @@ pub struct GangSpec {
     pub members: Vec<u32>,
     /// GPUs per member, drawn uniformly (each > 0).
     pub gpus_per_member: Vec<u32>,
+    /// CPU per member in millicores (`.CpuMilli`), optional.
+    #[serde(default, rename = "cpuMilli")]
+    pub cpu_milli: Option<i64>,
+    /// Memory per member in MiB (`.MemoryMiB`), optional.
+    #[serde(default, rename = "memoryMiB")]
+    pub memory_mib: Option<i64>,
 }
 
 /// `createGpuJobs`: a stream of `jobs` GPU jobs, `jobsPerWave` at a time.
@@ -77,9 +97,13 @@ pub struct CreateGpuJobsOp {
     /// Seed of the stream.
     #[serde(default)]
     pub seed: u64,
-    /// Request sizes of single-pod jobs (required).
+    /// Requests of single-pod jobs (this or `gpuMixPath` is required).
     #[serde(default)]
     pub gpu_mix: Vec<MixEntry>,
+    /// A CSV file of the mix, relative to the config file: a header
+    /// `gpus,cpu_milli,memory_mib,weight`, then one request per line
+    /// (`#` starts a comment line). See [`parse_mix_csv`].
+    pub gpu_mix_path: Option<String>,
     /// Gangs, if any.
     pub gangs: Option<GangSpec>,
     /// Mean lifetime in waves (exponential, >= 1).
@@ -88,7 +112,7 @@ pub struct CreateGpuJobsOp {
     /// Namespace (default `namespace-<opIndex>`).
     pub namespace: Option<String>,
     /// Pod template (required), rendered with `.Index` (job), `.Gpus`,
-    /// `.Member`.
+    /// `.Member`, and `.CpuMilli` / `.MemoryMiB` where the mix gives them.
     #[serde(default)]
     pub pod_template_path: String,
     /// PodGroup template (required with `gangs`), rendered with `.Index`
@@ -121,13 +145,15 @@ impl CreateGpuJobsOp {
         };
         count("jobs", self.jobs, &self.jobs_param)?;
         count("jobsPerWave", self.jobs_per_wave, &self.jobs_per_wave_param)?;
-        if self.gpu_mix.is_empty() {
-            return Err(format!("{op}.gpuMix is required"));
-        }
-        for (i, m) in self.gpu_mix.iter().enumerate() {
-            if m.gpus == 0 || m.weight.is_nan() || m.weight <= 0.0 {
-                return Err(format!("{op}.gpuMix[{i}]: gpus and weight must be > 0"));
+        match (self.gpu_mix.is_empty(), &self.gpu_mix_path) {
+            (true, None) => return Err(format!("{op}: gpuMix or gpuMixPath is required")),
+            (false, Some(_)) => {
+                return Err(format!("{op}: give gpuMix or gpuMixPath, not both"));
             }
+            (true, Some(p)) if p.is_empty() => {
+                return Err(format!("{op}.gpuMixPath must not be empty"));
+            }
+            _ => check_mix(&self.gpu_mix, &format!("{op}.gpuMix"))?,
         }
         if let Some(g) = &self.gangs {
             if !(0.0..=1.0).contains(&g.fraction) {
@@ -138,6 +164,11 @@ impl CreateGpuJobsOp {
             }
             if g.gpus_per_member.is_empty() || g.gpus_per_member.contains(&0) {
                 return Err(format!("{op}.gangs.gpusPerMember must be non-empty, each > 0"));
+            }
+            for (field, v) in [("cpuMilli", g.cpu_milli), ("memoryMiB", g.memory_mib)] {
+                if v.is_some_and(|v| v <= 0) {
+                    return Err(format!("{op}.gangs.{field} must be > 0"));
+                }
             }
             if self.pod_group_template_path.is_none() {
                 return Err(format!("{op}.podGroupTemplatePath is required with gangs"));
@@ -157,6 +188,79 @@ impl CreateGpuJobsOp {
         }
         Ok(())
     }
+}
+
+/// Checks a mix; errors name the entry (`<at>[3].weight`).
+fn check_mix(mix: &[MixEntry], at: &str) -> Result<(), String> {
+    for (i, m) in mix.iter().enumerate() {
+        if m.weight.is_nan() || m.weight <= 0.0 {
+            return Err(format!("{at}[{i}].weight must be > 0, got {}", m.weight));
+        }
+        for (field, v) in [("cpuMilli", m.cpu_milli), ("memoryMiB", m.memory_mib)] {
+            if v.is_some_and(|v| v < 0) {
+                return Err(format!("{at}[{i}].{field} must not be negative"));
+            }
+        }
+    }
+    if !mix.iter().any(|m| m.gpus > 0) {
+        return Err(format!("{at}: no entry asks for GPUs"));
+    }
+    Ok(())
+}
+
+/// Parses a mix CSV: a header naming the columns `gpus`, `cpu_milli`,
+/// `memory_mib` (both optional) and `weight` in any order, then one entry
+/// per line; blank lines and lines starting with `#` are skipped. Errors
+/// name the line (`mix.csv:12: weight: ...`).
+pub fn parse_mix_csv(text: &str, name: &str) -> Result<Vec<MixEntry>, String> {
+    let mut lines = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'));
+    let (hl, header) = lines.next().ok_or_else(|| format!("{name}: no header line"))?;
+    let columns: Vec<&str> = header.split(',').map(str::trim).collect();
+    let col = |c: &str| columns.iter().position(|h| *h == c);
+    for c in &columns {
+        if !["gpus", "cpu_milli", "memory_mib", "weight"].contains(c) {
+            return Err(format!(
+                "{name}:{hl}: unknown column {c:?}; known: gpus, cpu_milli, memory_mib, weight"
+            ));
+        }
+    }
+    let (Some(gi), Some(wi)) = (col("gpus"), col("weight")) else {
+        return Err(format!("{name}:{hl}: the header must name gpus and weight"));
+    };
+    let (ci, mi) = (col("cpu_milli"), col("memory_mib"));
+    let mut out = Vec::new();
+    for (n, line) in lines {
+        let cells: Vec<&str> = line.split(',').map(str::trim).collect();
+        if cells.len() != columns.len() {
+            return Err(format!(
+                "{name}:{n}: {} cells, the header has {}",
+                cells.len(),
+                columns.len()
+            ));
+        }
+        let int = |i: usize| {
+            cells[i].parse::<i64>().map_err(|e| format!("{name}:{n}: {}: {e}", columns[i]))
+        };
+        let gpus = int(gi)?;
+        let gpus =
+            u32::try_from(gpus).map_err(|_| format!("{name}:{n}: gpus: {gpus} is out of range"))?;
+        let weight: f64 = cells[wi].parse().map_err(|e| format!("{name}:{n}: weight: {e}"))?;
+        out.push(MixEntry {
+            gpus,
+            cpu_milli: ci.map(int).transpose()?,
+            memory_mib: mi.map(int).transpose()?,
+            weight,
+        });
+    }
+    if out.is_empty() {
+        return Err(format!("{name}: no entries"));
+    }
+    check_mix(&out, name)?;
+    Ok(out)
 }
 
 /// Where a run's outcome goes: shared by the clones of a plan, taken by
@@ -199,7 +303,7 @@ pub struct Outcome {
     /// vain).
     pub partial_gangs: usize,
     /// The GPU-weighted median request used for stranding.
-    pub median_gpus: u32,
+    pub median: stream::PodShape,
     /// The summary of `samples` and `gangs`.
     pub summary: Summary,
 }
@@ -256,7 +360,15 @@ pub fn plan_step(
         jobs: count(params, o.jobs, &o.jobs_param)?,
         per_wave: count(params, o.jobs_per_wave, &o.jobs_per_wave_param)?.max(1),
         seed: o.seed,
-        mix: o.gpu_mix.clone(),
+        mix: match &o.gpu_mix_path {
+            Some(p) => match template(Some(p))? {
+                TemplateSource::File { path, text } => {
+                    parse_mix_csv(&text, &path.display().to_string())?
+                }
+                _ => return Err(format!("gpuMixPath {p:?}: not a file")),
+            },
+            None => o.gpu_mix.clone(),
+        },
         gangs: o.gangs.clone(),
         mean_lifetime: o.mean_lifetime_waves,
         namespace: o.namespace.clone().unwrap_or_else(|| format!("namespace-{op_index}")),
@@ -310,8 +422,12 @@ pub fn outcome_items(workload: &str, o: &Outcome) -> Vec<DataItem> {
                 ("Average", s.stranded_avg.unwrap_or(0.0)),
                 ("Max", s.stranded_max.unwrap_or(0) as f64),
                 ("SaturatedWaves", s.saturated_waves as f64),
-                ("MedianRequest", f64::from(o.median_gpus)),
-            ],
+                ("MedianRequest", f64::from(o.median.gpus)),
+            ]
+            .into_iter()
+            .chain(o.median.cpu_milli.map(|c| ("MedianRequestCpuMilli", c as f64)))
+            .chain(o.median.memory_mib.map(|m| ("MedianRequestMemoryMiB", m as f64)))
+            .collect(),
         ),
         item(
             "GpuAllocatedAtSaturation",

@@ -4,13 +4,33 @@
 
 use super::{GangSpec, MixEntry};
 
+/// What each pod of a job requests: GPUs, and CPU and memory where the mix
+/// gives them (otherwise the pod template decides).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodShape {
+    /// GPUs per pod (0: a CPU-only pod).
+    pub gpus: u32,
+    /// CPU per pod, millicores (`.CpuMilli` in the template).
+    pub cpu_milli: Option<i64>,
+    /// Memory per pod, MiB (`.MemoryMiB` in the template).
+    pub memory_mib: Option<i64>,
+}
+
+impl PodShape {
+    /// The shape of a mix entry.
+    pub fn of(m: &MixEntry) -> Self {
+        Self { gpus: m.gpus, cpu_milli: m.cpu_milli, memory_mib: m.memory_mib }
+    }
+}
+
 /// One job of the stream.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
     /// Index in the stream.
     pub index: usize,
-    /// GPUs per pod.
-    pub gpus: u32,
+    /// What each pod requests.
+    pub shape: PodShape,
     /// Pods (1, or the members of a gang).
     pub pods: usize,
     /// Whether it is a gang (a PodGroup with `minMember = pods`).
@@ -70,13 +90,17 @@ pub fn jobs(
     (0..n)
         .map(|index| {
             let gang = gangs.filter(|g| r.unit() < g.fraction);
-            let (gpus, pods) = match gang {
-                Some(g) => (*r.pick(&g.gpus_per_member, |_| 1.0), *r.pick(&g.members, |_| 1.0)),
-                None => (r.pick(mix, |m| m.weight).gpus, 1),
+            let (shape, pods) = match gang {
+                Some(g) => {
+                    let gpus = *r.pick(&g.gpus_per_member, |_| 1.0);
+                    let shape = PodShape { gpus, cpu_milli: g.cpu_milli, memory_mib: g.memory_mib };
+                    (shape, *r.pick(&g.members, |_| 1.0))
+                }
+                None => (PodShape::of(r.pick(mix, |m| m.weight)), 1),
             };
             let u = r.unit();
             let life = (-(1.0 - u).ln() * mean_lifetime).ceil().clamp(1.0, 4.0 * mean_lifetime);
-            Job { index, gpus, pods: pods as usize, gang: gang.is_some(), lifetime: life as usize }
+            Job { index, shape, pods: pods as usize, gang: gang.is_some(), lifetime: life as usize }
         })
         .collect()
 }
@@ -87,24 +111,30 @@ mod tests {
 
     fn mix() -> Vec<MixEntry> {
         [(1, 0.6), (2, 0.15), (4, 0.15), (8, 0.1)]
-            .map(|(gpus, weight)| MixEntry { gpus, weight })
+            .map(|(gpus, weight)| MixEntry::gpus(gpus, weight))
             .to_vec()
     }
 
     #[test]
     fn deterministic_and_follows_the_mix() {
-        let gangs = GangSpec { fraction: 0.05, members: vec![2, 4], gpus_per_member: vec![8] };
+        let gangs = GangSpec {
+            fraction: 0.05,
+            members: vec![2, 4],
+            gpus_per_member: vec![8],
+            cpu_milli: None,
+            memory_mib: None,
+        };
         let a = jobs(7, 20_000, &mix(), Some(&gangs), 40.0);
         assert_eq!(a, jobs(7, 20_000, &mix(), Some(&gangs), 40.0));
         assert_ne!(a, jobs(8, 20_000, &mix(), Some(&gangs), 40.0));
         let singles: Vec<&Job> = a.iter().filter(|j| !j.gang).collect();
         let share =
-            |g| singles.iter().filter(|j| j.gpus == g).count() as f64 / singles.len() as f64;
+            |g| singles.iter().filter(|j| j.shape.gpus == g).count() as f64 / singles.len() as f64;
         assert!((share(1) - 0.6).abs() < 0.02, "{}", share(1));
         assert!((share(8) - 0.1).abs() < 0.02, "{}", share(8));
         let gang_share = (a.len() - singles.len()) as f64 / a.len() as f64;
         assert!((gang_share - 0.05).abs() < 0.01, "{gang_share}");
-        assert!(a.iter().filter(|j| j.gang).all(|j| j.gpus == 8 && [2, 4].contains(&j.pods)));
+        assert!(a.iter().filter(|j| j.gang).all(|j| j.shape.gpus == 8 && [2, 4].contains(&j.pods)));
         let mean = a.iter().map(|j| j.lifetime as f64).sum::<f64>() / a.len() as f64;
         assert!((mean - 40.5).abs() < 2.0, "{mean}");
         assert!(a.iter().all(|j| (1..=160).contains(&j.lifetime)));

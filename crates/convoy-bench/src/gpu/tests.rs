@@ -1,3 +1,5 @@
+use super::MixEntry;
+
 #[test]
 fn op_is_strict() {
     use crate::config::Op;
@@ -12,7 +14,15 @@ fn op_is_strict() {
     let e = Op::from_value(bad).unwrap_err();
     assert!(e.contains("createGpuJobs") && e.contains("bogus"), "{e}");
     let cases = [
-        ("gpuMix", serde_json::json!([]), "gpuMix is required"),
+        ("gpuMix", serde_json::json!([]), "gpuMix or gpuMixPath is required"),
+        ("gpuMix", serde_json::json!([{"gpus": 0, "weight": 1}]), "gpuMix: no entry asks for GPUs"),
+        ("gpuMix", serde_json::json!([{"gpus": 1, "weight": 0}]), "gpuMix[0].weight must be > 0"),
+        (
+            "gpuMix",
+            serde_json::json!([{"gpus": 1, "cpuMilli": -1, "weight": 1}]),
+            "gpuMix[0].cpuMilli must not be negative",
+        ),
+        ("gpuMixPath", serde_json::json!("mix.csv"), "give gpuMix or gpuMixPath, not both"),
         ("meanLifetimeWaves", serde_json::json!(0.5), "meanLifetimeWaves must be >= 1"),
         ("jobs", serde_json::json!(0), "jobs must be > 0"),
         (
@@ -27,6 +37,36 @@ fn op_is_strict() {
         v[field] = value;
         let e = Op::from_value(v).and_then(|o| o.validate()).unwrap_err();
         assert!(e.contains(want), "{field}: {e}");
+    }
+}
+
+#[test]
+fn mix_csv_is_strict_and_names_the_line() {
+    let ok = "# a comment\ngpus,cpu_milli,memory_mib,weight\n1,4000,15258,10\n\n0,8000,30517,2.5\n";
+    let mix = super::parse_mix_csv(ok, "m.csv").unwrap();
+    assert_eq!(
+        mix,
+        [
+            MixEntry { gpus: 1, cpu_milli: Some(4000), memory_mib: Some(15258), weight: 10.0 },
+            MixEntry { gpus: 0, cpu_milli: Some(8000), memory_mib: Some(30517), weight: 2.5 },
+        ]
+    );
+    let gpu_only = super::parse_mix_csv("weight,gpus\n3,8\n", "m.csv").unwrap();
+    assert_eq!(gpu_only, [MixEntry::gpus(8, 3.0)]);
+    let cases = [
+        ("", "m.csv: no header line"),
+        ("gpus,cpu,weight\n", "m.csv:1: unknown column \"cpu\""),
+        ("gpus,cpu_milli\n", "m.csv:1: the header must name gpus and weight"),
+        ("gpus,weight\n1\n", "m.csv:2: 1 cells, the header has 2"),
+        ("gpus,weight\n# c\n-1,1\n", "m.csv:3: gpus: -1 is out of range"),
+        ("gpus,weight\nx,1\n", "m.csv:2: gpus: invalid digit"),
+        ("gpus,weight\n1,heavy\n", "m.csv:2: weight:"),
+        ("gpus,weight\n", "m.csv: no entries"),
+        ("gpus,weight\n0,1\n", "m.csv: no entry asks for GPUs"),
+    ];
+    for (text, want) in cases {
+        let e = super::parse_mix_csv(text, "m.csv").unwrap_err();
+        assert!(e.starts_with(want), "{text:?}: {e}");
     }
 }
 
