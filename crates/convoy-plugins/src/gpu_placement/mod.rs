@@ -127,9 +127,10 @@ impl GpuPlacement {
         TopologyState(GroupPlacement::of(pod, nodes, &self.args.topology_keys))
     }
 
-    /// The fragmentation score of a GPU pod on a node, in `0..=BASIS`.
-    fn gpu_fragmentation_score(&self, s: &ScoreState, req: GpuRequest, node: &NodeInfo) -> i64 {
-        let name = &self.args.resource_names[req.resource];
+    /// The node's room for the measure: capacity and what is free, for
+    /// GPU resource `resource` with the node's CPU and memory.
+    fn room(&self, resource: usize, node: &NodeInfo) -> (Shape, Shape) {
+        let name = &self.args.resource_names[resource];
         let (alloc, used) = (&node.allocatable, &node.requested);
         let capacity =
             Shape { gpus: alloc.get(name), milli_cpu: alloc.milli_cpu, memory: alloc.memory };
@@ -138,35 +139,57 @@ impl GpuPlacement {
             milli_cpu: used.milli_cpu,
             memory: used.memory,
         });
+        (capacity, free)
+    }
+
+    /// Maps a fragmentation delta (at most `max_capacity` GPUs either way)
+    /// to `1..=top`, a lower delta scoring higher; 1 is the floor so that a
+    /// penalised node (0) stays strictly the worst.
+    fn scaled(delta: f64, max_capacity: i64, top: i64) -> i64 {
+        let x = 0.5 * (1.0 - delta / max_capacity as f64);
+        ((x * top as f64).round() as i64).clamp(1, top)
+    }
+
+    /// The fragmentation score of a GPU pod on a node, in `0..=BASIS`.
+    fn gpu_fragmentation_score(&self, s: &ScoreState, req: GpuRequest, node: &NodeInfo) -> i64 {
+        let (capacity, free) = self.room(req.resource, node);
         let gpus = req.shape.gpus;
         if capacity.gpus <= 0 || free.gpus < gpus {
             return 0;
         }
-        if s.spare_fully_free && used.get(name) == 0 && capacity.gpus > gpus {
+        if s.spare_fully_free && free.gpus == capacity.gpus && capacity.gpus > gpus {
             return 0;
         }
         let leftover = (free.gpus - gpus) as f64;
         let delta = s.distribution.delta(&free, &capacity, &req.shape)
             + fragmentation::BEST_FIT_TIE_BREAK * leftover;
-        // delta / max_capacity lies within about [-1, 1]: map it to
-        // (0, BASIS], a lower fragmentation delta scoring higher; 1 is the
-        // floor so that a penalised node is strictly the worst.
-        let scaled = 0.5 * (1.0 - delta / s.max_capacity as f64);
-        ((scaled * BASIS as f64).round() as i64).clamp(1, BASIS)
+        Self::scaled(delta, s.max_capacity, BASIS)
     }
 
-    /// The score of a CPU-only pod on a node, in `0..=BASIS`.
-    fn cpu_only_score(&self, s: &ScoreState, node: &NodeInfo) -> i64 {
-        if !self.has_gpus(node) {
+    /// The score of a CPU-only pod on a node, in `0..=BASIS`: nodes without
+    /// GPUs first (with `PreferNonGpuNodes`), fully free GPU nodes last
+    /// while another node fits, and among the other GPU nodes those where
+    /// the pod's CPU and memory strand the fewest free GPUs (the delta of
+    /// the measure for a request of no GPUs).
+    fn cpu_only_score(&self, s: &ScoreState, pod: &PodInfo, node: &NodeInfo) -> i64 {
+        let Some(resource) =
+            self.args.resource_names.iter().position(|r| node.allocatable.get(r) > 0)
+        else {
             return BASIS;
-        }
+        };
         if s.spare_fully_free && self.fully_free(node) {
             return 0;
         }
-        match self.args.cpu_only_pods {
+        let top = match self.args.cpu_only_pods {
             CpuOnlyPods::PreferNonGpuNodes => BASIS / 2,
             CpuOnlyPods::Neutral => BASIS,
-        }
+        };
+        let (capacity, free) = self.room(resource, node);
+        let r = &pod.requests.requests;
+        let request = Shape { gpus: 0, milli_cpu: r.milli_cpu, memory: r.memory };
+        // delta >= 0 here (the pod frees nothing): map [0, max] to top..1.
+        let delta = s.distribution.delta(&free, &capacity, &request);
+        Self::scaled(2.0 * delta - s.max_capacity as f64, s.max_capacity, top)
     }
 }
 
@@ -232,7 +255,12 @@ impl PreScorePlugin for GpuPlacement {
             None => {
                 let any_gpu_node = nodes.iter().any(|n| self.has_gpus(n));
                 let other_fits = nodes.iter().any(|n| !self.fully_free(n));
-                (1, other_fits, any_gpu_node)
+                let max = nodes
+                    .iter()
+                    .flat_map(|n| self.args.resource_names.iter().map(|r| n.allocatable.get(r)))
+                    .max()
+                    .unwrap_or(0);
+                (max.max(1), other_fits, any_gpu_node)
             }
         };
         let topology_weight = if self.args.topology_weight == 0 {
@@ -281,7 +309,7 @@ impl ScorePlugin for GpuPlacement {
     /// The weighted mean of the parts that apply, in `0..=BASIS`; Error
     /// when PreScore did not run (enable the plugin in multiPoint, or at
     /// preScore and score).
-    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+    fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<ScoreState>() else {
             return Err(Status::error(
                 "GpuPlacement: no PreScore state; enable the plugin at preScore and score",
@@ -291,7 +319,7 @@ impl ScorePlugin for GpuPlacement {
         if s.fragmentation_weight > 0 {
             let part = match s.request {
                 Some(r) => self.gpu_fragmentation_score(s, r, node),
-                None => self.cpu_only_score(s, node),
+                None => self.cpu_only_score(s, pod, node),
             };
             total += s.fragmentation_weight * part;
             weights += s.fragmentation_weight;

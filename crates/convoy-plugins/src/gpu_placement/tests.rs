@@ -471,3 +471,30 @@ fn cpu_left_beside_free_gpus_counts() {
     let s = scores(&gpu_only, &pod, &nodes).unwrap();
     assert_eq!(s[0].1, s[1].1, "{s:?}");
 }
+
+#[test]
+fn cpu_only_pods_take_cpu_where_it_strands_no_gpu() {
+    // "gpus-free": 2 GPUs free with 24 CPUs beside them; "gpus-taken": no
+    // GPU free, 56 CPUs. The GPU pods ask for 1 GPU and 12 CPUs each: a
+    // 16-CPU pod on gpus-free would leave its 2 GPUs with 8 CPUs.
+    let node = |name: &str, gpus_used: &str, cpu_used: &str| {
+        let mut n = NodeBuilder::new(name).cpu("96").allocatable(GPU, "8").info();
+        n.add_pod(
+            PodBuilder::new(&format!("{name}-other"))
+                .scheduler("default-scheduler")
+                .node(name)
+                .cpu(cpu_used)
+                .resource(GPU, gpus_used)
+                .info(),
+        );
+        n
+    };
+    let nodes = [node("gpus-free", "6", "72"), node("gpus-taken", "8", "40")];
+    let p = plugin(json!({"requestSizePrior": [{"gpus": 1, "cpu": "12", "weight": 1}]}));
+    let pod = PodBuilder::new("batch").cpu("16").info();
+    assert_eq!(best(&p, &pod, &nodes), "gpus-taken");
+    // A small pod strands nothing on either: no preference.
+    let small = PodBuilder::new("small").cpu("4").info();
+    let s = scores(&p, &small, &nodes).unwrap();
+    assert_eq!(s[0].1, s[1].1, "{s:?}");
+}
