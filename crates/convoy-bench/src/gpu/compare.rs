@@ -1,8 +1,10 @@
 //! `convoy-bench gpu`: one GPU workload with several schedulers and
 //! profiles, the same seed for each: on the embedded target Convoy's GPU
-//! profile and its default profile; on a fresh testenv control plane each,
-//! the same two plus upstream kube-scheduler with its default
-//! configuration and with NodeResourcesFit `MostAllocated` weighting GPUs.
+//! profile, its default profile, and upstream's `MostAllocated`
+//! configuration loaded unchanged (a quick stand-in for kube-scheduler's);
+//! on a fresh testenv control plane each, Convoy's two profiles plus
+//! upstream kube-scheduler with its default configuration and with
+//! NodeResourcesFit `MostAllocated` weighting GPUs.
 //! Prints the fragmentation table and the issue's targets with a verdict,
 //! and writes the DataItems and the per-wave samples.
 
@@ -48,7 +50,8 @@ pub struct Variant {
     pub config: Option<PathBuf>,
 }
 
-/// The six variants of the issue, by label.
+/// The variants, by label: the six of the issue plus Convoy with
+/// upstream's MostAllocated configuration on the embedded target.
 pub fn variants(gpu_config: PathBuf, most_allocated: PathBuf) -> Vec<Variant> {
     let v = |label: &str, at, config: Option<&PathBuf>| Variant {
         label: label.into(),
@@ -59,6 +62,7 @@ pub fn variants(gpu_config: PathBuf, most_allocated: PathBuf) -> Vec<Variant> {
     vec![
         v("embedded/convoy-gpu", Where::Embedded, Some(&gpu_config)),
         v("embedded/convoy-default", Where::Embedded, None),
+        v("embedded/convoy-mostallocated", Where::Embedded, Some(&most_allocated)),
         v("testenv/convoy-gpu", Where::Testenv(c), Some(&gpu_config)),
         v("testenv/convoy-default", Where::Testenv(c), None),
         v("testenv/kube-scheduler", Where::Testenv(k), None),
@@ -303,7 +307,7 @@ pub struct GpuArgs {
     /// TESTCASE[/WORKLOAD], as for `run`.
     #[arg(long)]
     pub filter: String,
-    /// Comma-separated variant labels (default: all six).
+    /// Comma-separated variant labels (default: all seven).
     #[arg(long)]
     pub variants: Option<String>,
     /// Convoy's GPU profile.

@@ -299,6 +299,7 @@ pub(crate) async fn run_jobs(
             .map(|n| n.allocatable.gpus)
             .max()
             .unwrap_or(0);
+    let offered = offered_gpus(&stream, s.per_wave);
     let mut live: Vec<Live> = Vec::new();
     let mut alive: HashSet<String> = HashSet::new();
     let mut out = Outcome {
@@ -342,6 +343,7 @@ pub(crate) async fn run_jobs(
             total_gpus: state.total_gpus(),
             fully_free_nodes: state.fully_free_nodes(),
             stranded_gpus: state.stranded_gpus(&median),
+            offered_gpus: offered[wave],
             ..WaveSample::default()
         };
         let mut refused = Vec::new();
@@ -373,6 +375,21 @@ pub(crate) async fn run_jobs(
     out.summary = Summary::of(&out.samples, &out.gangs);
     s.sink.push(out);
     Ok(())
+}
+
+/// Per wave, the GPUs of the jobs that would be running had every job been
+/// placed (a job of wave `w` runs in waves `w..w + lifetime`).
+fn offered_gpus(stream: &[Job], per_wave: usize) -> Vec<i64> {
+    let waves = stream.len().div_ceil(per_wave.max(1));
+    let mut offered = vec![0i64; waves];
+    for (i, j) in stream.iter().enumerate() {
+        let start = i / per_wave.max(1);
+        let gpus = i64::from(j.shape.gpus) * j.pods as i64;
+        for o in offered.iter_mut().skip(start).take(j.lifetime) {
+            *o += gpus;
+        }
+    }
+    offered
 }
 
 async fn end_jobs(
@@ -493,5 +510,25 @@ async fn settle(
             return Ok(Settled { state, placement, stalled: true });
         }
         tokio::time::sleep(target.poll()).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offered_load_counts_every_job_as_if_placed() {
+        let job = |index, gpus, pods, lifetime| Job {
+            index,
+            shape: PodShape { gpus, ..PodShape::default() },
+            pods,
+            gang: pods > 1,
+            lifetime,
+        };
+        // Two jobs per wave: waves 0, 0, 1, 1, 2.
+        let stream =
+            [job(0, 1, 1, 1), job(1, 8, 2, 3), job(2, 0, 1, 5), job(3, 4, 1, 1), job(4, 2, 1, 9)];
+        assert_eq!(offered_gpus(&stream, 2), [17, 20, 18]);
     }
 }

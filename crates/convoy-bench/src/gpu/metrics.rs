@@ -248,6 +248,10 @@ pub struct WaveSample {
     pub fully_free_nodes: usize,
     /// Free GPUs on nodes that cannot host the median request.
     pub stranded_gpus: i64,
+    /// GPUs the stream asks for in this wave: those of every job that
+    /// would be running had every job been placed. The same for every
+    /// scheduler; at or above `total_gpus` the wave is saturated.
+    pub offered_gpus: i64,
     /// Jobs of this wave that could not be placed.
     pub rejected_jobs: usize,
     /// Of those, single-pod jobs asking for a whole node's GPUs.
@@ -275,8 +279,9 @@ pub struct Summary {
     pub first_full_node_failure: Option<(i64, usize)>,
     /// GPUs of the cluster.
     pub total_gpus: i64,
-    /// Stranded GPUs averaged over the saturated waves (those that refused
-    /// a job), and their maximum.
+    /// Stranded GPUs averaged over the saturated waves (those where the
+    /// stream offers at least the cluster's GPUs: the same waves for every
+    /// scheduler).
     pub stranded_avg: Option<f64>,
     /// Maximum over the saturated waves.
     pub stranded_max: Option<i64>,
@@ -305,7 +310,8 @@ impl Summary {
         s.total_gpus = samples.first().map_or(0, |w| w.total_gpus);
         s.first_full_node_failure =
             samples.iter().find(|w| w.rejected_full_node > 0).map(|w| (w.allocated_gpus, w.wave));
-        let saturated: Vec<&WaveSample> = samples.iter().filter(|w| w.rejected_jobs > 0).collect();
+        let saturated: Vec<&WaveSample> =
+            samples.iter().filter(|w| w.offered_gpus >= w.total_gpus).collect();
         s.saturated_waves = saturated.len();
         if !saturated.is_empty() {
             let n = saturated.len() as f64;
@@ -437,9 +443,10 @@ mod tests {
         );
     }
 
+    /// A sample of an 80-GPU cluster.
     fn wave(
         wave: usize,
-        allocated: i64,
+        (allocated, offered): (i64, i64),
         free: usize,
         stranded: i64,
         rej: usize,
@@ -451,6 +458,7 @@ mod tests {
             total_gpus: 80,
             fully_free_nodes: free,
             stranded_gpus: stranded,
+            offered_gpus: offered,
             rejected_jobs: rej,
             rejected_full_node: full,
         }
@@ -459,11 +467,13 @@ mod tests {
     #[test]
     fn summary_first_full_node_failure_and_saturation() {
         let samples = [
-            wave(0, 20, 7, 0, 0, 0),
-            wave(1, 50, 4, 2, 1, 0),
-            wave(2, 60, 2, 6, 2, 1),
-            wave(3, 70, 1, 4, 1, 1),
-            wave(4, 40, 3, 0, 0, 0),
+            wave(0, (20, 30), 7, 0, 0, 0),
+            // Refusals before saturation (a large job that did not fit)
+            // do not make a wave saturated; the offered load does.
+            wave(1, (50, 70), 4, 2, 1, 0),
+            wave(2, (60, 100), 2, 6, 2, 1),
+            wave(3, (70, 100), 1, 4, 1, 1),
+            wave(4, (40, 80), 3, 0, 0, 0),
         ];
         let gangs = [
             GangSpan { members: 2, nodes: 2, domains: 1 },
@@ -472,9 +482,9 @@ mod tests {
         let s = Summary::of(&samples, &gangs);
         assert_eq!(s.first_full_node_failure, Some((60, 2)));
         assert_eq!(s.saturated_waves, 3);
-        assert_eq!(s.stranded_avg, Some(4.0));
+        assert_eq!(s.stranded_avg, Some(10.0 / 3.0));
         assert_eq!(s.stranded_max, Some(6));
-        assert_eq!(s.allocated_pct_at_saturation, Some(75.0));
+        assert_eq!(s.allocated_pct_at_saturation, Some(100.0 * 170.0 / 240.0));
         assert_eq!(s.free_nodes_min, 1);
         assert!((s.free_nodes_avg - 3.4).abs() < 1e-9);
         assert_eq!(s.rejected_jobs, 4);

@@ -153,7 +153,8 @@ impl CreateGpuJobsOp {
             (true, Some(p)) if p.is_empty() => {
                 return Err(format!("{op}.gpuMixPath must not be empty"));
             }
-            _ => check_mix(&self.gpu_mix, &format!("{op}.gpuMix"))?,
+            (true, Some(_)) => {} // read and checked when the plan is made
+            (false, None) => check_mix(&self.gpu_mix, &format!("{op}.gpuMix"))?,
         }
         if let Some(g) = &self.gangs {
             if !(0.0..=1.0).contains(&g.fraction) {
