@@ -305,6 +305,84 @@ fn throughput_chart(out: &mut String, w: &WindowDetails) {
     .unwrap();
 }
 
+/// Colours of the series of a [`series_chart`], in order (ColorBrewer
+/// Dark2, distinguishable for the common colour blindnesses).
+const SERIES_COLOURS: [&str; 8] =
+    ["#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666"];
+
+/// One named series of a [`series_chart`].
+pub struct Series<'a> {
+    /// The legend label.
+    pub label: &'a str,
+    /// The points, by x.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A chart of several series over a shared x axis (each its own colour,
+/// with a legend below), as an inline SVG.
+pub fn series_chart(out: &mut String, title: &str, x_title: &str, unit: &str, series: &[Series]) {
+    let x_max = series.iter().flat_map(|s| &s.points).map(|p| p.0).fold(0.0, f64::max);
+    let y_max = series.iter().flat_map(|s| &s.points).map(|p| p.1).fold(0.0, f64::max);
+    let frame = Frame::new(x_max, y_max);
+    let legend_rows = series.len().div_ceil(3);
+    let height = H + 18.0 * legend_rows as f64 + 8.0;
+    // The frame draws a chart of height H; the legend goes below it.
+    let mut chart = String::new();
+    frame.open(&mut chart, title, x_title, unit);
+    out.push_str(&chart.replacen(
+        &format!("height=\"{H}\" viewBox=\"0 0 {W} {H}\""),
+        &format!("height=\"{height}\" viewBox=\"0 0 {W} {height}\""),
+        1,
+    ));
+    for k in 0..=4 {
+        let v = frame.x_max * f64::from(k) / 4.0;
+        write!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            frame.x(v),
+            H - BOTTOM + 16.0,
+            num(v)
+        )
+        .unwrap();
+    }
+    for (i, s) in series.iter().enumerate() {
+        let colour = SERIES_COLOURS[i % SERIES_COLOURS.len()];
+        let line: Vec<String> = s
+            .points
+            .iter()
+            .map(|(x, y)| format!("{:.1},{:.1}", frame.x(*x), frame.y(*y)))
+            .collect();
+        write!(
+            out,
+            "<polyline fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\" points=\"{}\">\
+             <title>{}</title></polyline>",
+            line.join(" "),
+            escape(s.label)
+        )
+        .unwrap();
+        let (lx, ly) = (LEFT + 230.0 * (i % 3) as f64, H + 12.0 + 18.0 * (i / 3) as f64);
+        write!(
+            out,
+            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"14\" height=\"4\" fill=\"{colour}\"/>\
+             <text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+            ly - 5.0,
+            lx + 18.0,
+            escape(s.label)
+        )
+        .unwrap();
+    }
+    out.push_str("</svg>\n");
+}
+
+/// A standalone page: `title`, then `body` (already HTML).
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <title>{t}</title><style>{STYLE}</style></head><body><h1>{t}</h1>\n{body}</body></html>\n",
+        t = escape(title)
+    )
+}
+
 /// The page for `results` (oldest first) and the newest run's details.
 pub fn render(results: &[ResultFile], newest_details: Option<&[WindowDetails]>) -> String {
     // (Metric, Name, the other labels) → unit and points: items that
@@ -327,11 +405,6 @@ pub fn render(results: &[ResultFile], newest_details: Option<&[WindowDetails]>) 
         }
     }
     let mut out = String::new();
-    out.push_str(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
-         <title>convoy-bench report</title>",
-    );
-    write!(out, "<style>{STYLE}</style></head>\n<body><h1>convoy-bench report</h1>").unwrap();
     writeln!(
         out,
         "<p class=\"note\">{} result files, {} to {}. Line: Average; band: Perc50 to Perc99; \
@@ -365,8 +438,7 @@ pub fn render(results: &[ResultFile], newest_details: Option<&[WindowDetails]>) 
             throughput_chart(&mut out, w);
         }
     }
-    out.push_str("</body></html>\n");
-    out
+    page("convoy-bench report", &out)
 }
 
 #[cfg(test)]
@@ -473,6 +545,25 @@ mod tests {
         assert_eq!(html.matches("<polyline class=\"tp\"").count(), 1);
         assert!(html.contains("3 samples at 10ms, 1000 pods"));
         assert!(html.contains("seconds since the first sampled tick"));
+    }
+
+    #[test]
+    fn series_chart_draws_each_series_with_a_legend() {
+        let series = [
+            Series { label: "a<b>", points: vec![(0.0, 1.0), (1.0, 3.0), (2.0, 2.0)] },
+            Series { label: "c", points: vec![(0.0, 0.0), (2.0, 5.0)] },
+        ];
+        let mut body = String::new();
+        series_chart(&mut body, "free nodes", "wave", "nodes", &series);
+        let html = page("t & u", &body);
+        check_balanced(&html);
+        assert!(!html.contains("http"), "external reference in the page");
+        assert!(html.contains("<title>t &amp; u</title>"));
+        assert_eq!(html.matches("<polyline").count(), 2);
+        assert!(html.contains(">a&lt;b&gt;</text>") && html.contains(">c</text>"));
+        assert_eq!(html.matches("<rect").count(), 2, "one legend key per series");
+        // The legend sits below the chart: the SVG is taller than H.
+        assert!(html.contains(&format!("height=\"{}\"", H + 18.0 + 8.0)));
     }
 
     #[test]

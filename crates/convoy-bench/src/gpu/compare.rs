@@ -299,6 +299,37 @@ pub fn verdicts(runs: &[VariantRun], workload: &str) -> Vec<Verdict> {
     out
 }
 
+/// A page with, per workload, the per-wave series of every variant: fully
+/// free nodes, stranded GPUs and allocated GPUs over the stream.
+pub fn charts_page(runs: &[VariantRun]) -> String {
+    use crate::report::{Series, series_chart};
+    type Get = fn(&super::WaveSample) -> f64;
+    let charts: [(&str, &str, Get); 3] = [
+        ("fully free nodes", "nodes", |w| w.fully_free_nodes as f64),
+        ("stranded GPUs", "GPUs", |w| w.stranded_gpus as f64),
+        ("allocated GPUs", "GPUs", |w| w.allocated_gpus as f64),
+    ];
+    let mut workloads: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    let mut body = String::new();
+    for w in workloads {
+        writeln!(body, "<h2>{}</h2>", crate::report::escape(w)).unwrap();
+        let mine: Vec<&VariantRun> =
+            runs.iter().filter(|r| r.workload == w && !r.outcomes.is_empty()).collect();
+        for (title, unit, get) in charts {
+            let series: Vec<Series> = mine
+                .iter()
+                .map(|r| Series {
+                    label: &r.variant.label,
+                    points: r.outcomes[0].samples.iter().map(|s| (s.wave as f64, get(s))).collect(),
+                })
+                .collect();
+            series_chart(&mut body, &format!("{w}: {title}"), "wave", unit, &series);
+        }
+    }
+    crate::report::page("convoy-bench gpu: fragmentation over the stream", &body)
+}
+
 /// `convoy-bench gpu`'s flags.
 #[derive(Debug, clap::Args)]
 pub struct GpuArgs {
@@ -409,6 +440,15 @@ pub fn main(args: GpuArgs) -> ExitCode {
     if let Err(e) = std::fs::write(&samples, json + "\n") {
         return fail(format!("writing {}: {e}", samples.display()));
     }
-    println!("DataItems: {}\nsamples: {}", path.display(), samples.display());
+    let charts = path.with_extension("html");
+    if let Err(e) = std::fs::write(&charts, charts_page(&runs)) {
+        return fail(format!("writing {}: {e}", charts.display()));
+    }
+    println!(
+        "DataItems: {}\nsamples: {}\ncharts: {}",
+        path.display(),
+        samples.display(),
+        charts.display()
+    );
     if runs.iter().any(|r| r.error.is_some()) { ExitCode::FAILURE } else { ExitCode::SUCCESS }
 }
