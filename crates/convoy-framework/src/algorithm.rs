@@ -69,6 +69,27 @@ pub struct Diagnosis {
     pub absent_nodes: usize,
 }
 
+/// Count of rejected nodes per reason: each status's reasons once per node,
+/// plus `absent`'s reasons for that many nodes. Counts on the borrowed
+/// reasons and makes one `String` per distinct reason.
+fn reasons_histogram<'a>(
+    statuses: impl Iterator<Item = &'a Status>,
+    absent: Option<(&'a Status, usize)>,
+) -> BTreeMap<String, usize> {
+    let mut h: BTreeMap<&str, usize> = BTreeMap::new();
+    for s in statuses {
+        for r in s.reasons() {
+            *h.entry(r.as_ref()).or_insert(0) += 1;
+        }
+    }
+    if let Some((absent, n)) = absent.filter(|(_, n)| *n > 0) {
+        for r in absent.reasons() {
+            *h.entry(r.as_ref()).or_insert(0) += n;
+        }
+    }
+    h.into_iter().map(|(r, n)| (r.to_string(), n)).collect()
+}
+
 impl Diagnosis {
     fn record(&mut self, node: Arc<str>, status: Status) {
         if status.code() == Code::Pending {
@@ -82,19 +103,8 @@ impl Diagnosis {
     /// Count of rejected nodes per reason (the reasons histogram),
     /// including the nodes a PreFilter result excluded.
     pub fn reasons(&self) -> BTreeMap<String, usize> {
-        let mut h = BTreeMap::new();
-        for s in self.node_to_status.map.values() {
-            for r in s.reasons() {
-                *h.entry(r.to_string()).or_insert(0) += 1;
-            }
-        }
-        if let Some(absent) = self.node_to_status.absent.as_ref().filter(|_| self.absent_nodes > 0)
-        {
-            for r in absent.reasons() {
-                *h.entry(r.to_string()).or_insert(0) += self.absent_nodes;
-            }
-        }
-        h
+        let absent = self.node_to_status.absent.as_ref().map(|s| (s, self.absent_nodes));
+        reasons_histogram(self.node_to_status.map.values(), absent)
     }
 
     /// Nodes rejected: evaluated by Filter, or excluded by PreFilter.
@@ -260,19 +270,25 @@ impl Framework {
         if candidates.len() == nodes.len() {
             *next_start = (start + chunk.processed) % nodes.len();
         }
-        let mut diagnosis = Diagnosis::default();
-        for (name, s) in chunk.rejected {
-            diagnosis.record(name, s);
-        }
-        if candidates.len() < nodes.len() {
+        let absent = (candidates.len() < nodes.len()).then(|| {
             let plugins =
                 state.read::<PreFilterNarrowing>().map(|n| n.0.join(" ")).unwrap_or_default();
-            diagnosis.node_to_status.absent =
-                Some(Status::unresolvable(format!("node(s) didn't satisfy plugin(s) [{plugins}]")));
-            diagnosis.absent_nodes = nodes.len() - candidates.len();
-        }
+            let status =
+                Status::unresolvable(format!("node(s) didn't satisfy plugin(s) [{plugins}]"));
+            (status, nodes.len() - candidates.len())
+        });
         let feasible = chunk.feasible;
         if feasible.is_empty() {
+            // Only a pod that fits nowhere needs the per-node statuses
+            // (PostFilter, the FitError); the others get the histogram.
+            let mut diagnosis = Diagnosis::default();
+            for (name, s) in chunk.rejected {
+                diagnosis.record(name, s);
+            }
+            if let Some((status, n)) = absent {
+                diagnosis.node_to_status.absent = Some(status);
+                diagnosis.absent_nodes = n;
+            }
             let (_, post) = timed(
                 metrics.as_ref(),
                 "PostFilter",
@@ -285,7 +301,10 @@ impl Framework {
             }
             return Err(fit_error(diagnosis));
         }
-        let rejected = diagnosis.reasons();
+        let rejected = reasons_histogram(
+            chunk.rejected.iter().map(|(_, s)| s),
+            absent.as_ref().map(|(s, n)| (s, *n)),
+        );
         if feasible.len() == 1 {
             return Ok(ScheduleResult {
                 node: feasible[0].name_arc().clone(),
@@ -555,6 +574,23 @@ mod tests {
             seen[select_host(&[7, 7, 7], &mut rng).0] += 1;
         }
         assert!(seen.iter().all(|&c| c > 50), "ties spread: {seen:?}");
+    }
+
+    #[test]
+    fn reasons_histogram_counts_nodes_per_reason() {
+        let mut many = Status::unschedulable("Insufficient cpu");
+        many.push_reason(std::borrow::Cow::Borrowed("Insufficient memory"));
+        let statuses = [Status::unschedulable("Insufficient cpu"), many];
+        let absent = Status::unresolvable("node(s) didn't satisfy plugin(s) [X]");
+        let h = reasons_histogram(statuses.iter(), Some((&absent, 5)));
+        let want: BTreeMap<String, usize> = [
+            ("Insufficient cpu".to_string(), 2),
+            ("Insufficient memory".to_string(), 1),
+            ("node(s) didn't satisfy plugin(s) [X]".to_string(), 5),
+        ]
+        .into();
+        assert_eq!(h, want);
+        assert!(reasons_histogram(statuses.iter(), Some((&absent, 0))).len() == 2);
     }
 
     #[test]
