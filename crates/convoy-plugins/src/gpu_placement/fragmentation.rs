@@ -139,9 +139,24 @@ impl SizeDistribution {
 
     /// How placing `request` on the node changes its fragmentation
     /// (negative: the placement removes fragmentation). An exact fit of
-    /// the GPUs is never worse than any partial fit.
+    /// the GPUs is never worse than any partial fit. One pass over the
+    /// shapes (this is the plugin's per-node cost).
     pub fn delta(&self, free: &Shape, capacity: &Shape, request: &Shape) -> f64 {
-        self.fragmentation(&free.minus(request), capacity) - self.fragmentation(free, capacity)
+        let after = free.minus(request);
+        let (mut before_p, mut after_p) = (0.0, 0.0);
+        for (s, p) in &self.shapes {
+            if !s.fits(capacity) {
+                continue;
+            }
+            if !s.fits(free) {
+                before_p += p;
+            }
+            if !s.fits(&after) {
+                after_p += p;
+            }
+        }
+        let frag = |gpus: i64, p: f64| if gpus <= 0 { 0.0 } else { gpus as f64 * p };
+        frag(after.gpus, after_p) - frag(free.gpus, before_p)
     }
 }
 
@@ -271,6 +286,27 @@ mod tests {
         let fat = Shape { gpus: 1, milli_cpu: 32_000, memory: 0 };
         let d = SizeDistribution::from_weights([(fat, 1.0)]);
         assert_eq!(d.fragmentation(&after_one, &cap), 0.0);
+    }
+
+    #[test]
+    fn delta_is_the_difference_of_fragmentations() {
+        let d = SizeDistribution::from_weights([
+            (Shape { gpus: 1, milli_cpu: 12_000, memory: 16 * GIB }, 0.5),
+            (Shape { gpus: 2, milli_cpu: 4_000, memory: 0 }, 0.3),
+            (Shape::gpus(8), 0.2),
+        ]);
+        let cap = node(8);
+        for g in 0..=8 {
+            for cpu in [0, 8_000, 20_000, 96_000] {
+                let free = Shape { gpus: g, milli_cpu: cpu, memory: 64 * GIB };
+                for req in [Shape::gpus(1), Shape { gpus: 0, milli_cpu: 6_000, memory: GIB }] {
+                    let want =
+                        d.fragmentation(&free.minus(&req), &cap) - d.fragmentation(&free, &cap);
+                    let got = d.delta(&free, &cap, &req);
+                    assert!((got - want).abs() < 1e-12, "{free:?} {req:?}: {got} != {want}");
+                }
+            }
+        }
     }
 
     #[test]
