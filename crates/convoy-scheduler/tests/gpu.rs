@@ -166,3 +166,84 @@ async fn gpu_placement_beats_plain_packing_when_the_remainder_matters() {
     let free = free_gpus(&packing, &sizes, 2);
     assert!(free.values().all(|&f| f == 1), "{free:?}");
 }
+
+/// A GPU node with capacity and what another scheduler's pod already takes.
+fn loaded_node(
+    name: &str,
+    cpus: u32,
+    gpus_used: u32,
+    cpus_used: u32,
+    mem_used: &str,
+) -> (Node, Pod) {
+    let node =
+        NodeBuilder::new(name).cpu(&cpus.to_string()).memory("512Gi").allocatable(GPU, "8").build();
+    let theirs = PodBuilder::new(&format!("{name}-theirs"))
+        .scheduler("default-scheduler")
+        .node(name)
+        .cpu(&cpus_used.to_string())
+        .memory(mem_used)
+        .resource(GPU, &gpus_used.to_string())
+        .build();
+    (node, theirs)
+}
+
+/// A batch pod (60 CPUs, no GPU), then six 1-GPU pods of 12 CPUs. Packing
+/// puts the batch pod on the fuller node "a" (by CPU and memory: the
+/// default BalancedAllocation would tie them otherwise), whose 2 free GPUs
+/// are then left with 6 CPUs: stranded, and two GPU pods stay pending.
+/// GpuPlacement,
+/// knowing the cluster's GPU pods ask for 12 CPUs, puts the batch pod on
+/// "b", where 4 free GPUs keep 60 CPUs, and every GPU pod fits.
+#[tokio::test]
+async fn gpu_placement_keeps_cpu_beside_free_gpus() {
+    let (a, a_theirs) = loaded_node("a", 96, 6, 30, "256Gi");
+    let (b, b_theirs) = loaded_node("b", 128, 4, 8, "0");
+    let mut pods = vec![
+        a_theirs,
+        b_theirs,
+        PodBuilder::new("batch")
+            .scheduler(GPU_PROFILE)
+            .priority(1000)
+            .cpu("60")
+            .memory("64Gi")
+            .build(),
+    ];
+    for i in 0..6 {
+        pods.push(
+            PodBuilder::new(&format!("gpu-{i}"))
+                .scheduler(GPU_PROFILE)
+                .priority(900 - i)
+                .cpu("12")
+                .memory("16Gi")
+                .resource(GPU, "1")
+                .build(),
+        );
+    }
+    let packing_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gpu-packing-only-2.yaml");
+    std::fs::write(&packing_path, PACKING_ONLY).unwrap();
+    // The bundled profile with a prior that knows the GPU pods' CPU (as
+    // the learned distribution would after a few hundred such pods).
+    let yaml = std::fs::read_to_string(gpu_config_path()).unwrap().replace(
+        "      - {gpus: 1, weight: 0.6}\n      - {gpus: 2, weight: 0.15}\n      \
+         - {gpus: 4, weight: 0.15}\n      - {gpus: 8, weight: 0.1}",
+        "      - {gpus: 1, cpu: \"12\", memory: 16Gi, weight: 1}",
+    );
+    assert!(yaml.contains("cpu: \"12\""), "the prior was not replaced");
+    let gpu_path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gpu-cluster-cpu-prior.yaml");
+    std::fs::write(&gpu_path, yaml).unwrap();
+
+    let node_of = |r: &Report, pod: &str| {
+        r.pods.iter().find(|p| p.name.ends_with(pod)).and_then(|p| p.node.clone())
+    };
+    let packing = run(Some(&packing_path), vec![a.clone(), b.clone()], pods.clone()).await;
+    assert_eq!(node_of(&packing, "batch").as_deref(), Some("a"), "{:?}", packing.pods);
+    assert_eq!(packing.summary.pending, 2, "{:?}", packing.pods);
+    // Without CPU in what it knows of the requests, the measure cannot
+    // tell the nodes apart and packing decides.
+    let gpu_only_prior =
+        run(Some(&gpu_config_path()), vec![a.clone(), b.clone()], pods.clone()).await;
+    assert_eq!(node_of(&gpu_only_prior, "batch").as_deref(), Some("a"));
+    let gpu = run(Some(&gpu_path), vec![a, b], pods).await;
+    assert_eq!(node_of(&gpu, "batch").as_deref(), Some("b"), "{:?}", gpu.pods);
+    assert_eq!(gpu.summary.pending, 0, "{:?}", gpu.pods);
+}
