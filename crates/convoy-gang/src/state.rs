@@ -6,7 +6,7 @@
 //! plugin of every profile (which reads it). Every method takes one short
 //! lock; the hot path for pods without a group is a single atomic load.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -37,7 +37,14 @@ struct Member {
 #[derive(Debug, Default)]
 struct Group {
     spec: Option<Arc<PodGroup>>,
+    /// Only through `put`, `take` and `move_to`, which keep the tallies.
     members: HashMap<PodKey, Member>,
+    /// Members per place (`Place as usize`).
+    places: [usize; 3],
+    /// Members per `schedulerName`.
+    schedulers: BTreeMap<Arc<str>, usize>,
+    /// Members per priority.
+    priorities: BTreeMap<i32, usize>,
     /// Failed group attempts since the last success.
     failures: u32,
     /// When the group first failed since its last success.
@@ -46,13 +53,54 @@ struct Group {
     mixed_reported: bool,
 }
 
+/// Adds `by` (1 or -1) to `key`'s count, dropping it at 0.
+fn tally<K: Ord>(counts: &mut BTreeMap<K, usize>, key: K, by: isize) {
+    let n = counts.entry(key).or_insert(0);
+    *n = n.saturating_add_signed(by);
+    counts.retain(|_, n| *n > 0);
+}
+
 impl Group {
+    /// Counts (`by` = 1) or uncounts (-1) a member in the tallies, so that
+    /// a group's status costs the same for 8 members as for 8,000.
+    fn count_member(&mut self, m: &Member, by: isize) {
+        let place = &mut self.places[m.place as usize];
+        *place = place.saturating_add_signed(by);
+        tally(&mut self.schedulers, m.scheduler.clone(), by);
+        tally(&mut self.priorities, m.priority, by);
+    }
+
+    fn put(&mut self, key: PodKey, m: Member) {
+        self.count_member(&m, 1);
+        if let Some(old) = self.members.insert(key, m) {
+            self.count_member(&old, -1);
+        }
+    }
+
+    fn take(&mut self, key: &PodKey) {
+        if let Some(old) = self.members.remove(key) {
+            self.count_member(&old, -1);
+        }
+    }
+
+    fn move_to(&mut self, key: &PodKey, place: Place) {
+        let Some(m) = self.members.get_mut(key) else { return };
+        let from = std::mem::replace(&mut m.place, place);
+        self.places[from as usize] -= 1;
+        self.places[place as usize] += 1;
+    }
+
     fn count(&self, place: Place) -> usize {
-        self.members.values().filter(|m| m.place == place).count()
+        self.places[place as usize]
     }
 
     fn priority(&self) -> i32 {
-        self.members.values().map(|m| m.priority).max().unwrap_or(0)
+        self.priorities.last_key_value().map_or(0, |(p, _)| *p)
+    }
+
+    /// The distinct `schedulerName`s, sorted.
+    fn scheduler_names(&self) -> Vec<Arc<str>> {
+        self.schedulers.keys().cloned().collect()
     }
 
     fn has_quorum(&self) -> bool {
@@ -221,7 +269,7 @@ impl GangState {
                 _ => Place::Pending,
             }
         };
-        g.members.insert(
+        g.put(
             pod.key.clone(),
             Member {
                 uid: pod.uid.clone(),
@@ -238,7 +286,7 @@ impl GangState {
         let Some(key) = &pod.group else { return };
         let mut groups = self.groups.lock();
         if let Some(g) = groups.get_mut(key) {
-            g.members.remove(&pod.key);
+            g.take(&pod.key);
             if g.members.is_empty() && g.spec.is_none() {
                 groups.remove(key);
             }
@@ -249,12 +297,11 @@ impl GangState {
     pub fn set_assumed(&self, pod: &PodInfo, assumed: bool) {
         let Some(key) = &pod.group else { return };
         let mut groups = self.groups.lock();
-        let Some(m) = groups.get_mut(key).and_then(|g| g.members.get_mut(&pod.key)) else {
-            return;
-        };
+        let Some(g) = groups.get_mut(key) else { return };
+        let Some(m) = g.members.get(&pod.key) else { return };
         match (m.place, assumed) {
-            (Place::Pending, true) => m.place = Place::Assumed,
-            (Place::Assumed, false) => m.place = Place::Pending,
+            (Place::Pending, true) => g.move_to(&pod.key, Place::Assumed),
+            (Place::Assumed, false) => g.move_to(&pod.key, Place::Pending),
             _ => {}
         }
     }
@@ -263,13 +310,7 @@ impl GangState {
     pub fn status(&self, key: &GroupKey) -> Option<GroupStatus> {
         let groups = self.groups.lock();
         let g = groups.get(key)?;
-        let mut schedulers: Vec<Arc<str>> = Vec::new();
-        for m in g.members.values() {
-            if !schedulers.contains(&m.scheduler) {
-                schedulers.push(m.scheduler.clone());
-            }
-        }
-        schedulers.sort();
+        let schedulers = g.scheduler_names();
         Some(GroupStatus {
             spec: g.spec.clone(),
             members: g.members.len(),
@@ -289,21 +330,14 @@ impl GangState {
     pub fn mixed_schedulers_to_report(&self, key: &GroupKey) -> Option<Vec<Arc<str>>> {
         let mut groups = self.groups.lock();
         let g = groups.get_mut(key)?;
-        let mut names: Vec<Arc<str>> = Vec::new();
-        for m in g.members.values() {
-            if !names.contains(&m.scheduler) {
-                names.push(m.scheduler.clone());
-            }
-        }
-        if names.len() < 2 {
+        if g.schedulers.len() < 2 {
             g.mixed_reported = false;
             return None;
         }
         if std::mem::replace(&mut g.mixed_reported, true) {
             return None;
         }
-        names.sort();
-        Some(names)
+        Some(g.scheduler_names())
     }
 
     /// The group's members not yet assigned, sorted by name.
@@ -374,7 +408,7 @@ impl GangState {
             if !g.spec.as_ref().is_some_and(|s| s.gang) {
                 continue;
             }
-            let placed = g.members.values().filter(|m| m.place != Place::Pending).count();
+            let placed = g.count(Place::Assumed) + g.count(Place::Bound);
             if g.spec.as_ref().is_some_and(|s| placed >= s.min_member as usize) {
                 continue;
             }

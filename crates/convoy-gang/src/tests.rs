@@ -168,3 +168,65 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     state.record_attempt(&key, true, true, clock.now());
     assert!(state.starving(clock.now()).is_none());
 }
+
+/// The status's counts are kept as members come, move and go; after every
+/// step they equal a recount of what was done.
+#[test]
+fn status_counts_follow_every_change() {
+    let state = GangState::new();
+    state.apply_group(group(2));
+    let key = group(2).key.clone();
+    // (name, scheduler, priority, bound?)
+    let pod = |i: usize, scheduler: &str, priority: i32, bound: bool| {
+        let mut b = PodBuilder::new(&format!("m{i}"))
+            .uid(&format!("u{i}"))
+            .pod_group("g")
+            .scheduler(scheduler)
+            .priority(priority);
+        if bound {
+            b = b.node("n1");
+        }
+        b.info()
+    };
+    // Expected per member: (scheduler, priority, place 0/1/2).
+    let mut want: std::collections::BTreeMap<usize, (&str, i32, usize)> = Default::default();
+    let check = |want: &std::collections::BTreeMap<usize, (&str, i32, usize)>| {
+        let s = state.status(&key).unwrap();
+        let count = |p| want.values().filter(|m| m.2 == p).count();
+        assert_eq!((s.pending, s.assumed, s.bound), (count(0), count(1), count(2)), "{want:?}");
+        assert_eq!(s.members, want.len());
+        let mut names: Vec<&str> = want.values().map(|m| m.0).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(s.schedulers.iter().map(|n| &**n).collect::<Vec<_>>(), names);
+        assert_eq!(s.priority, want.values().map(|m| m.1).max().unwrap_or(0));
+    };
+    for i in 0..6 {
+        let sched = if i == 4 { "other" } else { "convoy" };
+        state.pod_upsert(&pod(i, sched, i as i32, false));
+        want.insert(i, (sched, i as i32, 0));
+        check(&want);
+    }
+    assert!(state.mixed_schedulers_to_report(&key).is_some());
+    state.set_assumed(&pod(1, "convoy", 1, false), true);
+    want.get_mut(&1).unwrap().2 = 1;
+    check(&want);
+    state.set_assumed(&pod(1, "convoy", 1, false), true); // again: no change
+    check(&want);
+    state.pod_upsert(&pod(1, "convoy", 1, true)); // bound
+    want.get_mut(&1).unwrap().2 = 2;
+    check(&want);
+    state.set_assumed(&pod(2, "convoy", 2, false), true);
+    state.set_assumed(&pod(2, "convoy", 2, false), false); // forgotten
+    check(&want);
+    state.pod_removed(&pod(4, "other", 4, false)); // the other scheduler's pod
+    want.remove(&4);
+    check(&want);
+    assert!(state.mixed_schedulers_to_report(&key).is_none());
+    state.pod_removed(&pod(5, "convoy", 5, false)); // the highest priority
+    want.remove(&5);
+    check(&want);
+    state.pod_upsert(&pod(3, "convoy", 9, false)); // priority changed
+    want.insert(3, ("convoy", 9, 0));
+    check(&want);
+}
