@@ -110,8 +110,8 @@ pub fn escape(s: &str) -> String {
 
 /// A number for a label: fewer decimals as it grows.
 fn num(v: f64) -> String {
-    if v == 0.0 {
-        "0".into()
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
     } else if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
@@ -334,8 +334,13 @@ pub fn series_chart(out: &mut String, title: &str, x_title: &str, unit: &str, se
         &format!("height=\"{height}\" viewBox=\"0 0 {W} {height}\""),
         1,
     ));
+    // Whole x values (waves) get whole ticks.
+    let whole = series.iter().flat_map(|s| &s.points).all(|p| p.0.fract() == 0.0);
     for k in 0..=4 {
-        let v = frame.x_max * f64::from(k) / 4.0;
+        let mut v = frame.x_max * f64::from(k) / 4.0;
+        if whole {
+            v = v.round();
+        }
         write!(
             out,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
