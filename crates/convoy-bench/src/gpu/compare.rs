@@ -200,6 +200,7 @@ pub fn table(runs: &[VariantRun]) -> String {
         "STRANDED AVG",
         "MAX",
         "ALLOC% SAT",
+        "UNALLOC SAT",
         "FREE NODES MIN",
         "AVG",
         "REJECTED",
@@ -221,6 +222,7 @@ pub fn table(runs: &[VariantRun]) -> String {
                 row.push(s.stranded_avg.map_or("-".into(), |v| format!("{v:.1}")));
                 row.push(s.stranded_max.map_or("-".into(), |v| v.to_string()));
                 row.push(s.allocated_pct_at_saturation.map_or("-".into(), |v| format!("{v:.1}")));
+                row.push(s.unallocated_at_saturation.map_or("-".into(), |v| format!("{v:.1}")));
                 row.push(s.free_nodes_min.to_string());
                 row.push(format!("{:.1}", s.free_nodes_avg));
                 row.push(format!("{}/{}", s.rejected_jobs, o.accepted_jobs + s.rejected_jobs));
@@ -229,7 +231,7 @@ pub fn table(runs: &[VariantRun]) -> String {
                 row.push(am(s.gang_nodes));
                 row.push(am(s.gang_domains));
             }
-            None => row.extend(std::iter::repeat_n("-".to_string(), 9)),
+            None => row.extend(std::iter::repeat_n("-".to_string(), header.len() - 3)),
         }
         rows.push(row);
     }

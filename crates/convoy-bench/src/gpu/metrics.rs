@@ -287,6 +287,9 @@ pub struct Summary {
     pub stranded_max: Option<i64>,
     /// Allocated share of GPUs averaged over the saturated waves, percent.
     pub allocated_pct_at_saturation: Option<f64>,
+    /// Unallocated GPUs averaged over the saturated waves (FGD's headline
+    /// metric: GPUs free while jobs are being refused).
+    pub unallocated_at_saturation: Option<f64>,
     /// Saturated waves.
     pub saturated_waves: usize,
     /// Fully free nodes, minimum over all waves.
@@ -318,6 +321,9 @@ impl Summary {
             s.stranded_avg =
                 Some(saturated.iter().map(|w| w.stranded_gpus as f64).sum::<f64>() / n);
             s.stranded_max = saturated.iter().map(|w| w.stranded_gpus).max();
+            s.unallocated_at_saturation = Some(
+                saturated.iter().map(|w| (w.total_gpus - w.allocated_gpus) as f64).sum::<f64>() / n,
+            );
             s.allocated_pct_at_saturation = Some(
                 saturated
                     .iter()
@@ -485,6 +491,7 @@ mod tests {
         assert_eq!(s.stranded_avg, Some(10.0 / 3.0));
         assert_eq!(s.stranded_max, Some(6));
         assert_eq!(s.allocated_pct_at_saturation, Some(100.0 * 170.0 / 240.0));
+        assert_eq!(s.unallocated_at_saturation, Some(70.0 / 3.0));
         assert_eq!(s.free_nodes_min, 1);
         assert!((s.free_nodes_avg - 3.4).abs() < 1e-9);
         assert_eq!(s.rejected_jobs, 4);

@@ -436,6 +436,11 @@ pub fn outcome_items(workload: &str, o: &Outcome) -> Vec<DataItem> {
             vec![("Average", s.allocated_pct_at_saturation.unwrap_or(0.0))],
         ),
         item(
+            "GpuUnallocatedAtSaturation",
+            "GPUs",
+            vec![("Average", s.unallocated_at_saturation.unwrap_or(0.0))],
+        ),
+        item(
             "GpuFullyFreeNodes",
             "nodes",
             vec![("Min", s.free_nodes_min as f64), ("Average", s.free_nodes_avg)],

@@ -121,6 +121,8 @@ fn small_stream_on_the_embedded_target() {
     let first = item("GpuFirstFullNodeFailure");
     assert!(first.data["Percent"] > 0.0 && first.data["Percent"] <= 100.0);
     item("GpuStrandedAtSaturation");
+    let unallocated = item("GpuUnallocatedAtSaturation").data["Average"];
+    assert!((0.0..=96.0).contains(&unallocated), "{unallocated}");
     // Convoy places a gang whole or not at all.
     assert_eq!(jobs.data["PartialGangs"], 0.0);
 }
