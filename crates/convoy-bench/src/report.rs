@@ -110,9 +110,7 @@ pub fn escape(s: &str) -> String {
 
 /// A number for a label: fewer decimals as it grows.
 fn num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        format!("{v:.0}")
-    } else if v.abs() >= 100.0 {
+    if v.fract() == 0.0 || v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
