@@ -80,6 +80,28 @@ impl Shape {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SizeDistribution {
     shapes: Vec<(Shape, f64)>,
+    /// The same, column by column, for the per-node loop of [`Self::delta`]
+    /// (branch-free comparisons over plain arrays).
+    columns: Columns,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Columns {
+    gpus: Vec<i64>,
+    milli_cpu: Vec<i64>,
+    memory: Vec<i64>,
+    p: Vec<f64>,
+}
+
+impl Columns {
+    fn of(shapes: &[(Shape, f64)]) -> Self {
+        Self {
+            gpus: shapes.iter().map(|(s, _)| s.gpus).collect(),
+            milli_cpu: shapes.iter().map(|(s, _)| s.milli_cpu).collect(),
+            memory: shapes.iter().map(|(s, _)| s.memory).collect(),
+            p: shapes.iter().map(|(_, p)| *p).collect(),
+        }
+    }
 }
 
 impl SizeDistribution {
@@ -97,7 +119,8 @@ impl SizeDistribution {
         if total <= 0.0 {
             return Self::default();
         }
-        Self { shapes: merged.into_iter().map(|(s, w)| (s, w / total)).collect() }
+        let shapes: Vec<(Shape, f64)> = merged.into_iter().map(|(s, w)| (s, w / total)).collect();
+        Self { columns: Columns::of(&shapes), shapes }
     }
 
     /// A distribution of GPU-only shapes from (GPUs, weight) pairs.
@@ -143,17 +166,15 @@ impl SizeDistribution {
     /// shapes (this is the plugin's per-node cost).
     pub fn delta(&self, free: &Shape, capacity: &Shape, request: &Shape) -> f64 {
         let after = free.minus(request);
+        let c = &self.columns;
         let (mut before_p, mut after_p) = (0.0, 0.0);
-        for (s, p) in &self.shapes {
-            if !s.fits(capacity) {
-                continue;
-            }
-            if !s.fits(free) {
-                before_p += p;
-            }
-            if !s.fits(&after) {
-                after_p += p;
-            }
+        for i in 0..c.p.len() {
+            let (g, cpu, mem) = (c.gpus[i], c.milli_cpu[i], c.memory[i]);
+            let fits =
+                |room: &Shape| (g <= room.gpus) & (cpu <= room.milli_cpu) & (mem <= room.memory);
+            let p = if fits(capacity) { c.p[i] } else { 0.0 };
+            before_p += if fits(free) { 0.0 } else { p };
+            after_p += if fits(&after) { 0.0 } else { p };
         }
         let frag = |gpus: i64, p: f64| if gpus <= 0 { 0.0 } else { gpus as f64 * p };
         frag(after.gpus, after_p) - frag(free.gpus, before_p)

@@ -41,6 +41,15 @@ pub use topology::{GroupPlacement, domain_of};
 /// The scale of the per-node score before normalization (basis points).
 pub const BASIS: i64 = 10_000;
 
+/// A GPU resource's amount in `r`. GPU resources are extended resources
+/// (the args check it), so this reads the scalar map directly rather than
+/// through `Resource::get`, which first compares the name with `cpu`,
+/// `memory` and the other built-in names: this runs several times per node
+/// and pod.
+fn gpus_in(r: &convoy_api::Resource, name: &str) -> i64 {
+    r.scalar.get(name).copied().unwrap_or(0)
+}
+
 /// The GpuPlacement plugin.
 #[derive(Debug)]
 pub struct GpuPlacement {
@@ -105,7 +114,7 @@ impl GpuPlacement {
     fn gpu_request(&self, pod: &PodInfo) -> Option<GpuRequest> {
         let r = &pod.requests.requests;
         self.args.resource_names.iter().enumerate().find_map(|(resource, name)| {
-            let gpus = r.get(name);
+            let gpus = gpus_in(r, name);
             (gpus > 0).then_some(GpuRequest {
                 resource,
                 shape: Shape { gpus, milli_cpu: r.milli_cpu, memory: r.memory },
@@ -115,12 +124,13 @@ impl GpuPlacement {
 
     /// Whether the node offers any configured GPU resource.
     fn has_gpus(&self, node: &NodeInfo) -> bool {
-        self.args.resource_names.iter().any(|r| node.allocatable.get(r) > 0)
+        self.args.resource_names.iter().any(|r| gpus_in(&node.allocatable, r) > 0)
     }
 
     /// Whether the node offers GPUs and none is requested.
     fn fully_free(&self, node: &NodeInfo) -> bool {
-        self.has_gpus(node) && self.args.resource_names.iter().all(|r| node.requested.get(r) == 0)
+        self.has_gpus(node)
+            && self.args.resource_names.iter().all(|r| gpus_in(&node.requested, r) == 0)
     }
 
     fn topology(&self, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> TopologyState {
@@ -133,9 +143,9 @@ impl GpuPlacement {
         let name = &self.args.resource_names[resource];
         let (alloc, used) = (&node.allocatable, &node.requested);
         let capacity =
-            Shape { gpus: alloc.get(name), milli_cpu: alloc.milli_cpu, memory: alloc.memory };
+            Shape { gpus: gpus_in(alloc, name), milli_cpu: alloc.milli_cpu, memory: alloc.memory };
         let free = capacity.minus(&Shape {
-            gpus: used.get(name),
+            gpus: gpus_in(used, name),
             milli_cpu: used.milli_cpu,
             memory: used.memory,
         });
@@ -173,7 +183,7 @@ impl GpuPlacement {
     /// the measure for a request of no GPUs).
     fn cpu_only_score(&self, s: &ScoreState, pod: &PodInfo, node: &NodeInfo) -> i64 {
         let Some(resource) =
-            self.args.resource_names.iter().position(|r| node.allocatable.get(r) > 0)
+            self.args.resource_names.iter().position(|r| gpus_in(&node.allocatable, r) > 0)
         else {
             return BASIS;
         };
@@ -247,9 +257,15 @@ impl PreScorePlugin for GpuPlacement {
         let (max_capacity, spare_fully_free, fragmentation_applies) = match request {
             Some(r) => {
                 let name = &self.args.resource_names[r.resource];
-                let max = nodes.iter().map(|n| n.allocatable.get(name)).max().unwrap_or(0);
-                let partly_used_fits =
-                    nodes.iter().any(|n| n.requested.get(name) > 0 && n.free(name) >= r.shape.gpus);
+                // One pass: the largest capacity, and whether a partly used
+                // node can host the pod.
+                let (mut max, mut partly_used_fits) = (0, false);
+                for n in nodes {
+                    let (alloc, used) =
+                        (gpus_in(&n.allocatable, name), gpus_in(&n.requested, name));
+                    max = max.max(alloc);
+                    partly_used_fits |= used > 0 && alloc - used >= r.shape.gpus;
+                }
                 (max.max(1), partly_used_fits, true)
             }
             None => {
@@ -257,7 +273,9 @@ impl PreScorePlugin for GpuPlacement {
                 let other_fits = nodes.iter().any(|n| !self.fully_free(n));
                 let max = nodes
                     .iter()
-                    .flat_map(|n| self.args.resource_names.iter().map(|r| n.allocatable.get(r)))
+                    .flat_map(|n| {
+                        self.args.resource_names.iter().map(|r| gpus_in(&n.allocatable, r))
+                    })
                     .max()
                     .unwrap_or(0);
                 (max.max(1), other_fits, any_gpu_node)
