@@ -1,22 +1,23 @@
 //! GpuPlacement: places GPU pods so that the GPUs left free stay usable by
-//! the requests the cluster actually sees, keeps CPU-only pods off GPU
-//! nodes, and keeps the members of a PodGroup on as few nodes and topology
-//! domains as possible. Convoy's own plugin, not in the default set: a
+//! the requests the cluster actually sees (enough of them together, with
+//! enough CPU and memory beside them), keeps CPU-only pods off GPU nodes or
+//! where their CPU strands no GPU, and keeps the members of a PodGroup on
+//! as few nodes and topology domains as possible. Convoy's own plugin, not in the default set: a
 //! profile enables it (`config/gpu-cluster.yaml`, `docs/gpu.md`).
 //!
 //! - PreFilter (all nodes): where the pod's group already is
 //!   ([`GroupPlacement`]). Never rejects.
-//! - PreScore (feasible nodes): counts the pod's GPU request into the
-//!   learned request-size distribution and fixes the cycle's context.
+//! - PreScore (feasible nodes): counts the pod's request (GPUs, CPU,
+//!   memory) into the learned distribution and fixes the cycle's context.
 //!   Skip when nothing would be scored (no GPU request, no GPU node, no
 //!   placed sibling).
 //! - Score: a weighted mean, in basis points, of the fragmentation score
 //!   ([`fragmentation`]), the group closeness ([`topology`]) and the GPU
 //!   memory fit ([`memory`]); NormalizeScore maps it to 0..=100 (min-max).
 //!
-//! The GPU view of a node is its allocatable minus the requests of every
-//! pod assigned to it, whichever scheduler placed it, plus the pods assumed
-//! in this scheduler: exactly [`NodeInfo::free`].
+//! The view of a node is its allocatable minus the requests of every pod
+//! assigned to it, whichever scheduler placed it, plus the pods assumed in
+//! this scheduler (`allocatable - requested`, as [`NodeInfo::free`]).
 
 pub mod args;
 pub mod fragmentation;
