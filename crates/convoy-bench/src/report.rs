@@ -154,6 +154,25 @@ impl Frame {
         H - BOTTOM - (H - TOP - BOTTOM) * v / self.y_max
     }
 
+    /// Five labels along the x axis, from 0 to `x_max` (rounded to whole
+    /// values when `whole`).
+    fn x_ticks(&self, out: &mut String, whole: bool) {
+        for k in 0..=4 {
+            let mut v = self.x_max * f64::from(k) / 4.0;
+            if whole {
+                v = v.round();
+            }
+            write!(
+                out,
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                self.x(v),
+                H - BOTTOM + 16.0,
+                num(v)
+            )
+            .unwrap();
+        }
+    }
+
     /// Opens the SVG and draws the axes, the y grid and labels, and the
     /// axis titles.
     fn open(&self, out: &mut String, aria: &str, x_title: &str, y_title: &str) {
@@ -277,17 +296,7 @@ fn throughput_chart(out: &mut String, w: &WindowDetails) {
     let y_max = w.throughput.iter().copied().fold(0.0, f64::max);
     let frame = Frame::new(n as f64 * scale, y_max);
     frame.open(out, &w.name, x_title, "pods/s");
-    for k in 0..=4 {
-        let v = frame.x_max * f64::from(k) / 4.0;
-        write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            frame.x(v),
-            H - BOTTOM + 16.0,
-            num(v)
-        )
-        .unwrap();
-    }
+    frame.x_ticks(out, false);
     let line: Vec<String> = w
         .throughput
         .iter()
@@ -333,21 +342,7 @@ pub fn series_chart(out: &mut String, title: &str, x_title: &str, unit: &str, se
         1,
     ));
     // Whole x values (waves) get whole ticks.
-    let whole = series.iter().flat_map(|s| &s.points).all(|p| p.0.fract() == 0.0);
-    for k in 0..=4 {
-        let mut v = frame.x_max * f64::from(k) / 4.0;
-        if whole {
-            v = v.round();
-        }
-        write!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            frame.x(v),
-            H - BOTTOM + 16.0,
-            num(v)
-        )
-        .unwrap();
-    }
+    frame.x_ticks(out, series.iter().flat_map(|s| &s.points).all(|p| p.0.fract() == 0.0));
     for (i, s) in series.iter().enumerate() {
         let colour = SERIES_COLOURS[i % SERIES_COLOURS.len()];
         let line: Vec<String> = s

@@ -436,25 +436,28 @@ fn score_without_pre_score_is_an_error() {
     assert_eq!(s.code(), convoy_api::Code::Error);
 }
 
+/// A node of 8 GPUs and 96 CPUs where another scheduler's pod takes
+/// `gpus_used` GPUs and `cpu_used` CPUs.
+fn loaded_node(name: &str, gpus_used: &str, cpu_used: &str) -> NodeInfo {
+    let mut n = NodeBuilder::new(name).cpu("96").allocatable(GPU, "8").info();
+    n.add_pod(
+        PodBuilder::new(&format!("{name}-other"))
+            .scheduler("default-scheduler")
+            .node(name)
+            .cpu(cpu_used)
+            .resource(GPU, gpus_used)
+            .info(),
+    );
+    n
+}
+
 #[test]
 fn cpu_left_beside_free_gpus_counts() {
     // Two nodes with 2 free GPUs each; on "cpu-poor" only 12 CPUs are
     // left beside them, on "cpu-rich" 60. The cluster's pods ask for 1 GPU
     // and 12 CPUs: on cpu-poor the pod would leave a GPU no CPU to run
     // with; on cpu-rich both remainders stay usable.
-    let node = |name: &str, cpu_used: &str| {
-        let mut n = NodeBuilder::new(name).cpu("96").allocatable(GPU, "8").info();
-        n.add_pod(
-            PodBuilder::new(&format!("{name}-other"))
-                .scheduler("default-scheduler")
-                .node(name)
-                .cpu(cpu_used)
-                .resource(GPU, "6")
-                .info(),
-        );
-        n
-    };
-    let nodes = [node("cpu-poor", "84"), node("cpu-rich", "36")];
+    let nodes = [loaded_node("cpu-poor", "6", "84"), loaded_node("cpu-rich", "6", "36")];
     let prior = json!({"requestSizePrior": [{"gpus": 1, "cpu": "12", "weight": 1}]});
     let pod = PodBuilder::new("p").cpu("12").resource(GPU, "1").info();
     assert_eq!(best(&plugin(prior), &pod, &nodes), "cpu-rich");
@@ -477,19 +480,7 @@ fn cpu_only_pods_take_cpu_where_it_strands_no_gpu() {
     // "gpus-free": 2 GPUs free with 24 CPUs beside them; "gpus-taken": no
     // GPU free, 56 CPUs. The GPU pods ask for 1 GPU and 12 CPUs each: a
     // 16-CPU pod on gpus-free would leave its 2 GPUs with 8 CPUs.
-    let node = |name: &str, gpus_used: &str, cpu_used: &str| {
-        let mut n = NodeBuilder::new(name).cpu("96").allocatable(GPU, "8").info();
-        n.add_pod(
-            PodBuilder::new(&format!("{name}-other"))
-                .scheduler("default-scheduler")
-                .node(name)
-                .cpu(cpu_used)
-                .resource(GPU, gpus_used)
-                .info(),
-        );
-        n
-    };
-    let nodes = [node("gpus-free", "6", "72"), node("gpus-taken", "8", "40")];
+    let nodes = [loaded_node("gpus-free", "6", "72"), loaded_node("gpus-taken", "8", "40")];
     let p = plugin(json!({"requestSizePrior": [{"gpus": 1, "cpu": "12", "weight": 1}]}));
     let pod = PodBuilder::new("batch").cpu("16").info();
     assert_eq!(best(&p, &pod, &nodes), "gpus-taken");
