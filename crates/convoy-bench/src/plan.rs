@@ -223,10 +223,8 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
         // namespaces and node names use that index.
         let i = steps.len();
         let at = |e: String| format!("{name}: workloadTemplate[{t}] ({}): {e}", op.opcode());
-        let count = |params: &mut Params, c: Option<i64>, p: &Option<String>| match (c, p) {
-            (Some(c), _) => Ok(c as usize),
-            (None, Some(p)) => params.count(p),
-            (None, None) => Err("count or countParam is required".to_string()),
+        let count = |params: &mut Params, c: Option<i64>, p: &Option<String>| {
+            params.count_or("count", c, p)
         };
         let template_params =
             |params: &mut Params, tp: &Option<BTreeMap<String, serde_json::Value>>| {
@@ -386,11 +384,7 @@ fn pods_step(
     namespace: String,
     default_template: Option<&str>,
 ) -> Result<PodsStep, String> {
-    let mut n = match (o.count, &o.count_param) {
-        (Some(c), _) => c as usize,
-        (None, Some(p)) => params.count(p)?,
-        (None, None) => return Err("count or countParam is required".into()),
-    };
+    let mut n = params.count_or("count", o.count, &o.count_param)?;
     if let Some(m) = &o.count_multiplier_param {
         n *= params.count(m)?;
     }

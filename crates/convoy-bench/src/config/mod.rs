@@ -18,7 +18,7 @@ pub use ops::{
     BarrierOp, ChurnOp, CreateAnyOp, CreateNamespacesOp, CreateNodesOp, CreatePodGroupsOp,
     CreatePodSetsOp, CreatePodsOp, DeletePodsOp, LabelNodePrepareStrategy, NestedCreatePodsOp,
     NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp, StartCollectingMetricsOp,
-    StopCollectingMetricsOp, UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy,
+    StopCollectingMetricsOp, UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy, check_count,
 };
 pub use params::{Params, format_duration, parse_duration};
 

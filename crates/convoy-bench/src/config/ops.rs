@@ -411,15 +411,8 @@ impl Op {
         let unsupported = |field: &str| {
             Err(format!("{op}.{field} is an upstream field convoy-bench does not support yet"))
         };
-        let count = |count: Option<i64>, param: &Option<String>| match (count, param) {
-            (Some(c), _) if c < 0 => Err(format!("{op}.count must be >= 0, got {c}")),
-            (Some(_), _) => Ok(()),
-            (None, Some(p)) if p.starts_with('$') => Ok(()),
-            (None, Some(p)) => {
-                Err(format!("{op}.countParam must be a \"$param\" reference, got {p:?}"))
-            }
-            (None, None) => Err(format!("{op}: count or countParam is required")),
-        };
+        let count =
+            |value: Option<i64>, param: &Option<String>| check_count(op, "count", value, param, 0);
         match self {
             Op::CreateNodes(o) => {
                 count(o.count, &o.count_param)?;
@@ -538,6 +531,26 @@ impl Op {
     }
 }
 
+/// Checks a `<field>` / `<field>Param` pair: one is given, the literal is
+/// at least `min` (0 or 1), the parameter is a `$param` reference.
+pub fn check_count(
+    op: &str,
+    field: &str,
+    value: Option<i64>,
+    param: &Option<String>,
+    min: i64,
+) -> Result<(), String> {
+    match (value, param) {
+        (Some(c), _) if c < min => {
+            let bound = if min == 1 { "> 0".to_string() } else { format!(">= {min}") };
+            Err(format!("{op}.{field} must be {bound}, got {c}"))
+        }
+        (Some(_), _) => Ok(()),
+        (None, p @ Some(_)) => check_param(op, &format!("{field}Param"), p),
+        (None, None) => Err(format!("{op}: {field} or {field}Param is required")),
+    }
+}
+
 fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> {
     match p {
         Some(p) if !p.starts_with('$') => {
@@ -550,12 +563,7 @@ fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> 
 /// Upstream's `createPodsOp.isValid`, plus refusing the fields
 /// convoy-bench does not implement yet.
 fn validate_create_pods(op: &str, o: &CreatePodsOp) -> Result<(), String> {
-    match (o.count, &o.count_param) {
-        (Some(c), _) if c < 0 => return Err(format!("{op}.count must be >= 0, got {c}")),
-        (Some(_), _) => {}
-        (None, p @ Some(_)) => check_param(op, "countParam", p)?,
-        (None, None) => return Err(format!("{op}: count or countParam is required")),
-    }
+    check_count(op, "count", o.count, &o.count_param, 0)?;
     let fields = [
         ("persistentVolumeTemplatePath", o.persistent_volume_template_path.is_some()),
         ("persistentVolumeClaimTemplatePath", o.persistent_volume_claim_template_path.is_some()),

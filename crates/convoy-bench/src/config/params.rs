@@ -44,6 +44,21 @@ impl Params {
         usize::try_from(i).map_err(|_| format!("parameter {reference} must be >= 0, got {i}"))
     }
 
+    /// A `<field>` / `<field>Param` pair of an op: the literal when given
+    /// (validated non-negative), else the count parameter it names.
+    pub fn count_or(
+        &mut self,
+        field: &str,
+        value: Option<i64>,
+        param: &Option<String>,
+    ) -> Result<usize, String> {
+        match (value, param) {
+            (Some(c), _) => Ok(c.max(0) as usize),
+            (None, Some(p)) => self.count(p),
+            (None, None) => Err(format!("{field} or {field}Param is required")),
+        }
+    }
+
     /// The boolean parameter `reference`.
     pub fn bool(&mut self, reference: &str) -> Result<bool, String> {
         let v = self.lookup(reference)?;

@@ -25,7 +25,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde::Deserialize;
 
-use crate::config::{Params, parse_duration};
+use crate::config::{Params, check_count, parse_duration};
 use crate::dataitems::DataItem;
 use crate::plan::TemplateSource;
 
@@ -134,17 +134,8 @@ impl CreateGpuJobsOp {
     /// Strict checks; errors name the field.
     pub fn validate(&self) -> Result<(), String> {
         let op = OPCODE;
-        let count = |field: &str, v: Option<i64>, p: &Option<String>| match (v, p) {
-            (Some(c), _) if c <= 0 => Err(format!("{op}.{field} must be > 0, got {c}")),
-            (Some(_), _) => Ok(()),
-            (None, Some(p)) if p.starts_with('$') => Ok(()),
-            (None, Some(p)) => {
-                Err(format!("{op}.{field}Param must be a \"$param\" reference, got {p:?}"))
-            }
-            (None, None) => Err(format!("{op}: {field} or {field}Param is required")),
-        };
-        count("jobs", self.jobs, &self.jobs_param)?;
-        count("jobsPerWave", self.jobs_per_wave, &self.jobs_per_wave_param)?;
+        check_count(op, "jobs", self.jobs, &self.jobs_param, 1)?;
+        check_count(op, "jobsPerWave", self.jobs_per_wave, &self.jobs_per_wave_param, 1)?;
         match (self.gpu_mix.is_empty(), &self.gpu_mix_path) {
             (true, None) => return Err(format!("{op}: gpuMix or gpuMixPath is required")),
             (false, Some(_)) => {
@@ -351,15 +342,10 @@ pub fn plan_step(
     params: &mut Params,
     template: &mut impl FnMut(Option<&str>) -> Result<TemplateSource, String>,
 ) -> Result<GpuJobsStep, String> {
-    let count = |params: &mut Params, v: Option<i64>, p: &Option<String>| match (v, p) {
-        (Some(c), _) => Ok(c.max(0) as usize),
-        (None, Some(p)) => params.count(p),
-        (None, None) => Err("count is required".to_string()),
-    };
     Ok(GpuJobsStep {
         op_index,
-        jobs: count(params, o.jobs, &o.jobs_param)?,
-        per_wave: count(params, o.jobs_per_wave, &o.jobs_per_wave_param)?.max(1),
+        jobs: params.count_or("jobs", o.jobs, &o.jobs_param)?,
+        per_wave: params.count_or("jobsPerWave", o.jobs_per_wave, &o.jobs_per_wave_param)?.max(1),
         seed: o.seed,
         mix: match &o.gpu_mix_path {
             Some(p) => match template(Some(p))? {
