@@ -210,9 +210,8 @@ impl Scheduler {
 
         // 5: undo in reverse and requeue the whole group.
         let fit = placed.len();
-        let mut members = self.undo(&fwk, Attempt { placed, ..Default::default() });
-        members.extend(failed.into_iter().map(|(m, _)| m));
-        members.extend(not_tried);
+        let mut members =
+            self.undo(&fwk, Attempt { placed, failed, not_tried, ..Default::default() });
         placement_order(&mut members);
         let may_starve = {
             let ls = self.loop_state.lock();
