@@ -21,7 +21,6 @@ use crate::api::{ApiOptions, SchedulerKind};
 use crate::dataitems::{DataItem, DataItems};
 use crate::embedded::EmbeddedOptions;
 use crate::labels::LabelFilter;
-use crate::plan::{Plan, Step};
 use crate::run::{RunOptions, data_item, plan_all, select};
 use crate::throughput::{SampleInterval, Summary as Throughput};
 
@@ -147,13 +146,8 @@ pub fn run(
                 }
                 Err(e) => run.error = Some(e),
             }
-            run.outcomes = take(&plan);
-            for o in &run.outcomes {
-                for mut i in super::outcome_items(&plan.name, o) {
-                    i.labels.extend(labels.clone());
-                    run.items.push(i);
-                }
-            }
+            run.outcomes = super::take_outcomes(&plan);
+            run.items.extend(super::outcomes_items(&plan.name, &run.outcomes, &labels));
             out.push(run);
         }
     }
@@ -177,17 +171,6 @@ fn install(kubeconfig: &std::path::Path, manifests: &[serde_json::Value]) -> Res
         }
         Ok(())
     })
-}
-
-fn take(plan: &Plan) -> Vec<Outcome> {
-    plan.steps
-        .iter()
-        .filter_map(|s| match s {
-            Step::CreateGpuJobs(s) => Some(s.sink.take()),
-            _ => None,
-        })
-        .flatten()
-        .collect()
 }
 
 /// The table of the runs, one row per variant and workload.

@@ -458,21 +458,39 @@ pub fn outcome_items(workload: &str, o: &Outcome) -> Vec<DataItem> {
     items
 }
 
-/// Takes the outcomes of every `createGpuJobs` of `plan` and turns them
-/// into DataItems (with `labels` added, e.g. the scheduler).
-pub fn take_items(plan: &crate::plan::Plan, labels: &BTreeMap<String, String>) -> Vec<DataItem> {
+/// Takes the outcomes of every `createGpuJobs` of `plan`.
+pub fn take_outcomes(plan: &crate::plan::Plan) -> Vec<Outcome> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            crate::plan::Step::CreateGpuJobs(s) => Some(s.sink.take()),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+/// The DataItems of `outcomes` of the workload `name`, with `labels`
+/// added (e.g. the scheduler).
+pub fn outcomes_items(
+    name: &str,
+    outcomes: &[Outcome],
+    labels: &BTreeMap<String, String>,
+) -> Vec<DataItem> {
     let mut items = Vec::new();
-    for step in &plan.steps {
-        if let crate::plan::Step::CreateGpuJobs(s) = step {
-            for o in s.sink.take() {
-                for mut i in outcome_items(&plan.name, &o) {
-                    i.labels.extend(labels.clone());
-                    items.push(i);
-                }
-            }
+    for o in outcomes {
+        for mut i in outcome_items(name, o) {
+            i.labels.extend(labels.clone());
+            items.push(i);
         }
     }
     items
+}
+
+/// Takes the outcomes of every `createGpuJobs` of `plan` and turns them
+/// into DataItems (with `labels` added, e.g. the scheduler).
+pub fn take_items(plan: &crate::plan::Plan, labels: &BTreeMap<String, String>) -> Vec<DataItem> {
+    outcomes_items(&plan.name, &take_outcomes(plan), labels)
 }
 
 #[cfg(test)]
