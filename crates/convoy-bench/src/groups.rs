@@ -209,19 +209,6 @@ pub fn latency_summary(latencies: &[Duration]) -> Option<Summary> {
     Summary::of(&ms)
 }
 
-fn summary_data(s: &Summary) -> BTreeMap<String, f64> {
-    [
-        ("Average", s.average),
-        ("Perc50", s.perc50),
-        ("Perc90", s.perc90),
-        ("Perc95", s.perc95),
-        ("Perc99", s.perc99),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
 /// The DataItems of a window's group metrics (none for a window without
 /// groups). `Name` is `<workload>/<window>`, as for throughput.
 pub fn items(workload: &str, w: &Window) -> Vec<DataItem> {
@@ -233,7 +220,7 @@ pub fn items(workload: &str, w: &Window) -> Vec<DataItem> {
         if let Some(d) = definition {
             labels.insert("Definition".into(), d.into());
         }
-        DataItem { data: summary_data(&s), unit: unit.into(), labels }
+        DataItem { data: s.data(), unit: unit.into(), labels }
     };
     let mut out = Vec::new();
     if let Some(s) = latency_summary(&g.latencies) {

@@ -123,16 +123,8 @@ pub fn plan_all(config: &Config) -> Result<BTreeMap<String, Plan>, String> {
 /// The DataItem of a window (`Name` = `<test case>/<workload>/<window>`,
 /// as upstream's), `None` without samples.
 pub fn data_item(workload: &str, w: &Window) -> DataItem {
-    let mut data = BTreeMap::new();
-    if let Some(s) = Summary::of(&w.sampled.samples) {
-        data.insert("Average".into(), s.average);
-        data.insert("Perc50".into(), s.perc50);
-        data.insert("Perc90".into(), s.perc90);
-        data.insert("Perc95".into(), s.perc95);
-        data.insert("Perc99".into(), s.perc99);
-    }
     DataItem {
-        data,
+        data: Summary::of(&w.sampled.samples).map(|s| s.data()).unwrap_or_default(),
         unit: "pods/s".into(),
         labels: [
             ("Metric".to_string(), SCHEDULING_THROUGHPUT.to_string()),

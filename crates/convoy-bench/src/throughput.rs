@@ -134,16 +134,26 @@ impl Summary {
         })
     }
 
+    /// The data buckets by name (`Average`, `Perc50`, ...), as a
+    /// DataItem's `data` holds them.
+    pub fn buckets(&self) -> [(&'static str, f64); 5] {
+        [
+            ("Average", self.average),
+            ("Perc50", self.perc50),
+            ("Perc90", self.perc90),
+            ("Perc95", self.perc95),
+            ("Perc99", self.perc99),
+        ]
+    }
+
+    /// The buckets as a DataItem's `data`.
+    pub fn data(&self) -> std::collections::BTreeMap<String, f64> {
+        self.buckets().into_iter().map(|(k, v)| (k.to_string(), v)).collect()
+    }
+
     /// The value of a data bucket (`Average`, `Perc50`, ...).
     pub fn bucket(&self, name: &str) -> Option<f64> {
-        Some(match name {
-            "Average" => self.average,
-            "Perc50" => self.perc50,
-            "Perc90" => self.perc90,
-            "Perc95" => self.perc95,
-            "Perc99" => self.perc99,
-            _ => return None,
-        })
+        self.buckets().into_iter().find(|(k, _)| *k == name).map(|(_, v)| v)
     }
 }
 
