@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use convoy_api::Resource;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::Serialize;
 
@@ -28,6 +29,18 @@ pub struct Res {
 }
 
 impl Res {
+    /// The amounts the fit check looks at, out of a [`Resource`]
+    /// (`allowed_pods` is the pod count: allocatable pods, or 1 for a
+    /// pod's requests).
+    pub fn of(r: &Resource, resource: &str) -> Self {
+        Res {
+            gpus: r.get(resource),
+            milli_cpu: r.milli_cpu,
+            memory: r.memory,
+            pods: r.allowed_pods,
+        }
+    }
+
     /// How many copies of `req` fit into `self` (`i64::MAX` for an empty
     /// request).
     pub fn copies_of(&self, req: &Res) -> i64 {
@@ -101,21 +114,7 @@ impl GpuState {
             .into_iter()
             .filter_map(|n| {
                 let alloc = n.status.as_ref()?.allocatable.as_ref()?;
-                let q = |k: &str, milli: bool| {
-                    alloc.get(k).map_or(0, |q| {
-                        if milli {
-                            convoy_api::resource::parse_milli(&q.0).unwrap_or(0)
-                        } else {
-                            convoy_api::resource::parse_value(&q.0).unwrap_or(0)
-                        }
-                    })
-                };
-                let allocatable = Res {
-                    gpus: q(resource, false),
-                    milli_cpu: q("cpu", true),
-                    memory: q("memory", false),
-                    pods: q("pods", false),
-                };
+                let allocatable = Res::of(&Resource::from_list(alloc).ok()?, resource);
                 (allocatable.gpus > 0).then(|| NodeGpu {
                     name: n.metadata.name.clone().unwrap_or_default(),
                     domain: n.metadata.labels.as_ref().and_then(|l| l.get(topology_key).cloned()),
@@ -196,21 +195,13 @@ impl GpuState {
     }
 }
 
-/// A pod's requests: the sum of its containers' (the workload's pods have
-/// no init containers or overhead), plus one pod slot.
+/// A pod's requests as the scheduler and the kubelet count them
+/// (`convoy_api::resource::pod_requests`: containers, init containers,
+/// overhead), plus one pod slot; nothing for a pod whose requests do not
+/// parse.
 pub fn pod_requests(p: &Pod, resource: &str) -> Res {
-    let mut r = Res { pods: 1, ..Res::default() };
-    for c in p.spec.iter().flat_map(|s| &s.containers) {
-        let Some(req) = c.resources.as_ref().and_then(|r| r.requests.as_ref()) else { continue };
-        let get = |k: &str| req.get(k).map(|q| q.0.as_str());
-        r.gpus +=
-            get(resource).and_then(|q| convoy_api::resource::parse_value(q).ok()).unwrap_or(0);
-        r.milli_cpu +=
-            get("cpu").and_then(|q| convoy_api::resource::parse_milli(q).ok()).unwrap_or(0);
-        r.memory +=
-            get("memory").and_then(|q| convoy_api::resource::parse_value(q).ok()).unwrap_or(0);
-    }
-    r
+    let requests = p.spec.as_ref().and_then(|s| convoy_api::resource::pod_requests(s).ok());
+    requests.map_or_else(Res::default, |r| Res::of(&r.requests, resource))
 }
 
 /// The request of the median requested GPU: the mix sorted by shape
