@@ -34,6 +34,11 @@ pub enum ClusterUpdate {
     PodGroupApplied(Arc<crate::pod_group::PodGroup>),
     /// A PodGroup was deleted.
     PodGroupDeleted(crate::pod_group::GroupKey),
+    /// A Namespace, Service, ReplicationController, ReplicaSet or
+    /// StatefulSet appeared or changed.
+    ObjectApplied(crate::objects::ClusterObject),
+    /// One of those was deleted.
+    ObjectDeleted(crate::objects::ClusterObject),
     /// The initial lists are complete: scheduling may start.
     Synced,
 }

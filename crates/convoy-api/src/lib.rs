@@ -9,12 +9,16 @@
 //! May depend on: `k8s-openapi` (object types), `convoy-config` (plugin
 //! args), small pure crates. Does no IO and never depends on a client.
 
+pub mod affinity;
 pub mod clock;
 pub mod cluster;
 pub mod cycle_state;
 pub mod events;
+pub mod labels;
+pub mod lister;
 pub mod names;
 pub mod node_info;
+pub mod objects;
 pub mod plugin;
 pub mod pod_group;
 pub mod pod_info;
@@ -22,6 +26,7 @@ pub mod resource;
 pub mod status;
 pub mod testing;
 
+pub use affinity::{AffinityTerm, PodAffinity, WeightedAffinityTerm};
 pub use clock::{Clock, FakeClock, RealClock};
 pub use cluster::ClusterUpdate;
 pub use cycle_state::{CycleState, StateData};
@@ -29,7 +34,10 @@ pub use events::{
     ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
     QueueingHintFn,
 };
+pub use labels::{Labels, Selector};
+pub use lister::{NodeInfoLister, NodeList};
 pub use node_info::{NodeInfo, next_generation};
+pub use objects::{ClusterObject, ClusterObjects};
 pub use plugin::*;
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
 pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};

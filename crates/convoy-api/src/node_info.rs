@@ -31,6 +31,12 @@ pub struct NodeInfo {
     pub non_zero_requested: Resource,
     /// Pods assigned to the node.
     pub pods: Vec<Arc<PodInfo>>,
+    /// The pods among `pods` with pod affinity or anti-affinity of any kind
+    /// (upstream `PodsWithAffinity`).
+    pub pods_with_affinity: Vec<Arc<PodInfo>>,
+    /// The pods among `pods` with required pod anti-affinity (upstream
+    /// `PodsWithRequiredAntiAffinity`).
+    pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
     /// Host ports in use.
     pub used_ports: Vec<HostPort>,
     /// Bumped on every change (see [`next_generation`]).
@@ -62,6 +68,8 @@ impl NodeInfo {
             requested: Resource::default(),
             non_zero_requested: Resource::default(),
             pods: Vec::new(),
+            pods_with_affinity: Vec::new(),
+            pods_with_required_anti_affinity: Vec::new(),
             used_ports: Vec::new(),
             generation: next_generation(),
             invalid: None,
@@ -127,16 +135,30 @@ impl NodeInfo {
         self.non_zero_requested.milli_cpu += pod.requests.non_zero_milli_cpu;
         self.non_zero_requested.memory += pod.requests.non_zero_memory;
         self.used_ports.extend(pod.host_ports.iter().cloned());
+        if pod.affinity.is_some() {
+            self.pods_with_affinity.push(pod.clone());
+            if pod.has_required_anti_affinity() {
+                self.pods_with_required_anti_affinity.push(pod.clone());
+            }
+        }
         self.pods.push(pod);
         self.generation = next_generation();
     }
 
     /// Removes a pod by UID (or by key when UIDs are empty); returns it.
     pub fn remove_pod(&mut self, pod: &PodInfo) -> Option<Arc<PodInfo>> {
-        let idx = self.pods.iter().position(|p| {
+        let same = |p: &Arc<PodInfo>| {
             if pod.uid.is_empty() || p.uid.is_empty() { p.key == pod.key } else { p.uid == pod.uid }
-        })?;
+        };
+        let idx = self.pods.iter().position(same)?;
         let removed = self.pods.swap_remove(idx);
+        if removed.affinity.is_some() {
+            for list in [&mut self.pods_with_affinity, &mut self.pods_with_required_anti_affinity] {
+                if let Some(i) = list.iter().position(|p| Arc::ptr_eq(p, &removed)) {
+                    list.swap_remove(i);
+                }
+            }
+        }
         self.requested.sub(&removed.requests.requests);
         self.non_zero_requested.milli_cpu -= removed.requests.non_zero_milli_cpu;
         self.non_zero_requested.memory -= removed.requests.non_zero_memory;
@@ -185,6 +207,25 @@ mod tests {
         n.remove_pod(&pod("a", "1")).unwrap();
         assert_eq!(n.requested.milli_cpu, 500);
         assert!(n.remove_pod(&pod("zzz", "1")).is_none());
+    }
+
+    #[test]
+    fn affinity_lists_follow_the_pods() {
+        use crate::testing::{NodeBuilder, PodBuilder};
+        let mut n = NodeBuilder::new("n").info();
+        let anti = PodBuilder::new("anti").pod_anti_affinity("zone", &[("app", "x")]).info();
+        let pref =
+            PodBuilder::new("pref").preferred_pod_affinity(3, "zone", &[("app", "x")]).info();
+        n.add_pod(anti.clone());
+        n.add_pod(pref.clone());
+        n.add_pod(PodBuilder::new("plain").info());
+        assert_eq!(n.pods_with_affinity.len(), 2);
+        assert_eq!(n.pods_with_required_anti_affinity.len(), 1);
+        n.remove_pod(&anti).unwrap();
+        assert_eq!(n.pods_with_affinity.len(), 1);
+        assert!(n.pods_with_required_anti_affinity.is_empty());
+        n.remove_pod(&pref).unwrap();
+        assert!(n.pods_with_affinity.is_empty());
     }
 
     #[test]

@@ -16,7 +16,9 @@ use futures::future::BoxFuture;
 
 use crate::cycle_state::CycleState;
 use crate::events::ClusterEventWithHint;
+use crate::lister::NodeInfoLister;
 use crate::node_info::NodeInfo;
+use crate::objects::ClusterObjects;
 use crate::pod_info::{PodInfo, QueuedPodInfo};
 use crate::status::Status;
 
@@ -127,11 +129,13 @@ pub trait PreFilterPlugin: Plugin {
     /// Success continues; Skip disables this plugin's Filter for the cycle;
     /// Unschedulable/UnschedulableAndUnresolvable rejects the pod on every
     /// node; Error aborts the attempt.
+    /// `nodes` is every node of the cycle's snapshot (also when the cycle
+    /// considers only some of them, e.g. one topology domain of a gang).
     fn pre_filter(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status);
 
     /// Incremental updates of the state this plugin wrote, used when
@@ -201,9 +205,17 @@ pub trait PostFilterPlugin: Plugin {
 
 /// Runs once per cycle before Score, over the feasible nodes.
 pub trait PreScorePlugin: Plugin {
-    /// Success continues; Skip disables this plugin's Score for the cycle;
-    /// Error aborts the attempt.
-    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status;
+    /// `feasible` are the nodes that passed Filter (the ones Score will
+    /// see, in that order); `all` every node of the snapshot. Success
+    /// continues; Skip disables this plugin's Score for the cycle; Error
+    /// aborts the attempt.
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        feasible: &[Arc<NodeInfo>],
+        all: &dyn NodeInfoLister,
+    ) -> Status;
 }
 
 /// Ranks feasible nodes. Called in parallel over nodes.
@@ -307,6 +319,9 @@ pub struct Handle {
     pub waiting_pods: Arc<dyn WaitingPods>,
     /// The profile's scheduler name.
     pub profile: Arc<str>,
+    /// Namespaces, Services and workload controllers, as watched (shared
+    /// by every profile).
+    pub objects: Arc<ClusterObjects>,
 }
 
 /// Builds a plugin from its (already validated) args.

@@ -8,6 +8,8 @@ use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::affinity::PodAffinity;
+use crate::labels::{Labels, no_labels};
 use crate::resource::{PodRequests, pod_requests};
 
 /// `namespace/name` of a pod.
@@ -89,6 +91,9 @@ pub struct PodInfo {
     /// The PodGroup the pod belongs to, if any (see
     /// [`group_key_of`](crate::pod_group::group_key_of)).
     pub group: Option<crate::pod_group::GroupKey>,
+    /// Parsed `spec.affinity.podAffinity`/`podAntiAffinity` terms; `None`
+    /// when the pod has neither (most pods).
+    pub affinity: Option<Arc<PodAffinity>>,
 }
 
 /// A pod whose spec cannot be scheduled as written; names the field.
@@ -128,6 +133,7 @@ impl PodInfo {
                 });
             }
         }
+        let affinity = PodAffinity::of(&key.namespace, spec.affinity.as_ref()).map(Arc::new);
         Ok(Self {
             uid: Arc::from(pod.metadata.uid.as_deref().unwrap_or("")),
             priority: spec.priority.unwrap_or(0),
@@ -135,8 +141,29 @@ impl PodInfo {
             requests,
             host_ports,
             group: crate::pod_group::group_key_of(&pod),
+            affinity,
             pod,
         })
+    }
+
+    /// `metadata.labels` (empty when unset).
+    pub fn labels(&self) -> &Labels {
+        self.pod.metadata.labels.as_ref().unwrap_or(no_labels())
+    }
+
+    /// `metadata.namespace` (`default` when unset).
+    pub fn namespace(&self) -> &str {
+        &self.key.namespace
+    }
+
+    /// Whether the pod has required pod anti-affinity terms.
+    pub fn has_required_anti_affinity(&self) -> bool {
+        self.affinity.as_ref().is_some_and(|a| a.has_required_anti_affinity())
+    }
+
+    /// Whether the pod is being deleted (`metadata.deletionTimestamp` set).
+    pub fn is_terminating(&self) -> bool {
+        self.pod.metadata.deletion_timestamp.is_some()
     }
 
     /// `spec.schedulerName` (`default-scheduler` when unset, as upstream).

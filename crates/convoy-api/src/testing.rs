@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerPort, Node, NodeSpec, NodeStatus, Pod, PodSchedulingGate, PodSpec,
-    ResourceRequirements, Taint, Toleration,
+    Affinity, Container, ContainerImage, ContainerPort, Node, NodeSpec, NodeStatus, Pod,
+    PodAffinityTerm, PodSchedulingGate, PodSpec, ResourceRequirements, Taint, Toleration,
+    TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -153,6 +154,102 @@ impl PodBuilder {
         });
         self
     }
+    /// A required pod affinity term: pods labelled `labels` (in this pod's
+    /// namespace) in the same `topology_key` domain.
+    pub fn pod_affinity(mut self, topology_key: &str, labels: &[(&str, &str)]) -> Self {
+        let term = affinity_term(topology_key, labels);
+        let a = self.affinity().pod_affinity.get_or_insert_with(Default::default);
+        a.required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    /// A required pod anti-affinity term.
+    pub fn pod_anti_affinity(mut self, topology_key: &str, labels: &[(&str, &str)]) -> Self {
+        let term = affinity_term(topology_key, labels);
+        let a = self.affinity().pod_anti_affinity.get_or_insert_with(Default::default);
+        a.required_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    /// A preferred pod affinity term with a weight.
+    pub fn preferred_pod_affinity(
+        mut self,
+        weight: i32,
+        topology_key: &str,
+        labels: &[(&str, &str)],
+    ) -> Self {
+        let term = WeightedPodAffinityTerm {
+            weight,
+            pod_affinity_term: affinity_term(topology_key, labels),
+        };
+        let a = self.affinity().pod_affinity.get_or_insert_with(Default::default);
+        a.preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    /// A preferred pod anti-affinity term with a weight.
+    pub fn preferred_pod_anti_affinity(
+        mut self,
+        weight: i32,
+        topology_key: &str,
+        labels: &[(&str, &str)],
+    ) -> Self {
+        let term = WeightedPodAffinityTerm {
+            weight,
+            pod_affinity_term: affinity_term(topology_key, labels),
+        };
+        let a = self.affinity().pod_anti_affinity.get_or_insert_with(Default::default);
+        a.preferred_during_scheduling_ignored_during_execution
+            .get_or_insert_with(Vec::new)
+            .push(term);
+        self
+    }
+    /// A topology spread constraint over pods labelled `labels`
+    /// (`when` is `DoNotSchedule` or `ScheduleAnyway`).
+    pub fn spread(
+        mut self,
+        max_skew: i32,
+        topology_key: &str,
+        when: &str,
+        labels: &[(&str, &str)],
+    ) -> Self {
+        let c = TopologySpreadConstraint {
+            max_skew,
+            topology_key: topology_key.to_string(),
+            when_unsatisfiable: when.to_string(),
+            label_selector: Some(match_labels(labels)),
+            ..Default::default()
+        };
+        self.spec().topology_spread_constraints.get_or_insert_with(Vec::new).push(c);
+        self
+    }
+    /// A controller owner reference (`ReplicaSet`, `StatefulSet`, ...).
+    pub fn owner(mut self, kind: &str, name: &str) -> Self {
+        let api_version = match kind {
+            "ReplicationController" => "v1",
+            _ => "apps/v1",
+        };
+        self.pod.metadata.owner_references.get_or_insert_with(Vec::new).push(OwnerReference {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            name: name.to_string(),
+            uid: format!("{name}-uid"),
+            controller: Some(true),
+            ..Default::default()
+        });
+        self
+    }
+    /// The image of the first container.
+    pub fn image(mut self, image: &str) -> Self {
+        self.spec().containers[0].image = Some(image.to_string());
+        self
+    }
+    fn affinity(&mut self) -> &mut Affinity {
+        self.spec().affinity.get_or_insert_with(Affinity::default)
+    }
     /// Applies a closure to the spec (for anything else).
     pub fn with_spec(mut self, f: impl FnOnce(&mut PodSpec)) -> Self {
         f(self.spec());
@@ -168,6 +265,22 @@ impl PodBuilder {
     /// If the pod is invalid (only with a bad quantity).
     pub fn info(self) -> Arc<PodInfo> {
         Arc::new(PodInfo::new(Arc::new(self.pod)).expect("valid test pod"))
+    }
+}
+
+/// A `matchLabels` selector.
+pub fn match_labels(labels: &[(&str, &str)]) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        ..Default::default()
+    }
+}
+
+fn affinity_term(topology_key: &str, labels: &[(&str, &str)]) -> PodAffinityTerm {
+    PodAffinityTerm {
+        label_selector: Some(match_labels(labels)),
+        topology_key: topology_key.to_string(),
+        ..Default::default()
     }
 }
 
@@ -231,6 +344,15 @@ impl NodeBuilder {
             value: (!value.is_empty()).then(|| value.to_string()),
             effect: effect.to_string(),
             ..Default::default()
+        });
+        self
+    }
+    /// An image present on the node (`status.images`), with its size in bytes.
+    pub fn image(mut self, name: &str, size_bytes: i64) -> Self {
+        let status = self.node.status.get_or_insert_with(NodeStatus::default);
+        status.images.get_or_insert_with(Vec::new).push(ContainerImage {
+            names: Some(vec![name.to_string()]),
+            size_bytes: Some(size_bytes),
         });
         self
     }

@@ -159,7 +159,9 @@ impl Cache {
     /// Brings `snapshot` up to date, in time proportional to the number of
     /// nodes changed since the last call: changed nodes are replaced by the
     /// cache's current `Arc`; the node list is rebuilt (in zone-interleaved
-    /// order) only when nodes were added, removed or changed zone.
+    /// order) only when nodes were added, removed or changed zone, and the
+    /// lists of nodes with pod-affinity pods only when a changed node has or
+    /// had such pods.
     ///
     /// Change tracking assumes one consumer (the scheduling loop). A snapshot
     /// that is not the one last updated (a new one, a clone, or one used by
@@ -172,16 +174,23 @@ impl Cache {
         let full = self.state.lock().collect_for_snapshot(&mut snapshot.generation, &mut buf);
         // Outside the lock: install the nodes (the replaced Arcs are dropped
         // here too, and with them any node copy only the snapshot held).
+        let mut affinity_changed = false;
         match full {
             None => {}
             Some(true) => {
                 std::mem::swap(&mut snapshot.nodes, &mut buf);
                 snapshot.rebuild_index();
+                affinity_changed = true;
             }
             Some(false) => {
                 for n in buf.iter_mut() {
                     match snapshot.index.get(n.name()) {
-                        Some(&i) => std::mem::swap(&mut snapshot.nodes[i], n),
+                        Some(&i) => {
+                            let old = &snapshot.nodes[i];
+                            affinity_changed |= !old.pods_with_affinity.is_empty()
+                                || !n.pods_with_affinity.is_empty();
+                            std::mem::swap(&mut snapshot.nodes[i], n);
+                        }
                         None => {
                             // A real node the list does not know: cannot
                             // happen (adding a node rebuilds the list); force
@@ -196,6 +205,9 @@ impl Cache {
                     }
                 }
             }
+        }
+        if affinity_changed {
+            snapshot.rebuild_affinity_lists();
         }
         buf.clear();
         snapshot.scratch = buf;

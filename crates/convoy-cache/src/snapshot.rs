@@ -4,7 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use convoy_api::{NodeInfo, next_generation};
+use convoy_api::lister::affinity_lists;
+use convoy_api::{NodeInfo, NodeInfoLister, next_generation};
 
 /// The nodes a scheduling cycle sees, refreshed at the start of each cycle by
 /// [`Cache::update_snapshot`](crate::Cache::update_snapshot).
@@ -19,6 +20,10 @@ use convoy_api::{NodeInfo, next_generation};
 pub struct Snapshot {
     pub(crate) nodes: Vec<Arc<NodeInfo>>,
     pub(crate) index: HashMap<Arc<str>, usize>,
+    /// Nodes with pods with pod affinity of any kind, in `nodes` order.
+    pub(crate) with_affinity: Vec<Arc<NodeInfo>>,
+    /// Nodes with pods with required pod anti-affinity, in `nodes` order.
+    pub(crate) with_required_anti_affinity: Vec<Arc<NodeInfo>>,
     pub(crate) generation: u64,
     /// Reused buffer for `update_snapshot` (empty between calls).
     pub(crate) scratch: Vec<Arc<NodeInfo>>,
@@ -39,6 +44,7 @@ impl Snapshot {
             ..Self::default()
         };
         s.rebuild_index();
+        s.rebuild_affinity_lists();
         s
     }
 
@@ -70,12 +76,33 @@ impl Snapshot {
         self.generation
     }
 
+    /// Recomputes the lists of nodes with affinity pods (upstream rebuilds
+    /// them on every snapshot update that changed such a node).
+    pub(crate) fn rebuild_affinity_lists(&mut self) {
+        (self.with_affinity, self.with_required_anti_affinity) = affinity_lists(&self.nodes);
+    }
+
     pub(crate) fn rebuild_index(&mut self) {
         self.index.clear();
         self.index.reserve(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
             self.index.insert(n.name_arc().clone(), i);
         }
+    }
+}
+
+impl NodeInfoLister for Snapshot {
+    fn list(&self) -> &[Arc<NodeInfo>] {
+        &self.nodes
+    }
+    fn have_pods_with_affinity_list(&self) -> &[Arc<NodeInfo>] {
+        &self.with_affinity
+    }
+    fn have_pods_with_required_anti_affinity_list(&self) -> &[Arc<NodeInfo>] {
+        &self.with_required_anti_affinity
+    }
+    fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
+        Snapshot::get(self, name)
     }
 }
 

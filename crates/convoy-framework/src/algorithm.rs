@@ -9,7 +9,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use convoy_api::{
-    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeToStatus, PodInfo, Status,
+    Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, NodeToStatus,
+    PodInfo, Status,
 };
 use rand::Rng;
 use rayon::prelude::*;
@@ -197,13 +198,17 @@ struct Chunk {
 }
 
 impl Framework {
-    /// Schedules one pod on a snapshot's nodes. `next_start` is the
-    /// rotating index Filter starts from (so successive pods spread their
-    /// search over the whole cluster); it is advanced by the nodes processed.
+    /// Schedules one pod on `nodes`, a snapshot's nodes or a subset of them
+    /// (one topology domain of a gang); `snapshot` is the whole snapshot,
+    /// which plugins that count pods across the cluster read. `next_start`
+    /// is the rotating index Filter starts from (so successive pods spread
+    /// their search over the whole cluster); it is advanced by the nodes
+    /// processed.
     pub fn schedule_pod(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
+        snapshot: &dyn NodeInfoLister,
         nodes: &[Arc<NodeInfo>],
         next_start: &mut usize,
         rng: &mut impl Rng,
@@ -222,7 +227,7 @@ impl Framework {
             metrics.as_ref(),
             "PreFilter",
             &self.name,
-            || self.run_pre_filter(state, pod, nodes),
+            || self.run_pre_filter(state, pod, snapshot),
             |(_, s)| label(s),
         );
         if !status.is_success() {
@@ -316,7 +321,8 @@ impl Framework {
         }
 
         // Score.
-        let totals = self.prioritize(state, pod, &feasible).map_err(ScheduleError::Internal)?;
+        let totals =
+            self.prioritize(state, pod, &feasible, snapshot).map_err(ScheduleError::Internal)?;
         let (best, score) = select_host(&totals, rng);
         Ok(ScheduleResult {
             node: feasible[best].name_arc().clone(),
@@ -428,6 +434,7 @@ impl Framework {
         state: &mut CycleState,
         pod: &PodInfo,
         nodes: &[Arc<NodeInfo>],
+        snapshot: &dyn NodeInfoLister,
     ) -> Result<Vec<i64>, Status> {
         if self.score.is_empty() {
             return Ok(vec![1; nodes.len()]);
@@ -437,7 +444,7 @@ impl Framework {
             metrics.as_ref(),
             "PreScore",
             &self.name,
-            || self.run_pre_score(state, pod, nodes),
+            || self.run_pre_score(state, pod, nodes, snapshot),
             label,
         );
         if !s.is_success() {

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_api::{
-    BindPlugin, ClusterEventWithHint, CycleState, FilterPlugin, Handle, NodeInfo, NodeToStatus,
-    PermitPlugin, Plugin, PodInfo, PostBindPlugin, PostFilterPlugin, PostFilterResult,
-    PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
-    QueueSortPlugin, Registry, ReservePlugin, ScorePlugin, Status,
+    BindPlugin, ClusterEventWithHint, CycleState, FilterPlugin, Handle, NodeInfo, NodeInfoLister,
+    NodeToStatus, PermitPlugin, Plugin, PodInfo, PostBindPlugin, PostFilterPlugin,
+    PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
+    PreScorePlugin, QueueSortPlugin, Registry, ReservePlugin, ScorePlugin, Status,
 };
 use convoy_config::{PluginSet, Profile};
 
@@ -287,7 +287,7 @@ impl Framework {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         let mut result: Option<PreFilterResult> = None;
         let mut narrowing: Vec<&'static str> = Vec::new();
@@ -390,10 +390,11 @@ impl Framework {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        feasible: &[Arc<NodeInfo>],
+        all: &dyn NodeInfoLister,
     ) -> Status {
         for p in &self.pre_score {
-            let s = p.pre_score(state, pod, nodes);
+            let s = p.pre_score(state, pod, feasible, all);
             if s.is_skip() {
                 state.skip_score_plugins.push(p.name());
             } else if !s.is_success() {

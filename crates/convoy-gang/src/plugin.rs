@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_api::{
-    ActionType, Clock, ClusterEventWithHint, CycleState, EventResource, NodeInfo, PermitPlugin,
-    Plugin, PodInfo, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, ReservePlugin, Status,
-    WaitingPods,
+    ActionType, Clock, ClusterEventWithHint, CycleState, EventResource, NodeInfoLister,
+    PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
+    ReservePlugin, Status, WaitingPods,
 };
 
 use crate::args::GangSchedulingArgs;
@@ -150,7 +150,7 @@ impl PreFilterPlugin for GangScheduling {
         &self,
         _state: &mut CycleState,
         pod: &PodInfo,
-        _nodes: &[Arc<NodeInfo>],
+        _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         let Some(s) = self.state.starving(self.clock.now()) else {
             return (None, Status::success());

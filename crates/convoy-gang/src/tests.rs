@@ -148,7 +148,7 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     state.record_attempt(&key, false, true, clock.now());
     let low = PodBuilder::new("low").priority(5).info();
     let high = PodBuilder::new("high").priority(6).info();
-    let check = |pod| p.pre_filter(&mut CycleState::new(), pod, &[]).1;
+    let check = |pod| p.pre_filter(&mut CycleState::new(), pod, &convoy_api::NodeList::default()).1;
     assert!(check(&low).is_success(), "not starving before the threshold");
     clock.advance(Duration::from_secs(11));
     let s = check(&low);

@@ -102,6 +102,7 @@ pub(crate) mod testing {
             binder: Arc::new(FixedBinder(Ok(()))),
             waiting_pods: Arc::new(NoWaiting),
             profile: Arc::from("convoy-scheduler"),
+            objects: Arc::new(convoy_api::ClusterObjects::new()),
         }
     }
 

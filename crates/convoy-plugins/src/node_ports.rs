@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use convoy_api::{
     ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
-    HostPort, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreFilterResult, Protocol, QueueingHint,
-    Status, names,
+    HostPort, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
+    Protocol, QueueingHint, Status, names,
 };
 
 use crate::helper::{event_pod, pod_was_on_a_node};
@@ -82,7 +82,7 @@ impl PreFilterPlugin for NodePorts {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _nodes: &[Arc<NodeInfo>],
+        _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         if pod.host_ports.is_empty() {
             return (None, Status::skip());
@@ -151,8 +151,11 @@ mod tests {
 
     #[test]
     fn skip_without_host_ports() {
-        let (_, s) =
-            NodePorts.pre_filter(&mut CycleState::new(), &PodBuilder::new("p").info(), &[]);
+        let (_, s) = NodePorts.pre_filter(
+            &mut CycleState::new(),
+            &PodBuilder::new("p").info(),
+            &convoy_api::NodeList::default(),
+        );
         assert!(s.is_skip());
     }
 
@@ -194,7 +197,7 @@ mod tests {
             let pod = pod_with_ports("p", want).info();
             let node = node_with(pod_with_ports("other", used));
             let mut state = CycleState::new();
-            let (_, pre) = NodePorts.pre_filter(&mut state, &pod, &[]);
+            let (_, pre) = NodePorts.pre_filter(&mut state, &pod, &convoy_api::NodeList::default());
             assert!(pre.is_success(), "{name}");
             let s = NodePorts.filter(&state, &pod, &node);
             if fits {

@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{Taint, Toleration};
 
 use convoy_api::{
     ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
-    MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreScorePlugin, QueueingHint, ScorePlugin, Status,
-    names,
+    MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreScorePlugin, QueueingHint,
+    ScorePlugin, Status, names,
 };
 
 use crate::helper::{default_normalize_score, event_node, event_pod};
@@ -144,7 +144,13 @@ impl FilterPlugin for TaintToleration {
 }
 
 impl PreScorePlugin for TaintToleration {
-    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _feasible: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
         let tolerations_prefer_no_schedule = pod_tolerations(pod)
             .iter()
             .filter(|t| {
@@ -398,7 +404,11 @@ mod tests {
             NodeBuilder::new("d").taint("cpu-type", "arm64", "PreferNoSchedule").info(),
         ]);
         let mut state = CycleState::new();
-        assert!(TaintToleration.pre_score(&mut state, &pod, &nodes).is_success());
+        assert!(
+            TaintToleration
+                .pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default())
+                .is_success()
+        );
         let mut scores: Vec<i64> =
             nodes.iter().map(|n| TaintToleration.score(&state, &pod, n).unwrap()).collect();
         assert_eq!(scores, vec![0, 1, 2, 0]);

@@ -307,7 +307,14 @@ impl Scheduler {
                     &scoped
                 }
             };
-            let r = fwk.schedule_pod(&mut state, &pod, nodes, &mut ls.next_start, &mut ls.rng);
+            let r = fwk.schedule_pod(
+                &mut state,
+                &pod,
+                &ls.snapshot,
+                nodes,
+                &mut ls.next_start,
+                &mut ls.rng,
+            );
             let result = match r {
                 Ok(r) => r,
                 Err(e) => {

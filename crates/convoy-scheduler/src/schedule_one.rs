@@ -52,8 +52,15 @@ impl Scheduler {
             let mut ls = self.loop_state.lock();
             let ls = &mut *ls;
             self.cache.update_snapshot(&mut ls.snapshot);
-            let nodes = ls.snapshot.nodes();
-            let r = fwk.schedule_pod(&mut state, &pod, nodes, &mut ls.next_start, &mut ls.rng);
+            let (snapshot, nodes) = (&ls.snapshot, ls.snapshot.nodes());
+            let r = fwk.schedule_pod(
+                &mut state,
+                &pod,
+                snapshot,
+                nodes,
+                &mut ls.next_start,
+                &mut ls.rng,
+            );
             (r, nodes.len())
         };
         let result = match result {

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use convoy_api::{
-    ActionType, Binder, Clock, ClusterEvent, ClusterUpdate, EventObject, EventResource, Handle,
-    PodInfo, Registry,
+    ActionType, Binder, Clock, ClusterEvent, ClusterObjects, ClusterUpdate, EventObject,
+    EventResource, Handle, PodInfo, Registry,
 };
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
@@ -78,6 +78,8 @@ pub struct Scheduler {
     pub(crate) gang: Arc<GangState>,
     /// Profiles with gang scheduling enabled, and their args.
     pub(crate) gang_args: HashMap<String, GangSchedulingArgs>,
+    /// Namespaces, Services and workload controllers, shared with plugins.
+    pub(crate) objects: Arc<ClusterObjects>,
     pub(crate) clock: Arc<dyn Clock>,
 }
 
@@ -114,11 +116,13 @@ impl Scheduler {
         let mut profiles = HashMap::new();
         let mut queueing = HashMap::new();
         let mut less = None;
+        let objects = Arc::new(ClusterObjects::new());
         for p in &cfg.profiles {
             let handle = Handle {
                 binder: opts.binder.clone(),
                 waiting_pods: waiting_pods.clone(),
                 profile: Arc::from(p.scheduler_name.as_str()),
+                objects: objects.clone(),
             };
             let fwk = Framework::new(
                 p,
@@ -179,6 +183,7 @@ impl Scheduler {
             waiting_pods,
             gang,
             gang_args,
+            objects,
             clock: opts.clock,
         }))
     }
@@ -256,6 +261,8 @@ impl Scheduler {
                 self.queue.activate(&quorum);
             }
             ClusterUpdate::PodGroupDeleted(key) => self.gang.delete_group(&key),
+            ClusterUpdate::ObjectApplied(obj) => self.objects.apply(&obj),
+            ClusterUpdate::ObjectDeleted(obj) => self.objects.delete(&obj),
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
                     tracing::info!(
@@ -299,6 +306,11 @@ impl Scheduler {
             barrier: false,
             latency: std::time::Duration::ZERO,
         });
+    }
+
+    /// The Namespaces, Services and workload controllers plugins read.
+    pub fn objects(&self) -> &Arc<ClusterObjects> {
+        &self.objects
     }
 
     /// The gang state (PodGroups and their members).

@@ -37,6 +37,8 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
             ClusterUpdate::PodDeleted(p) => format!("PodDeleted {}", name(&p.metadata)),
             ClusterUpdate::PodGroupApplied(g) => format!("PodGroupApplied {}", g.key),
             ClusterUpdate::PodGroupDeleted(k) => format!("PodGroupDeleted {k}"),
+            ClusterUpdate::ObjectApplied(o) => format!("{}Applied {}", o.kind(), o.key()),
+            ClusterUpdate::ObjectDeleted(o) => format!("{}Deleted {}", o.kind(), o.key()),
             ClusterUpdate::Synced => "Synced".to_string(),
         });
     }

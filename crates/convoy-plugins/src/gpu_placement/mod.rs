@@ -30,8 +30,8 @@ mod tests;
 use std::sync::{Arc, Mutex};
 
 use convoy_api::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, ScorePlugin, Status, names,
+    CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, ScorePlugin, Status, names,
 };
 use convoy_config::PluginArgs;
 
@@ -228,10 +228,10 @@ impl PreFilterPlugin for GpuPlacement {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         if self.args.topology_weight > 0 {
-            state.write(self.topology(pod, nodes));
+            state.write(self.topology(pod, nodes.list()));
         }
         (None, Status::success())
     }
@@ -241,7 +241,13 @@ impl PreScorePlugin for GpuPlacement {
     /// Success, or Skip when no part of the score applies to the pod.
     /// Counts a GPU pod's request into the learned distribution (once per
     /// pod).
-    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Status {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
         let request = self.gpu_request(pod);
         let distribution = {
             let mut learner = self.learner.lock().unwrap_or_else(|e| e.into_inner());

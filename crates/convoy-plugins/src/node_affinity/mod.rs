@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::NodeAffinity as NodeAffinitySpec;
 
 use convoy_api::{
     ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
-    MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreFilterResult, PreScorePlugin,
-    QueueingHint, ScorePlugin, Status, names,
+    MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
+    PreScorePlugin, QueueingHint, ScorePlugin, Status, names,
 };
 use convoy_config::PluginArgs;
 
@@ -116,7 +116,7 @@ impl PreFilterPlugin for NodeAffinity {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _nodes: &[Arc<NodeInfo>],
+        _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         let required = required_terms(&pod.pod);
         if required.is_none()
@@ -175,7 +175,13 @@ fn pod_preferred_terms(pod: &PodInfo) -> Result<Option<PreferredTerms>, String> 
 impl PreScorePlugin for NodeAffinity {
     /// Skip when neither the pod nor `addedAffinity` has preferred terms;
     /// Error when a preferred term cannot be parsed.
-    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _feasible: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
         let preferred = match pod_preferred_terms(pod) {
             Ok(p) => p,
             Err(e) => {

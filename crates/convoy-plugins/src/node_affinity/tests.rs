@@ -26,7 +26,7 @@ fn expr(key: &str, op: &str, values: &[&str]) -> Value {
 
 fn run_filter(plugin: &NodeAffinity, pod: &PodInfo, node: &NodeInfo) -> Status {
     let mut state = CycleState::new();
-    let (_, s) = plugin.pre_filter(&mut state, pod, &[]);
+    let (_, s) = plugin.pre_filter(&mut state, pod, &convoy_api::NodeList::default());
     if s.is_skip() {
         return Status::success();
     }
@@ -308,7 +308,11 @@ fn pre_filter_skip_and_node_names() {
         ),
     ];
     for (name, pod, code, want) in cases {
-        let (result, s) = plugin.pre_filter(&mut CycleState::new(), &pod.info(), &[]);
+        let (result, s) = plugin.pre_filter(
+            &mut CycleState::new(),
+            &pod.info(),
+            &convoy_api::NodeList::default(),
+        );
         assert_eq!(s.code(), code, "{name}");
         if code == Code::UnschedulableAndUnresolvable {
             assert_eq!(s.message(), ERR_REASON_CONFLICT, "{name}");
@@ -332,7 +336,7 @@ fn added_affinity_is_enforced() {
     let pod = PodBuilder::new("p").info();
     // PreFilter does not skip: the enforced affinity applies to every pod.
     let mut state = CycleState::new();
-    assert!(plugin.pre_filter(&mut state, &pod, &[]).1.is_success());
+    assert!(plugin.pre_filter(&mut state, &pod, &convoy_api::NodeList::default()).1.is_success());
     let ok = NodeBuilder::new("n").label("pool", "batch").info();
     let bad = NodeBuilder::new("n").label("pool", "web").info();
     assert!(plugin.filter(&state, &pod, &ok).is_success());
@@ -342,7 +346,7 @@ fn added_affinity_is_enforced() {
     // Both the enforced and the pod's own affinity must match.
     let pod = PodBuilder::new("p").node_selector("zone", "a").info();
     let mut state = CycleState::new();
-    plugin.pre_filter(&mut state, &pod, &[]);
+    plugin.pre_filter(&mut state, &pod, &convoy_api::NodeList::default());
     assert_eq!(plugin.filter(&state, &pod, &ok).message(), ERR_REASON_POD);
 
     let invalid = added_args(json!({
@@ -377,7 +381,9 @@ fn score_preferred_terms() {
     ]);
     let plugin = NodeAffinity::default();
     let mut state = CycleState::new();
-    assert!(plugin.pre_score(&mut state, &pod, &nodes).is_success());
+    assert!(
+        plugin.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default()).is_success()
+    );
     let mut scores: Vec<i64> =
         nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
     assert_eq!(scores, vec![2, 11, 4, 0]);
@@ -386,14 +392,26 @@ fn score_preferred_terms() {
 
     // No preferred terms: Skip.
     assert!(
-        plugin.pre_score(&mut CycleState::new(), &PodBuilder::new("p").info(), &nodes).is_skip()
+        plugin
+            .pre_score(
+                &mut CycleState::new(),
+                &PodBuilder::new("p").info(),
+                &nodes,
+                &convoy_api::NodeList::default()
+            )
+            .is_skip()
     );
     // A bad preferred term is an error.
     let bad = preferred(
         json!([{"weight": 1, "preference": {"matchExpressions": [expr("a", "Lt", &["1", "2"])]}}]),
     )
     .info();
-    assert_eq!(plugin.pre_score(&mut CycleState::new(), &bad, &nodes).code(), Code::Error);
+    assert_eq!(
+        plugin
+            .pre_score(&mut CycleState::new(), &bad, &nodes, &convoy_api::NodeList::default())
+            .code(),
+        Code::Error
+    );
 }
 
 #[test]
@@ -407,7 +425,9 @@ fn score_with_added_preferred_terms() {
     let pod = PodBuilder::new("p").info();
     let nodes = infos(vec![NodeBuilder::new("n1").info(), NodeBuilder::new("n2").info()]);
     let mut state = CycleState::new();
-    assert!(plugin.pre_score(&mut state, &pod, &nodes).is_success());
+    assert!(
+        plugin.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default()).is_success()
+    );
     let scores: Vec<i64> = nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
     assert_eq!(scores, vec![0, 3]);
 }

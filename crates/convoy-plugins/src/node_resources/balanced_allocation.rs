@@ -7,8 +7,8 @@ use std::sync::Arc;
 use smallvec::SmallVec;
 
 use convoy_api::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, Plugin, PodInfo, PreScorePlugin, ScorePlugin, Status,
-    names,
+    CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreScorePlugin,
+    ScorePlugin, Status, names,
 };
 use convoy_config::{NodeResourcesBalancedAllocationArgs, PluginArgs};
 
@@ -88,7 +88,13 @@ impl Plugin for BalancedAllocation {
 impl PreScorePlugin for BalancedAllocation {
     /// Skip for a pod that requests none of the balanced resources (a
     /// best-effort pod would otherwise pile onto one node; upstream #129138).
-    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _feasible: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
         let requests = self.scorer.pod_requests(pod);
         if requests.iter().all(|r| *r == 0) {
             return Status::skip();
@@ -127,7 +133,9 @@ mod tests {
 
     fn scores(ba: &BalancedAllocation, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
         let mut state = CycleState::new();
-        assert!(ba.pre_score(&mut state, pod, nodes).is_success());
+        assert!(
+            ba.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default()).is_success()
+        );
         nodes.iter().map(|n| ba.score(&state, pod, n).unwrap()).collect()
     }
 
@@ -174,13 +182,19 @@ mod tests {
     #[test]
     fn skips_best_effort_pods() {
         let ba = BalancedAllocation::new(None).unwrap();
-        let s = ba.pre_score(&mut CycleState::new(), &PodBuilder::new("p").info(), &[]);
+        let s = ba.pre_score(
+            &mut CycleState::new(),
+            &PodBuilder::new("p").info(),
+            &[],
+            &convoy_api::NodeList::default(),
+        );
         assert!(s.is_skip());
         // A pod requesting only a resource not balanced is best-effort here too.
         let s = ba.pre_score(
             &mut CycleState::new(),
             &PodBuilder::new("p").resource("nvidia.com/gpu", "1").info(),
             &[],
+            &convoy_api::NodeList::default(),
         );
         assert!(s.is_skip());
     }

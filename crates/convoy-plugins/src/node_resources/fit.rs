@@ -12,8 +12,8 @@ use smallvec::SmallVec;
 use convoy_api::resource::pod_requests;
 use convoy_api::{
     ActionType, ClusterEventWithHint, Code, CycleState, EventObject, EventResource, FilterPlugin,
-    NodeInfo, Plugin, PodInfo, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint,
-    Reason, Resource, ScorePlugin, Status, names,
+    NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+    QueueingHint, Reason, Resource, ScorePlugin, Status, names,
 };
 use convoy_config::{NodeResourcesFitArgs, PluginArgs, ScoringStrategyType};
 
@@ -251,7 +251,7 @@ impl PreFilterPlugin for Fit {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _nodes: &[Arc<NodeInfo>],
+        _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         state.write(self.pre_filter_state(&pod.requests.requests));
         (None, Status::success())
@@ -271,7 +271,13 @@ impl FilterPlugin for Fit {
 }
 
 impl PreScorePlugin for Fit {
-    fn pre_score(&self, state: &mut CycleState, pod: &PodInfo, _nodes: &[Arc<NodeInfo>]) -> Status {
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        _feasible: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
         state.write(PreScoreState(self.scorer.pod_requests(pod)));
         Status::success()
     }

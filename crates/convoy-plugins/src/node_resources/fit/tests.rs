@@ -29,7 +29,7 @@ fn node(gpus: &str) -> NodeInfo {
 
 fn run(fit: &Fit, pod: &PodInfo, node: &NodeInfo) -> Status {
     let mut state = CycleState::new();
-    assert!(fit.pre_filter(&mut state, pod, &[]).1.is_success());
+    assert!(fit.pre_filter(&mut state, pod, &convoy_api::NodeList::default()).1.is_success());
     fit.filter(&state, pod, node)
 }
 
@@ -182,7 +182,7 @@ fn cpu_mem() -> Vec<ResourceSpec> {
 
 fn scores(fit: &Fit, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
     let mut state = CycleState::new();
-    assert!(fit.pre_score(&mut state, pod, nodes).is_success());
+    assert!(fit.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default()).is_success());
     nodes.iter().map(|n| fit.score(&state, pod, n).unwrap()).collect()
 }
 
