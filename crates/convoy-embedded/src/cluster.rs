@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use convoy_api::{BindError, Binder, ClusterUpdate, GroupKey, PodGroup, PodInfo, PodKey};
+use convoy_api::{
+    BindError, Binder, ClusterObject, ClusterUpdate, GroupKey, PodGroup, PodInfo, PodKey,
+};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use parking_lot::Mutex;
@@ -37,6 +39,8 @@ struct State {
     nodes: HashMap<Arc<str>, Arc<Node>>,
     pods: HashMap<PodKey, Arc<Pod>>,
     groups: HashMap<GroupKey, Arc<PodGroup>>,
+    /// Namespaces, Services and workload controllers, by kind and key.
+    objects: HashMap<(&'static str, String), ClusterObject>,
     /// Pods with `spec.nodeName` set.
     bound: usize,
     /// Last `metadata.resourceVersion` given out.
@@ -93,6 +97,7 @@ fn pod_key(pod: &Pod) -> Result<PodKey, ClusterError> {
 
 impl EmbeddedCluster {
     /// A cluster holding `objects`, and the stream of its updates: one
+    /// `ObjectApplied` per Namespace, Service or workload controller, one
     /// `PodGroupApplied` per PodGroup, one `NodeAdded` per node, one
     /// `PodAdded` per pod (assigned pods included), then `Synced`, then
     /// every later change.
@@ -110,6 +115,10 @@ impl EmbeddedCluster {
         });
         {
             let mut s = cluster.state.lock();
+            for obj in objects.others {
+                s.objects.insert((obj.kind(), obj.key()), obj.clone());
+                cluster.send(ClusterUpdate::ObjectApplied(obj));
+            }
             for g in objects.pod_groups {
                 // `parse_objects` has already refused unreadable PodGroups.
                 let Ok(pg) = PodGroup::from_json(&g.object) else { continue };
@@ -164,6 +173,39 @@ impl EmbeddedCluster {
             .ok_or_else(|| ClusterError::NotFound(format!("podgroup {key}")))?;
         self.send(ClusterUpdate::PodGroupDeleted(key.clone()));
         Ok(pg)
+    }
+
+    /// Creates or replaces a Namespace, Service, ReplicationController,
+    /// ReplicaSet or StatefulSet; emits `ObjectApplied`.
+    pub fn apply_object(&self, obj: ClusterObject) -> Result<(), ClusterError> {
+        if obj.metadata().name.as_deref().unwrap_or("").is_empty() {
+            return Err(ClusterError::MissingName(obj.kind()));
+        }
+        let mut s = self.state.lock();
+        s.objects.insert((obj.kind(), obj.key()), obj.clone());
+        self.send(ClusterUpdate::ObjectApplied(obj));
+        Ok(())
+    }
+
+    /// Deletes an object applied with [`apply_object`](Self::apply_object)
+    /// by kind and key (`namespace/name`, or `name` for a Namespace); emits
+    /// `ObjectDeleted`.
+    pub fn delete_object(&self, kind: &str, key: &str) -> Result<ClusterObject, ClusterError> {
+        let mut s = self.state.lock();
+        let k = s
+            .objects
+            .keys()
+            .find(|(k, n)| *k == kind && n == key)
+            .cloned()
+            .ok_or_else(|| ClusterError::NotFound(format!("{kind} {key}")))?;
+        let obj = s.objects.remove(&k).expect("found above");
+        self.send(ClusterUpdate::ObjectDeleted(obj.clone()));
+        Ok(obj)
+    }
+
+    /// The Namespaces, Services and workload controllers held.
+    pub fn objects(&self) -> Vec<ClusterObject> {
+        self.state.lock().objects.values().cloned().collect()
     }
 
     /// The PodGroups held.

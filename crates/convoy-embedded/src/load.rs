@@ -41,12 +41,17 @@ pub struct Objects {
     pub pods: Vec<Pod>,
     /// PodGroups, kept as raw JSON until the gang plugins read them.
     pub pod_groups: Vec<PodGroupObject>,
+    /// Namespaces, Services and workload controllers.
+    pub others: Vec<convoy_api::ClusterObject>,
 }
 
 impl Objects {
     /// Whether no object was loaded.
     pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty() && self.pods.is_empty() && self.pod_groups.is_empty()
+        self.nodes.is_empty()
+            && self.pods.is_empty()
+            && self.pod_groups.is_empty()
+            && self.others.is_empty()
     }
 }
 

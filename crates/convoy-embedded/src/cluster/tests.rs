@@ -12,7 +12,27 @@ fn objects() -> Objects {
             PodBuilder::new("on-n2").node("n2").build(),
         ],
         pod_groups: Vec::new(),
+        others: Vec::new(),
     }
+}
+
+#[test]
+fn objects_are_applied_and_deleted_with_updates() {
+    let ns: k8s_openapi::api::core::v1::Namespace = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": "team-a", "labels": {"team": "a"}}}),
+    )
+    .unwrap();
+    let (c, mut rx) = EmbeddedCluster::new(Objects {
+        others: vec![ClusterObject::Namespace(Arc::new(ns))],
+        ..Objects::default()
+    });
+    assert_eq!(drain(&mut rx), ["NamespaceApplied team-a", "Synced"]);
+    assert_eq!(c.objects().len(), 1);
+    c.delete_object("Namespace", "team-a").unwrap();
+    assert_eq!(drain(&mut rx), ["NamespaceDeleted team-a"]);
+    assert!(c.delete_object("Namespace", "team-a").is_err());
+    let unnamed = k8s_openapi::api::core::v1::Namespace::default();
+    assert!(c.apply_object(ClusterObject::Namespace(Arc::new(unnamed))).is_err());
 }
 
 fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
