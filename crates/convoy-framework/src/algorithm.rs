@@ -30,6 +30,12 @@ const PARALLEL_THRESHOLD: usize = 2048;
 /// Nodes per parallel work item.
 const CHUNK: usize = 64;
 
+/// The `tracing` target of the per-node score events of
+/// [`Framework::prioritize`], upstream's V(10) lines: enable it at TRACE
+/// (`RUST_LOG=info,convoy::scores=trace`) to see them; when it is off, they
+/// cost one check per cycle.
+pub const SCORES_TARGET: &str = "convoy::scores";
+
 /// How many feasible nodes to find before scoring, as upstream's
 /// `numFeasibleNodesToFind`: all nodes below 100; otherwise the configured
 /// percentage, or adaptively `50 - nodes/125` percent (at least 5%), and
@@ -429,6 +435,8 @@ impl Framework {
 
     /// Runs PreScore and Score over the feasible nodes, normalizes each
     /// plugin's scores, applies the weights and returns each node's total.
+    /// With [`SCORES_TARGET`] enabled at TRACE, logs each plugin's weighted
+    /// score and each total per node, as upstream does at V(10).
     pub fn prioritize(
         &self,
         state: &mut CycleState,
@@ -493,6 +501,13 @@ impl Framework {
         }
         let mut totals = vec![0i64; n];
         let mut column = vec![0i64; n];
+        // Each plugin's weighted score per node (node-major), kept only when
+        // someone reads the score events.
+        let mut weighted = if tracing::enabled!(target: SCORES_TARGET, tracing::Level::TRACE) {
+            Some(vec![0i64; n * k])
+        } else {
+            None
+        };
         for (j, (p, weight)) in plugins.iter().enumerate() {
             for i in 0..n {
                 column[i] = by_node[i * k + j];
@@ -511,12 +526,48 @@ impl Framework {
                     )));
                 }
                 totals[i] += v * weight;
+                if let Some(w) = &mut weighted {
+                    w[i * k + j] = v * weight;
+                }
             }
+        }
+        if let Some(w) = &weighted {
+            let names: Vec<&str> = plugins.iter().map(|(p, _)| p.name()).collect();
+            log_scores(pod, nodes, &names, w, &totals);
         }
         if let Some(m) = &self.metrics {
             m.extension_point("Score", "Success", &self.name, score_start.elapsed());
         }
         Ok(totals)
+    }
+}
+
+/// Upstream's V(10) lines of `prioritizeNodes` (`schedule_one.go`, v1.37.2),
+/// at TRACE on [`SCORES_TARGET`], in upstream's order: each node's score of
+/// each plugin that was not skipped (normalized and weighted), then each
+/// node's total. `weighted` is node-major, one column per plugin of `names`.
+fn log_scores(
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    names: &[&str],
+    weighted: &[i64],
+    totals: &[i64],
+) {
+    for (i, node) in nodes.iter().enumerate() {
+        for (j, plugin) in names.iter().enumerate() {
+            tracing::trace!(
+                target: SCORES_TARGET,
+                pod = %pod.key, plugin, node = node.name(), score = weighted[i * names.len() + j],
+                "Plugin scored node for pod"
+            );
+        }
+    }
+    for (node, score) in nodes.iter().zip(totals) {
+        tracing::trace!(
+            target: SCORES_TARGET,
+            pod = %pod.key, node = node.name(), score,
+            "Calculated node's final score for pod"
+        );
     }
 }
 

@@ -12,7 +12,8 @@ pub mod metrics;
 pub mod waiting_pods;
 
 pub use algorithm::{
-    Diagnosis, FitError, ScheduleError, ScheduleResult, num_feasible_nodes_to_find, select_host,
+    Diagnosis, FitError, SCORES_TARGET, ScheduleError, ScheduleResult, num_feasible_nodes_to_find,
+    select_host,
 };
 pub use framework::{Framework, FrameworkError, FrameworkOptions, MAX_PERMIT_TIMEOUT};
 pub use metrics::FrameworkMetrics;

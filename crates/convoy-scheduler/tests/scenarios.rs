@@ -282,3 +282,89 @@ async fn prefilter_subset_is_counted_in_the_message() {
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     );
 }
+
+/// A `tracing` writer into a shared buffer (for the score events).
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// With `convoy::scores=trace`, every scored node gets one event per plugin
+/// that was not skipped (normalized × weight) and one with its total, as
+/// upstream's V(10) lines; a pod with one feasible node gets none.
+#[tokio::test]
+async fn score_events_mirror_upstreams_v10_lines() {
+    let out = Captured::default();
+    let writer = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_env_filter(tracing_subscriber::EnvFilter::new("convoy::scores=trace"))
+        .with_writer(move || writer.clone())
+        .finish();
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let nodes = vec![
+        NodeBuilder::new("a").cpu("2").memory("8Gi").build(),
+        NodeBuilder::new("b").cpu("4").memory("8Gi").build(),
+        NodeBuilder::new("c").cpu("4").memory("8Gi").taint("k", "v", "NoSchedule").build(),
+    ];
+    let pods = vec![
+        PodBuilder::new("p").cpu("250m").memory("4Gi").build(),
+        PodBuilder::new("only-c")
+            .toleration("k", Some("v"), "NoSchedule")
+            .node_selector("kubernetes.io/hostname", "c")
+            .build(),
+    ];
+    let mut nodes = nodes;
+    for n in &mut nodes {
+        let name = n.metadata.name.clone().unwrap();
+        n.metadata.labels.get_or_insert_default().insert("kubernetes.io/hostname".into(), name);
+    }
+    let r = run(nodes, pods).await;
+    assert_eq!(node_of(&r, "only-c"), Some("c"));
+
+    let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+    let events: Vec<serde_json::Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(events.iter().all(|e| e["pod"] == "default/p"), "one feasible node, no events: {text}");
+    let mut per_node: std::collections::BTreeMap<String, Vec<(String, i64)>> = Default::default();
+    let mut totals = std::collections::BTreeMap::new();
+    for e in &events {
+        let node = e["node"].as_str().unwrap().to_string();
+        let score = e["score"].as_i64().unwrap();
+        match e["message"].as_str().unwrap() {
+            "Plugin scored node for pod" => per_node
+                .entry(node)
+                .or_default()
+                .push((e["plugin"].as_str().unwrap().to_string(), score)),
+            "Calculated node's final score for pod" => {
+                assert!(totals.insert(node, score).is_none())
+            }
+            m => panic!("unexpected event {m:?}"),
+        }
+    }
+    // `c` is infeasible (taint); NodeAffinity is skipped (no preferred terms).
+    assert_eq!(totals.keys().collect::<Vec<_>>(), ["a", "b"]);
+    for (node, scores) in &per_node {
+        let plugins: Vec<&str> = scores.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            plugins,
+            ["TaintToleration", "NodeResourcesFit", "NodeResourcesBalancedAllocation"],
+            "{node}"
+        );
+        assert_eq!(scores.iter().map(|(_, s)| s).sum::<i64>(), totals[node], "{node}");
+        assert_eq!(scores[0].1, 300, "no PreferNoSchedule taint: 100 × weight 3");
+    }
+    // Upstream v1.37.2 gives NodeResourcesFit 68 on the 2-CPU/8Gi node.
+    assert_eq!(per_node["a"][1].1, 68);
+    let best = totals.iter().max_by_key(|(_, s)| **s).unwrap().0;
+    assert_eq!(node_of(&r, "p"), Some(best.as_str()));
+}
