@@ -147,6 +147,12 @@ impl TestEnv {
         Ok(name.to_string())
     }
 
+    /// Where the output of the kube-scheduler started by
+    /// [`start_kube_scheduler`](Self::start_kube_scheduler) goes.
+    pub fn kube_scheduler_log(&self) -> PathBuf {
+        self.dir().join("kube-scheduler.log")
+    }
+
     /// Stops and restarts kube-apiserver with the same data and port.
     pub fn restart_apiserver(&self) -> Result<()> {
         run(&["restart-apiserver", "--dir", &self.dir.path().to_string_lossy()]).map(|_| ())
@@ -156,12 +162,25 @@ impl TestEnv {
     /// control plane with the given `KubeSchedulerConfiguration` file. The
     /// scheduler stops when the returned handle is dropped.
     pub fn start_kube_scheduler(&self, config: &Path) -> Result<KubeScheduler> {
-        let log = std::fs::File::create(self.dir().join("kube-scheduler.log"))?;
+        self.start_kube_scheduler_with_args(config, &[])
+    }
+
+    /// [`start_kube_scheduler`](Self::start_kube_scheduler) with extra
+    /// kube-scheduler flags (`-v=2`, `--feature-gates=...`). Its output goes
+    /// to [`kube_scheduler_log`](Self::kube_scheduler_log).
+    pub fn start_kube_scheduler_with_args(
+        &self,
+        config: &Path,
+        args: &[&str],
+    ) -> Result<KubeScheduler> {
+        let log = std::fs::File::create(self.kube_scheduler_log())?;
         let child = Command::new(script())
             .args(["kube-scheduler", "--dir"])
             .arg(self.dir())
             .arg("--config")
             .arg(config)
+            .arg("--")
+            .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)

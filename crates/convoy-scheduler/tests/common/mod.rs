@@ -98,6 +98,18 @@ impl Scheduler {
     /// Starts the binary against `env` with the configuration `yaml`, given
     /// whole (written to `<testenv dir>/<name>.yaml`).
     pub fn start_with_config(env: &TestEnv, name: &str, yaml: &str) -> Result<Self> {
+        Self::start_with_options(env, name, yaml, &[], "info")
+    }
+
+    /// [`start_with_config`](Self::start_with_config) with extra flags and
+    /// `RUST_LOG` (the log filter).
+    pub fn start_with_options(
+        env: &TestEnv,
+        name: &str,
+        yaml: &str,
+        args: &[&str],
+        rust_log: &str,
+    ) -> Result<Self> {
         let config = env.dir().join(format!("{name}.yaml"));
         std::fs::write(&config, yaml)?;
         let log = env.dir().join(format!("{name}.log"));
@@ -122,13 +134,19 @@ impl Scheduler {
             .arg("--identity")
             .arg(name)
             .env("HOSTNAME", name)
-            .env("RUST_LOG", "info")
+            .args(args)
+            .env("RUST_LOG", rust_log)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
             .spawn()
             .context("spawning convoy-scheduler")?;
         Ok(Self { child, name: name.to_string(), log, http })
+    }
+
+    /// Path of the log (stderr).
+    pub fn log_path(&self) -> &std::path::Path {
+        &self.log
     }
 
     /// The whole log so far.
