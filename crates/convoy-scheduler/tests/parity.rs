@@ -1,687 +1,487 @@
-//! Parity with upstream kube-scheduler on a real API server.
+//! Score parity with upstream kube-scheduler v1.37.2 on real API servers.
 //!
-//! Each seed generates a scenario (nodes with random labels, taints,
-//! allocatable and `spec.unschedulable`, some already holding an "occupier"
-//! pod with host ports and cpu; pods with random node selectors, required
-//! and preferred node affinity, tolerations, host ports, resource requests
-//! and scheduling gates). The same objects go to two private control planes:
-//! upstream kube-scheduler v1.37 schedules one copy, Convoy the other.
+//! Each seed generates a scenario (`parity/generate.rs`: heterogeneous
+//! nodes, namespaces, workload objects, bound pods, and pods to schedule
+//! with every kind of constraint) and creates it in two private control
+//! planes: upstream kube-scheduler schedules in one, Convoy in the other.
+//! The pods to schedule are created one at a time, in both clusters, and
+//! each is compared once both schedulers are done with it:
 //!
-//! The generator keeps placements independent, so "the set of schedulable
-//! pods" does not depend on the order pods are placed in: a pod either
-//! requests little enough that every node with room holds all of them
-//! (probes included), or more than any node has; generated pods never share
-//! a host port and protocol among themselves (only with occupiers).
+//! - the outcome: bound in both, or unschedulable in both with the same
+//!   FitError text (`0/N nodes are available: ...`, the reasons histogram);
+//! - the feasible set: the nodes that got scores (a single feasible node is
+//!   not scored, on either side: then the node bound);
+//! - each plugin's weighted score (normalized × weight) on each node, and
+//!   which plugins were skipped (PreScore Skip: no score at all);
+//! - each node's total;
+//! - the choice: Convoy's node must be among upstream's best nodes (the
+//!   node, when upstream's best is unique).
 //!
-//! Asserted, per seed:
-//! - both schedulers bind the same set of pods;
-//! - every node Convoy chose is feasible for upstream: a probe copy of the
-//!   pod, pinned to that node with an extra `matchFields metadata.name`
-//!   requirement, must be bound there by upstream.
+//! Upstream's scores are its V(10) lines (`-v=2 --vmodule=schedule_one=10`,
+//! text format); Convoy's are the same lines as `tracing` events of target
+//! `convoy::scores` (`RUST_LOG=info,convoy::scores=trace`, JSON format), and
+//! the bound node is read from each pod. Then the clusters are made the same
+//! again before the next pod: a pod upstream could not place is deleted from
+//! both; a pod Convoy placed elsewhere (a tie, or a divergence) is
+//! re-created in Convoy's cluster bound to upstream's node. So every pod is
+//! compared on the same state.
 //!
-//! Seeds: `CONVOY_PARITY_SEEDS=1,2,3` overrides the defaults; every failure
-//! message starts with `parity seed N`.
+//! The plugins are the same on both sides (`percentageOfNodesToScore: 100`,
+//! fewer than 100 nodes: every feasible node is scored):
+//! - upstream, profile `default-scheduler`: PrioritySort, SchedulingGates,
+//!   NodeUnschedulable, NodeName, TaintToleration (weight 3), NodeAffinity
+//!   (2), NodePorts, NodeResourcesFit (1), NodeResourcesBalancedAllocation
+//!   (1), DefaultBinder, and PodTopologySpread (2), InterPodAffinity (2),
+//!   ImageLocality (1) when their feature is on (`generate::IMPLEMENTED`).
+//!   Disabled: the features that are off, and the upstream plugins Convoy
+//!   does not have: DefaultPreemption (it only adds a `preemption: ...` part
+//!   to the FitError here), VolumeRestrictions, NodeVolumeLimits,
+//!   VolumeBinding, VolumeZone (no pod has a volume claim),
+//!   DynamicResources (no resource claims), NodeDeclaredFeatures (no pod
+//!   needs a declared feature). GangScheduling is not in upstream's profile
+//!   (the GenericWorkload gate is off in kube-scheduler). Feature gate
+//!   `OpportunisticBatching=false`: on by default in v1.37, it would place a
+//!   pod with the same signature as the previous one from that cycle's
+//!   result, without scoring;
+//! - Convoy, profile `convoy-scheduler`: its default plugins, which add
+//!   GangScheduling (nothing to do for pods without a group), with the
+//!   features that are off disabled.
+//!
+//! Seeds: `CONVOY_PARITY_SEEDS=1,2,3` overrides the defaults;
+//! `CONVOY_PARITY_FEATURES=all` (or a list) overrides
+//! `generate::IMPLEMENTED`. Every failure line starts with `parity seed N`
+//! and names the pod, plugin, node and both values; the report ends with the
+//! specs of the pods and nodes involved.
+
+mod common;
+#[path = "parity/compare.rs"]
+mod compare;
+#[path = "parity/generate.rs"]
+mod generate;
+#[path = "parity/logs.rs"]
+mod logs;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use convoy_testenv::TestEnv;
-use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, PostParams};
-use rand::rngs::StdRng;
-use rand::seq::IndexedRandom;
-use rand::{Rng, SeedableRng};
-use serde_json::{Map, Value, json};
+use anyhow::{Context, Result, bail};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::{Value, json};
 
-const DEFAULT_SEEDS: [u64; 3] = [1, 2, 3];
-const NODES: usize = 16;
-const PODS: usize = 40;
+use common::{ControlPlane, Scheduler};
+use compare::{Comparison, Finding, compare};
+use generate::{Features, Scenario, key_of, name_of};
+use logs::{Attempt, Ending, LogTail, parse_convoy, parse_klog};
 
-const NS: &str = "parity";
+const DEFAULT_SEEDS: [u64; 4] = [1, 2, 3, 4];
 const UPSTREAM: &str = "default-scheduler";
 const CONVOY: &str = "convoy-scheduler";
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(45);
-/// A settled state must hold this long (a later attempt could still bind).
-const STABLE_FOR: Duration = Duration::from_millis(1500);
+/// Upstream default plugins Convoy does not have, disabled upstream.
+const UPSTREAM_ONLY: [&str; 7] = [
+    "DefaultPreemption",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "DynamicResources",
+    "NodeDeclaredFeatures",
+];
+/// How long one scheduler may take to decide about one pod.
+const DECIDE_TIMEOUT: Duration = Duration::from_secs(20);
+/// A seed stops after this many pods without a decision.
+const MAX_TIMEOUTS: usize = 3;
+/// Detailed lines per kind of finding and seed (the rest are counted);
+/// `CONVOY_PARITY_DETAILS=N` overrides it.
+const DETAILS: usize = 5;
 
-const HOSTNAME: &str = "kubernetes.io/hostname";
-const ZONE: &str = "topology.kubernetes.io/zone";
-const DISK: &str = "parity.convoy.dev/disk";
-const GPU_COUNT: &str = "parity.convoy.dev/gpu-count";
-const MISSING: &str = "parity.convoy.dev/missing";
-const GPU: &str = "nvidia.com/gpu";
-const ZONES: [&str; 4] = ["a", "b", "c", "d"];
-const DISKS: [&str; 3] = ["ssd", "hdd", "nvme"];
-const TAINT_KEYS: [&str; 3] =
-    ["parity.convoy.dev/dedicated", "parity.convoy.dev/gpu", "parity.convoy.dev/maintenance"];
-const TAINT_VALUES: [&str; 3] = ["", "a", "b"];
-const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
-const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
-const SHARED_PORTS: [i64; 4] = [8080, 8081, 8082, 8083];
-const HOST_IPS: [&str; 3] = ["", "127.0.0.1", "10.0.0.1"];
+// ---------------------------------------------------------------- configuration
 
-// ---------------------------------------------------------------- generator
-
-/// One generated scenario, as JSON objects (pods without `schedulerName`).
-struct Scenario {
-    nodes: Vec<Value>,
-    occupiers: Vec<Value>,
-    pods: Vec<Value>,
+fn profile_yaml(scheduler: &str, disabled: &[&str]) -> String {
+    let mut yaml = format!(
+        "percentageOfNodesToScore: 100\nprofiles:\n- schedulerName: {scheduler}\n  plugins:\n    multiPoint:\n      disabled:\n"
+    );
+    for name in disabled {
+        yaml += &format!("      - name: {name}\n");
+    }
+    if disabled.is_empty() {
+        yaml = yaml.replace("      disabled:\n", "      disabled: []\n");
+    }
+    yaml
 }
 
-impl Scenario {
-    fn generate(seed: u64) -> Scenario {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let mut nodes = Vec::new();
-        let mut occupiers = Vec::new();
-        for i in 0..NODES {
-            let (node, occupier) = gen_node(&mut rng, i);
-            nodes.push(node);
-            occupiers.extend(occupier);
-        }
-        let names: Vec<String> = nodes.iter().map(|n| name_of(n).to_string()).collect();
-        let mut used_ports = BTreeSet::new();
-        let pods = (0..PODS).map(|j| gen_pod(&mut rng, j, &names, &mut used_ports)).collect();
-        Scenario { nodes, occupiers, pods }
-    }
-
-    /// The nodes and occupiers, one line each, for failure messages.
-    fn describe_nodes(&self) -> String {
-        let mut out = String::new();
-        for n in &self.nodes {
-            let occupier =
-                self.occupiers.iter().find(|o| o["spec"]["nodeName"] == n["metadata"]["name"]);
-            out += &format!(
-                "  {} labels={} spec={} allocatable={} occupier={}\n",
-                name_of(n),
-                n["metadata"]["labels"],
-                n["spec"],
-                n["status"]["allocatable"],
-                occupier.map_or(Value::Null, |o| o["spec"]["containers"].clone()),
-            );
-        }
-        out
-    }
-}
-
-fn name_of(obj: &Value) -> &str {
-    obj["metadata"]["name"].as_str().expect("generated objects are named")
-}
-
-fn gen_node(rng: &mut StdRng, i: usize) -> (Value, Option<Value>) {
-    let name = format!("node-{i:02}");
-    let mut labels = Map::new();
-    labels.insert(HOSTNAME.into(), json!(name));
-    if rng.random_bool(0.85) {
-        labels.insert(ZONE.into(), json!(ZONES[..3].choose(rng).unwrap()));
-    }
-    if rng.random_bool(0.7) {
-        labels.insert(DISK.into(), json!(DISKS[..2].choose(rng).unwrap()));
-    }
-    if rng.random_bool(0.6) {
-        // Now and then not a number: Gt/Lt must not match it.
-        let count =
-            if rng.random_bool(0.1) { "many".into() } else { rng.random_range(0..=8).to_string() };
-        labels.insert(GPU_COUNT.into(), json!(count));
-    }
-
-    let mut taints: Vec<Value> = Vec::new();
-    for _ in 0..*[0, 0, 1, 2].choose(rng).unwrap() {
-        let (key, effect) = (*TAINT_KEYS.choose(rng).unwrap(), *EFFECTS.choose(rng).unwrap());
-        if taints.iter().any(|t| t["key"] == key && t["effect"] == effect) {
-            continue;
-        }
-        let mut taint = json!({ "key": key, "effect": effect });
-        let value = *TAINT_VALUES.choose(rng).unwrap();
-        if !value.is_empty() {
-            taint["value"] = json!(value);
-        }
-        taints.push(taint);
-    }
-    let unschedulable = rng.random_bool(0.15);
-
-    let cores: i64 = rng.random_range(1..=8);
-    let mem_mi: i64 = rng.random_range(4..=32) * 1024;
-    // 0-5: empty; 6-7: partly used (at least 1 cpu and 2Gi left, enough for
-    // every tiny pod and probe); 8: cpu full; 9: pod count full.
-    let load = rng.random_range(0..10);
-    let mut allocatable = json!({
-        "cpu": cores.to_string(),
-        "memory": format!("{mem_mi}Mi"),
-        "pods": if load == 9 { "1" } else { "110" },
-    });
-    if rng.random_bool(0.3) {
-        allocatable[GPU] = json!("64");
-    }
-    let node = json!({
-        "metadata": { "name": name, "labels": labels },
-        "spec": { "unschedulable": unschedulable, "taints": taints },
-        "status": {
-            "allocatable": allocatable,
-            "capacity": allocatable,
-            "conditions": [{ "type": "Ready", "status": "True" }],
-        },
-    });
-
-    let occupier = (load >= 6).then(|| {
-        let (cpu_m, mem) = match load {
-            8 => (cores * 1000, rng.random_range(0..=mem_mi - 2048)),
-            9 => (100, 64),
-            _ => (rng.random_range(0..=(cores - 1) * 10) * 100, rng.random_range(0..=mem_mi - 2048)),
-        };
-        let mut ports: Vec<Value> = Vec::new();
-        for _ in 0..rng.random_range(0..=2) {
-            let port = *SHARED_PORTS.choose(rng).unwrap();
-            let protocol = if rng.random_bool(0.8) { "TCP" } else { "UDP" };
-            if ports.iter().any(|p| p["hostPort"] == port && p["protocol"] == protocol) {
-                continue;
-            }
-            ports.push(port_json(port, protocol, HOST_IPS.choose(rng).unwrap()));
-        }
-        json!({
-            "metadata": { "name": format!("occupier-{name}") },
-            "spec": {
-                "nodeName": name,
-                "schedulerName": "nobody",
-                "containers": [container(json!({ "cpu": format!("{cpu_m}m"), "memory": format!("{mem}Mi") }), ports)],
-            },
-        })
-    });
-    (node, occupier)
-}
-
-fn port_json(port: i64, protocol: &str, host_ip: &str) -> Value {
-    let mut p = json!({ "containerPort": port, "hostPort": port, "protocol": protocol });
-    if !host_ip.is_empty() {
-        p["hostIP"] = json!(host_ip);
-    }
-    p
-}
-
-fn container(requests: Value, ports: Vec<Value>) -> Value {
-    json!({
-        "name": "main",
-        "image": "registry.k8s.io/pause:3.10",
-        "resources": { "requests": requests },
-        "ports": ports,
-    })
-}
-
-fn tiny(rng: &mut StdRng) -> Value {
-    json!({
-        "cpu": format!("{}m", rng.random_range(1..=10)),
-        "memory": format!("{}Mi", rng.random_range(1..=16)),
-    })
-}
-
-fn gen_pod(
-    rng: &mut StdRng,
-    j: usize,
-    nodes: &[String],
-    used_ports: &mut BTreeSet<(i64, &'static str)>,
-) -> Value {
-    // Host port: unique (port, protocol) among generated pods; it may be
-    // one occupiers use.
-    let mut ports = Vec::new();
-    if rng.random_bool(0.35) {
-        let free: Vec<(i64, &str)> = SHARED_PORTS
-            .iter()
-            .flat_map(|&p| [(p, "TCP"), (p, "UDP")])
-            .filter(|c| !used_ports.contains(c))
-            .collect();
-        let (port, protocol) = match free.choose(rng) {
-            Some(&c) if rng.random_bool(0.6) => c,
-            _ => (9000 + j as i64, if rng.random_bool(0.8) { "TCP" } else { "UDP" }),
-        };
-        used_ports.insert((port, protocol));
-        ports.push(port_json(port, protocol, HOST_IPS.choose(rng).unwrap()));
-    }
-
-    // Requests: none, tiny, or more than any node has.
-    let containers = match rng.random_range(0..100) {
-        0..12 => vec![container(json!({}), ports)],
-        12..20 => vec![container(json!({ "memory": "8Mi" }), ports)],
-        20..62 => vec![container(tiny(rng), ports)],
-        62..70 => {
-            let mut c = container(tiny(rng), ports);
-            c["resources"]["requests"][GPU] = json!("1");
-            c["resources"]["limits"] = json!({ GPU: "1" });
-            vec![c]
-        }
-        70..74 => {
-            let mut c = container(tiny(rng), ports);
-            c["resources"]["requests"][GPU] = json!("100");
-            c["resources"]["limits"] = json!({ GPU: "100" });
-            vec![c]
-        }
-        74..84 => vec![container(json!({ "cpu": "64" }), ports)],
-        84..90 => vec![container(json!({ "memory": "1Ti" }), ports)],
-        _ => {
-            let mut second = container(tiny(rng), vec![]);
-            second["name"] = json!("side");
-            vec![container(tiny(rng), ports), second]
-        }
-    };
-    let mut spec = Map::new();
-    spec.insert("containers".into(), Value::Array(containers));
-
-    if rng.random_bool(0.25) {
-        let mut selector = Map::new();
-        if rng.random_bool(0.7) {
-            selector.insert(ZONE.into(), json!(ZONES.choose(rng).unwrap()));
-        }
-        if selector.is_empty() || rng.random_bool(0.4) {
-            selector.insert(DISK.into(), json!(DISKS.choose(rng).unwrap()));
-        }
-        spec.insert("nodeSelector".into(), Value::Object(selector));
-    }
-
-    let mut node_affinity = Map::new();
-    if rng.random_bool(0.45) {
-        let terms: Vec<Value> = (0..rng.random_range(1..=2))
-            .map(|_| {
-                if rng.random_bool(0.04) {
-                    return json!({}); // matches no node
-                }
-                let mut term = json!({
-                    "matchExpressions": (0..rng.random_range(1..=2)).map(|_| gen_expr(rng, nodes)).collect::<Vec<_>>(),
-                });
-                if rng.random_bool(0.15) {
-                    let op = if rng.random_bool(0.5) { "In" } else { "NotIn" };
-                    term["matchFields"] = json!([{
-                        "key": "metadata.name", "operator": op, "values": [nodes.choose(rng).unwrap()],
-                    }]);
-                }
-                term
-            })
-            .collect();
-        node_affinity.insert(
-            "requiredDuringSchedulingIgnoredDuringExecution".into(),
-            json!({ "nodeSelectorTerms": terms }),
-        );
-    }
-    if rng.random_bool(0.3) {
-        let preferred: Vec<Value> = (0..rng.random_range(1..=2))
-            .map(|_| {
-                json!({
-                    "weight": rng.random_range(1..=100),
-                    "preference": { "matchExpressions": [gen_expr(rng, nodes)] },
-                })
-            })
-            .collect();
-        node_affinity
-            .insert("preferredDuringSchedulingIgnoredDuringExecution".into(), json!(preferred));
-    }
-    if !node_affinity.is_empty() {
-        spec.insert("affinity".into(), json!({ "nodeAffinity": node_affinity }));
-    }
-
-    if rng.random_bool(0.5) {
-        let tolerations: Vec<Value> =
-            (0..rng.random_range(1..=3)).map(|_| gen_toleration(rng)).collect();
-        spec.insert("tolerations".into(), json!(tolerations));
-    }
-    if rng.random_bool(0.05) {
-        spec.insert("schedulingGates".into(), json!([{ "name": "parity.convoy.dev/gate" }]));
-    }
-    json!({ "metadata": { "name": format!("pod-{j:02}") }, "spec": spec })
-}
-
-fn gen_expr(rng: &mut StdRng, nodes: &[String]) -> Value {
-    fn set(rng: &mut StdRng, key: &str, domain: &[&str]) -> Value {
-        match rng.random_range(0..6) {
-            0 => json!({ "key": key, "operator": "Exists" }),
-            1 => json!({ "key": key, "operator": "DoesNotExist" }),
-            r => {
-                let amount = rng.random_range(1..=2);
-                let values: Vec<&str> = domain.choose_multiple(rng, amount).copied().collect();
-                let op = if r % 2 == 0 { "In" } else { "NotIn" };
-                json!({ "key": key, "operator": op, "values": values })
-            }
-        }
-    }
-    match rng.random_range(0..10) {
-        0..3 => set(rng, ZONE, &ZONES),
-        3..5 => set(rng, DISK, &DISKS),
-        5..8 if rng.random_bool(0.7) => {
-            let op = if rng.random_bool(0.5) { "Gt" } else { "Lt" };
-            json!({ "key": GPU_COUNT, "operator": op, "values": [rng.random_range(0..=8).to_string()] })
-        }
-        5..8 => set(rng, GPU_COUNT, &["0", "2", "4", "8", "many"]),
-        8 => {
-            let names: Vec<&str> = nodes.iter().map(String::as_str).collect();
-            set(rng, HOSTNAME, &names)
-        }
-        _ => set(rng, MISSING, &["x"]),
-    }
-}
-
-fn gen_toleration(rng: &mut StdRng) -> Value {
-    match rng.random_range(0..20) {
-        0 => json!({ "operator": "Exists" }),
-        1 => json!({ "key": UNSCHEDULABLE_TAINT, "operator": "Exists", "effect": "NoSchedule" }),
-        2 => json!({ "key": UNSCHEDULABLE_TAINT, "operator": "Exists" }),
-        _ => {
-            let mut t = json!({ "key": TAINT_KEYS.choose(rng).unwrap() });
-            if rng.random_bool(0.4) {
-                t["operator"] = json!("Exists");
-            } else {
-                t["operator"] = json!("Equal");
-                t["value"] = json!(TAINT_VALUES.choose(rng).unwrap());
-            }
-            let effect = *["", "NoSchedule", "PreferNoSchedule", "NoExecute"].choose(rng).unwrap();
-            if !effect.is_empty() {
-                t["effect"] = json!(effect);
-            }
-            if effect == "NoExecute" && rng.random_bool(0.3) {
-                t["tolerationSeconds"] = json!(300);
-            }
-            t
-        }
-    }
-}
-
-/// A copy of `pod` that upstream may only place on `node`: `matchFields
-/// metadata.name In [node]` is ANDed into every required term. Empty terms
-/// stay empty (they match no node, with or without the field).
-fn probe_of(pod: &Value, node: &str) -> Value {
-    let mut probe = pod.clone();
-    probe["metadata"]["name"] = json!(format!("probe-{}", name_of(pod)));
-    probe["spec"]["schedulerName"] = json!(UPSTREAM);
-    let pin = json!({ "key": "metadata.name", "operator": "In", "values": [node] });
-    let required = &mut probe["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-    match required["nodeSelectorTerms"].as_array_mut() {
-        Some(terms) => {
-            for term in terms {
-                let empty = |k: &str| term[k].as_array().is_none_or(Vec::is_empty);
-                if empty("matchExpressions") && empty("matchFields") {
-                    continue;
-                }
-                if term["matchFields"].is_null() {
-                    term["matchFields"] = json!([]);
-                }
-                term["matchFields"].as_array_mut().unwrap().push(pin.clone());
-            }
-        }
-        None => *required = json!({ "nodeSelectorTerms": [{ "matchFields": [pin] }] }),
-    }
-    probe
-}
-
-// ---------------------------------------------------------------- clusters
-
-/// Where a pod ended up: bound to a node, or not, with the reason given.
-#[derive(Debug, Clone, PartialEq)]
-enum Placement {
-    Bound(String),
-    Pending(String),
-    /// Neither bound nor marked unschedulable by the timeout.
-    Undecided,
-}
-
-impl Placement {
-    fn node(&self) -> Option<&str> {
-        match self {
-            Placement::Bound(n) => Some(n),
-            Placement::Pending(_) | Placement::Undecided => None,
-        }
-    }
-}
-
-impl std::fmt::Display for Placement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Placement::Bound(n) => write!(f, "bound to {n}"),
-            Placement::Pending(why) => write!(f, "not bound: {why}"),
-            Placement::Undecided => write!(f, "undecided after {SETTLE_TIMEOUT:?}"),
-        }
-    }
-}
-
-async fn create_objects(
-    env: &TestEnv,
-    client: &kube::Client,
-    sc: &Scenario,
-    scheduler: &str,
-) -> Result<()> {
-    env.create_namespace(client, NS).await?;
-    let nodes: Api<Node> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let pp = PostParams::default();
-    for n in &sc.nodes {
-        nodes
-            .create(&pp, &serde_json::from_value(n.clone())?)
-            .await
-            .with_context(|| format!("node {}", name_of(n)))?;
-    }
-    for o in &sc.occupiers {
-        pods.create(&pp, &serde_json::from_value(o.clone())?)
-            .await
-            .with_context(|| format!("{}", o))?;
-    }
-    for p in &sc.pods {
-        let mut p = p.clone();
-        p["spec"]["schedulerName"] = json!(scheduler);
-        pods.create(&pp, &serde_json::from_value(p.clone())?)
-            .await
-            .with_context(|| format!("{p}"))?;
-    }
-    Ok(())
-}
-
-fn placement(pod: &Pod) -> Option<Placement> {
-    let spec = pod.spec.as_ref()?;
-    if let Some(node) = &spec.node_name {
-        return Some(Placement::Bound(node.clone()));
-    }
-    if spec.scheduling_gates.as_ref().is_some_and(|g| !g.is_empty()) {
-        return Some(Placement::Pending("scheduling gates".into()));
-    }
-    let cond =
-        pod.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "PodScheduled")?;
-    (cond.status == "False").then(|| {
-        Placement::Pending(format!(
-            "{}: {}",
-            cond.reason.as_deref().unwrap_or(""),
-            cond.message.as_deref().unwrap_or("")
-        ))
-    })
-}
-
-/// Waits until every named pod is bound, gated, or marked unschedulable,
-/// and the bindings stayed the same for [`STABLE_FOR`]. Pods still
-/// undecided at the timeout are reported as such.
-async fn settle(client: &kube::Client, names: &[String]) -> Result<BTreeMap<String, Placement>> {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
-    let deadline = tokio::time::Instant::now() + SETTLE_TIMEOUT;
-    let mut stable: Option<(tokio::time::Instant, BTreeMap<String, Option<String>>)> = None;
-    loop {
-        let listed: BTreeMap<String, Pod> = pods
-            .list(&ListParams::default())
-            .await?
-            .items
-            .into_iter()
-            .map(|p| (p.metadata.name.clone().unwrap_or_default(), p))
-            .collect();
-        let mut out = BTreeMap::new();
-        let mut settled = true;
-        for name in names {
-            let p = listed.get(name).and_then(placement);
-            settled &= p.is_some();
-            out.insert(name.clone(), p.unwrap_or(Placement::Undecided));
-        }
-        let now = tokio::time::Instant::now();
-        if now >= deadline {
-            return Ok(out);
-        }
-        if settled {
-            let bindings: BTreeMap<_, _> =
-                out.iter().map(|(k, v)| (k.clone(), v.node().map(str::to_string))).collect();
-            match &stable {
-                Some((since, b)) if *b == bindings => {
-                    if now - *since >= STABLE_FOR {
-                        return Ok(out);
-                    }
-                }
-                _ => stable = Some((now, bindings)),
-            }
-        } else {
-            stable = None;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn upstream_config(env: &TestEnv) -> Result<PathBuf> {
-    let path = env.dir().join("kube-scheduler-config.yaml");
+fn upstream_config(cp: &ControlPlane, features: &Features) -> Result<std::path::PathBuf> {
+    let disabled: Vec<&str> = UPSTREAM_ONLY.iter().copied().chain(features.off()).collect();
+    let path = cp.env.dir().join("kube-scheduler-config.yaml");
     std::fs::write(
         &path,
         format!(
             "apiVersion: kubescheduler.config.k8s.io/v1\n\
              kind: KubeSchedulerConfiguration\n\
              clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
-             leaderElection:\n  leaderElect: false\n\
-             profiles:\n- schedulerName: {UPSTREAM}\n",
-            env.kubeconfig().display()
+             leaderElection:\n  leaderElect: false\n{}",
+            cp.env.kubeconfig().display(),
+            profile_yaml(UPSTREAM, &disabled)
         ),
     )?;
     Ok(path)
 }
 
-/// The Convoy binary running against a testenv; killed on drop.
-struct Convoy {
-    child: Child,
-    log: PathBuf,
+fn convoy_config(features: &Features) -> String {
+    format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n\
+         kind: KubeSchedulerConfiguration\n\
+         clientConnection:\n  qps: 5000\n  burst: 5000\n\
+         leaderElection:\n  leaderElect: false\n{}",
+        profile_yaml(CONVOY, &features.off())
+    )
 }
 
-impl Convoy {
-    fn start(env: &TestEnv) -> Result<Convoy> {
-        let config = env.dir().join("convoy-config.yaml");
-        std::fs::write(
-            &config,
-            "apiVersion: kubescheduler.config.k8s.io/v1\n\
-             kind: KubeSchedulerConfiguration\n\
-             clientConnection:\n  qps: 5000\n  burst: 5000\n\
-             leaderElection:\n  leaderElect: false\n",
-        )?;
-        let log = env.dir().join("convoy-scheduler.log");
-        let out = std::fs::File::create(&log)?;
-        let child = Command::new(env!("CARGO_BIN_EXE_convoy-scheduler"))
-            .arg("--config")
-            .arg(&config)
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig())
-            .args(["--http-addr", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .spawn()
-            .context("starting convoy-scheduler")?;
-        Ok(Convoy { child, log })
-    }
+// ---------------------------------------------------------------- clusters
 
-    fn describe(&mut self) -> String {
-        let status = match self.child.try_wait() {
-            Ok(Some(s)) => format!("exited: {s}"),
-            _ => "running".into(),
+fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T> {
+    serde_json::from_value(v.clone()).with_context(|| format!("{v}"))
+}
+
+/// Creates the scenario's namespaces, nodes, workloads and bound pods.
+async fn populate(client: &kube::Client, sc: &Scenario) -> Result<()> {
+    let pp = PostParams::default();
+    for ns in &sc.namespaces {
+        Api::<Namespace>::all(client.clone()).create(&pp, &typed(ns)?).await?;
+    }
+    for n in &sc.nodes {
+        Api::<Node>::all(client.clone())
+            .create(&pp, &typed(n)?)
+            .await
+            .with_context(|| format!("node {}", name_of(n)))?;
+    }
+    for w in &sc.workloads {
+        let ns = w["metadata"]["namespace"].as_str().unwrap_or("default");
+        let c = client.clone();
+        let created = match w["kind"].as_str() {
+            Some("Service") => {
+                Api::<Service>::namespaced(c, ns).create(&pp, &typed(w)?).await.map(drop)
+            }
+            Some("ReplicaSet") => {
+                Api::<ReplicaSet>::namespaced(c, ns).create(&pp, &typed(w)?).await.map(drop)
+            }
+            Some("StatefulSet") => {
+                Api::<StatefulSet>::namespaced(c, ns).create(&pp, &typed(w)?).await.map(drop)
+            }
+            other => bail!("unexpected workload kind {other:?}"),
         };
-        format!("convoy-scheduler ({status}), log tail:\n{}", tail(&self.log, 40))
+        created.with_context(|| format!("{w}"))?;
+    }
+    for p in &sc.existing {
+        pods_api(client, p).create(&pp, &typed(p)?).await.with_context(|| format!("{p}"))?;
+    }
+    Ok(())
+}
+
+fn pods_api(client: &kube::Client, pod: &Value) -> Api<Pod> {
+    Api::namespaced(client.clone(), pod["metadata"]["namespace"].as_str().unwrap_or("default"))
+}
+
+/// One scheduler's cluster and log.
+struct Side {
+    label: &'static str,
+    scheduler: &'static str,
+    client: kube::Client,
+    tail: LogTail,
+}
+
+/// A pod's attempt that ended (bound or unschedulable), and the errors the
+/// scheduler retried before it.
+struct Decided {
+    attempt: Attempt,
+    errors: Vec<String>,
+}
+
+impl Side {
+    async fn create(&self, pod: &Value, node: Option<&str>) -> Result<()> {
+        let mut pod = pod.clone();
+        pod["spec"]["schedulerName"] = json!(self.scheduler);
+        if let Some(node) = node {
+            pod["spec"]["nodeName"] = json!(node);
+        }
+        pods_api(&self.client, &pod)
+            .create(&PostParams::default(), &typed(&pod)?)
+            .await
+            .with_context(|| format!("{}: creating {pod}", self.label))?;
+        Ok(())
+    }
+
+    /// Deletes the pod at once (no kubelet runs) and waits until it is gone.
+    async fn delete(&self, pod: &Value) -> Result<()> {
+        let api = pods_api(&self.client, pod);
+        let name = name_of(pod);
+        let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        api.delete(name, &dp).await.with_context(|| format!("{}: deleting {name}", self.label))?;
+        let gone = common::eventually(Duration::from_secs(10), || {
+            let api = api.clone();
+            async move { api.get_opt(name).await.ok().and_then(|p| p.is_none().then_some(())) }
+        })
+        .await;
+        gone.with_context(|| format!("{}: {name} still there 10 s after its deletion", self.label))
+    }
+
+    /// Waits for the first attempt of `key` that bound it or found it
+    /// unschedulable; `None` after [`DECIDE_TIMEOUT`].
+    async fn decide(&mut self, key: &str) -> Result<Option<Decided>> {
+        let deadline = tokio::time::Instant::now() + DECIDE_TIMEOUT;
+        loop {
+            self.tail.poll()?;
+            let attempts = self.tail.attempts(key);
+            if let Some(i) = attempts.iter().position(|a| !matches!(a.ending, Ending::Error(_))) {
+                let errors = attempts[..i].iter().map(|a| a.ending.to_string()).collect();
+                return Ok(Some(Decided { attempt: attempts[i].clone(), errors }));
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn node_of(&self, pod: &Value) -> Result<Option<String>> {
+        let p = pods_api(&self.client, pod).get(name_of(pod)).await?;
+        Ok(p.spec.and_then(|s| s.node_name))
     }
 }
 
-impl Drop for Convoy {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+// ---------------------------------------------------------------- the report
+
+/// What one seed found.
+#[derive(Default)]
+struct SeedReport {
+    seed: u64,
+    nodes: usize,
+    pods: usize,
+    bound: usize,
+    unschedulable: usize,
+    ties: usize,
+    resynced: usize,
+    agreement: BTreeMap<String, (usize, usize)>,
+    findings: Vec<Noted>,
+}
+
+/// A finding about one pod, and what its nodes held at the time.
+struct Noted {
+    /// `namespace/name`.
+    pod: String,
+    finding: Finding,
+    /// Per node of the finding: the pods bound to it (see [`holding`]).
+    held: Vec<String>,
+}
+
+impl SeedReport {
+    fn summary(&self, features: &Features) -> String {
+        let agreement: Vec<String> =
+            self.agreement.iter().map(|(p, (a, n))| format!("{p} {a}/{n}")).collect();
+        format!(
+            "parity seed {} (features {features}): {} nodes, {} pods: {} bound, {} unschedulable, \
+             {} ties ({} re-created on upstream's node), {} findings; node scores equal per plugin: {}",
+            self.seed,
+            self.nodes,
+            self.pods,
+            self.bound,
+            self.unschedulable,
+            self.ties,
+            self.resynced,
+            self.findings.len(),
+            agreement.join(", ")
+        )
+    }
+
+    /// The findings, grouped by kind (the first [`DETAILS`] of each in
+    /// full), then the specs of the pods and nodes named.
+    fn details(&self, sc: &Scenario) -> String {
+        let mut by_kind: BTreeMap<&str, Vec<&Noted>> = BTreeMap::new();
+        for n in &self.findings {
+            by_kind.entry(n.finding.kind.as_str()).or_default().push(n);
+        }
+        let details = std::env::var("CONVOY_PARITY_DETAILS")
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .unwrap_or(DETAILS);
+        let mut out = String::new();
+        let (mut pods, mut nodes) = (BTreeSet::new(), BTreeMap::new());
+        for (kind, list) in by_kind {
+            let affected: BTreeSet<&str> = list.iter().map(|n| n.pod.as_str()).collect();
+            out += &format!(
+                "parity seed {}: {kind}: {} finding(s) in {} pod(s)\n",
+                self.seed,
+                list.len(),
+                affected.len()
+            );
+            for Noted { pod, finding, held } in list.iter().take(details) {
+                out += &format!("  parity seed {} pod {pod}: {}\n", self.seed, finding.text);
+                pods.insert(pod.clone());
+                for (node, held) in finding.nodes.iter().zip(held) {
+                    nodes.entry(node.clone()).or_insert_with(Vec::new).push((pod.clone(), held));
+                }
+            }
+            if list.len() > details {
+                out += &format!("  ... and {} more\n", list.len() - details);
+            }
+        }
+        out += &format!("parity seed {}: specs\n", self.seed);
+        for key in &pods {
+            if let Some(p) = sc.pods.iter().find(|p| key_of(p) == *key) {
+                out += &format!("  pod {key}: {}\n", p);
+            }
+        }
+        for (name, at) in &nodes {
+            if let Some(n) = sc.nodes.iter().find(|n| name_of(n) == name) {
+                out += &format!("  node {name}: {}\n", n);
+            }
+            for (pod, held) in at {
+                out += &format!("    when {pod} was scheduled it held: {held}\n");
+            }
+        }
+        out
     }
 }
 
-fn tail(path: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-async fn start_env() -> Result<TestEnv> {
-    Ok(tokio::task::spawn_blocking(TestEnv::start).await??)
+/// `ns/name{requests}` of each pod bound to `node`.
+fn holding(sc: &Scenario, placed: &BTreeMap<String, String>, node: &str) -> String {
+    let requests = |p: &Value| {
+        let r: Vec<String> = p["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["resources"]["requests"].to_string())
+            .collect();
+        format!("{}{}", key_of(p), r.join("+"))
+    };
+    let existing = sc.existing.iter().filter(|p| p["spec"]["nodeName"] == node);
+    let placed = sc.pods.iter().filter(|p| placed.get(&key_of(p)).is_some_and(|n| n == node));
+    let all: Vec<String> = existing.chain(placed).map(requests).collect();
+    if all.is_empty() { "nothing".into() } else { all.join(", ") }
 }
 
 // ---------------------------------------------------------------- the test
 
-/// Runs one seed; returns what did not match (empty when in parity).
-async fn check_seed(seed: u64) -> Result<Vec<String>> {
-    let sc = Scenario::generate(seed);
-    let (env_a, env_b) = tokio::try_join!(start_env(), start_env())?;
-    let (client_a, client_b) = (env_a.client().await?, env_b.client().await?);
-    tokio::try_join!(
-        create_objects(&env_a, &client_a, &sc, UPSTREAM),
-        create_objects(&env_b, &client_b, &sc, CONVOY),
-    )
-    .with_context(|| format!("parity seed {seed}: creating the scenario"))?;
+/// Runs one seed.
+async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scenario)> {
+    let sc = Scenario::generate(seed, features);
+    let (up_cp, our_cp) = tokio::try_join!(ControlPlane::start(), ControlPlane::start())?;
+    tokio::try_join!(populate(&up_cp.client, &sc), populate(&our_cp.client, &sc))
+        .context("creating the scenario")?;
 
-    let _upstream = env_a.start_kube_scheduler(&upstream_config(&env_a)?)?;
-    let mut convoy = Convoy::start(&env_b)?;
-    let names: Vec<String> = sc.pods.iter().map(|p| name_of(p).to_string()).collect();
-    let (upstream, ours) = tokio::try_join!(settle(&client_a, &names), settle(&client_b, &names))?;
+    let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
+        &upstream_config(&up_cp, features)?,
+        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+    )?;
+    let mut convoy = Scheduler::start_with_options(
+        &our_cp.env,
+        "convoy",
+        &convoy_config(features),
+        &["--log-format", "json"],
+        "info,convoy::scores=trace",
+    )?;
+    convoy.wait_ready(Duration::from_secs(30)).await?;
 
-    let pod_spec =
-        |name: &str| sc.pods.iter().find(|p| name_of(p) == name).map(|p| p["spec"].to_string());
-    let mut problems = Vec::new();
-    for name in &names {
-        let (u, c) = (&upstream[name], &ours[name]);
-        let undecided = *u == Placement::Undecided || *c == Placement::Undecided;
-        if undecided || u.node().is_some() != c.node().is_some() {
-            problems.push(format!(
-                "parity seed {seed}: {name} upstream {u}; convoy {c}\n    spec: {}",
-                pod_spec(name).unwrap_or_default()
-            ));
+    let mut up = Side {
+        label: "upstream",
+        scheduler: UPSTREAM,
+        client: up_cp.client.clone(),
+        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
+    };
+    let mut ours = Side {
+        label: "convoy",
+        scheduler: CONVOY,
+        client: our_cp.client.clone(),
+        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
+    };
+    let mut report = SeedReport { seed, nodes: sc.nodes.len(), ..Default::default() };
+    let mut placed: BTreeMap<String, String> = BTreeMap::new();
+    let mut timeouts = 0;
+    for pod in &sc.pods {
+        let key = key_of(pod);
+        tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
+        let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
+        report.pods += 1;
+        let mut findings = Vec::new();
+        let mut note = |kind: &str, text: String| {
+            findings.push(Finding { kind: kind.into(), text, nodes: vec![] });
+        };
+        let (u, o) = match (u, o) {
+            (Some(u), Some(o)) => (u, o),
+            (u, o) => {
+                let side = |d: &Option<Decided>| {
+                    d.as_ref().map_or(format!("no decision in {DECIDE_TIMEOUT:?}"), |d| {
+                        d.attempt.ending.to_string()
+                    })
+                };
+                note("outcome", format!("upstream {}; convoy {}", side(&u), side(&o)));
+                report.findings.extend(findings.into_iter().map(|finding| Noted {
+                    pod: key.clone(),
+                    finding,
+                    held: vec![],
+                }));
+                tokio::try_join!(up.delete(pod), ours.delete(pod))?;
+                timeouts += 1;
+                if timeouts >= MAX_TIMEOUTS {
+                    bail!("{timeouts} pods without a decision; {}", convoy.tail());
+                }
+                continue;
+            }
+        };
+        for (side, d) in [("upstream", &u), ("convoy", &o)] {
+            for e in &d.errors {
+                note("error", format!("{side} failed an attempt before deciding: {e}"));
+            }
+        }
+        // The bound node, from the pod itself.
+        for (side, d) in [(&up, &u), (&ours, &o)] {
+            if let Ending::Bound(node) = &d.attempt.ending {
+                let api = side.node_of(pod).await?;
+                if api.as_deref() != Some(node.as_str()) {
+                    note(
+                        "harness",
+                        format!("{}: log says bound to {node}, the pod says {api:?}", side.label),
+                    );
+                }
+            }
+        }
+        let cmp: Comparison = compare(&u.attempt, &o.attempt);
+        findings.extend(cmp.findings);
+        for (plugin, (agree, compared)) in cmp.agreement {
+            let e = report.agreement.entry(plugin).or_default();
+            e.0 += agree;
+            e.1 += compared;
+        }
+        for finding in findings {
+            let held = finding.nodes.iter().map(|n| holding(&sc, &placed, n)).collect();
+            report.findings.push(Noted { pod: key.clone(), finding, held });
+        }
+
+        // The same state in both clusters before the next pod.
+        match (&u.attempt.ending, &o.attempt.ending) {
+            (Ending::Bound(a), Ending::Bound(b)) if a == b => {}
+            (Ending::Bound(a), ending) => {
+                if cmp.upstream_best.len() > 1 && matches!(ending, Ending::Bound(_)) {
+                    report.resynced += 1;
+                }
+                ours.delete(pod).await?;
+                ours.create(pod, Some(a)).await?;
+            }
+            _ => {
+                tokio::try_join!(up.delete(pod), ours.delete(pod))?;
+            }
+        }
+        match &u.attempt.ending {
+            Ending::Bound(a) => {
+                report.bound += 1;
+                report.ties += usize::from(cmp.upstream_best.len() > 1);
+                placed.insert(key, a.clone());
+            }
+            _ => report.unschedulable += 1,
         }
     }
-
-    // Feasibility of Convoy's choices, asked of upstream with pinned probes.
-    // A probe never meets its original: the original is on another node.
-    let pods_a: Api<Pod> = Api::namespaced(client_a.clone(), NS);
-    let mut probes = Vec::new();
-    for (pod, name) in sc.pods.iter().zip(&names) {
-        let Some(node) = ours[name].node() else { continue };
-        if upstream[name].node() == Some(node) {
-            continue;
-        }
-        let probe = probe_of(pod, node);
-        pods_a.create(&PostParams::default(), &serde_json::from_value(probe.clone())?).await?;
-        probes.push((name.clone(), name_of(&probe).to_string(), node.to_string()));
-    }
-    let probe_names: Vec<String> = probes.iter().map(|(_, p, _)| p.clone()).collect();
-    let probed = settle(&client_a, &probe_names).await?;
-    for (name, probe, node) in &probes {
-        if probed[probe].node() != Some(node.as_str()) {
-            problems.push(format!(
-                "parity seed {seed}: convoy bound {name} to {node}, upstream finds it infeasible \
-                 (probe {}; upstream placed the original: {})\n    spec: {}",
-                probed[probe],
-                upstream[name],
-                pod_spec(name).unwrap_or_default()
-            ));
-        }
-    }
-
-    let bound = |m: &BTreeMap<String, Placement>| m.values().filter(|p| p.node().is_some()).count();
-    eprintln!(
-        "parity seed {seed}: {} nodes, {} pods; upstream bound {}, convoy bound {}, {} probes",
-        sc.nodes.len(),
-        names.len(),
-        bound(&upstream),
-        bound(&ours),
-        probes.len()
-    );
-    if !problems.is_empty() {
-        problems.push(format!("parity seed {seed}: nodes\n{}", sc.describe_nodes()));
-        problems.push(format!("parity seed {seed}: {}", convoy.describe()));
-    }
-    Ok(problems)
+    Ok((report, sc))
 }
 
 fn seeds() -> Vec<u64> {
@@ -697,56 +497,40 @@ fn seeds() -> Vec<u64> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn convoy_matches_upstream_on_generated_scenarios() {
-    let mut report = Vec::new();
+async fn convoy_scores_like_upstream_on_generated_scenarios() {
+    let features = Features::from_env();
+    let mut failures = Vec::new();
     for seed in seeds() {
-        match check_seed(seed).await {
-            Ok(problems) => report.extend(problems),
-            Err(e) => report.push(format!("parity seed {seed}: {e:#}")),
-        }
-    }
-    assert!(report.is_empty(), "{}\n(rerun with CONVOY_PARITY_SEEDS=<seed>)", report.join("\n"));
-}
-
-/// The generator alone (no cluster): a seed always gives the same scenario,
-/// and no two generated pods share a host port and protocol.
-#[test]
-fn generator_is_deterministic_and_keeps_host_ports_apart() {
-    for seed in 0..200 {
-        let (a, b) = (Scenario::generate(seed), Scenario::generate(seed));
-        assert_eq!((&a.nodes, &a.occupiers, &a.pods), (&b.nodes, &b.occupiers, &b.pods));
-        let mut seen = BTreeSet::new();
-        for pod in &a.pods {
-            for c in pod["spec"]["containers"].as_array().unwrap() {
-                for p in c["ports"].as_array().unwrap() {
-                    let key = (p["hostPort"].as_i64(), p["protocol"].to_string());
-                    assert!(seen.insert(key), "parity seed {seed}: {} reuses {p}", name_of(pod));
+        let started = std::time::Instant::now();
+        match check_seed(seed, &features).await {
+            Ok((report, sc)) => {
+                eprintln!("{} [{:.1?}]", report.summary(&features), started.elapsed());
+                if !report.findings.is_empty() {
+                    failures.push(format!(
+                        "{}\n{}",
+                        report.summary(&features),
+                        report.details(&sc)
+                    ));
                 }
             }
+            Err(e) => failures.push(format!("parity seed {seed}: {e:#}")),
         }
     }
+    assert!(
+        failures.is_empty(),
+        "{}\n(rerun one seed with CONVOY_PARITY_SEEDS=<seed>)",
+        failures.join("\n")
+    );
 }
 
 #[test]
-fn probe_pins_every_non_empty_term_to_the_node() {
-    let pin = json!({ "key": "metadata.name", "operator": "In", "values": ["n1"] });
-    let expr = json!({ "key": ZONE, "operator": "Exists" });
-    let pod = json!({
-        "metadata": { "name": "p" },
-        "spec": { "affinity": { "nodeAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": {
-            "nodeSelectorTerms": [{}, { "matchExpressions": [expr] }],
-        }}}},
-    });
-    let probe = probe_of(&pod, "n1");
-    assert_eq!(probe["metadata"]["name"], "probe-p");
-    assert_eq!(probe["spec"]["schedulerName"], UPSTREAM);
-    let required = &probe["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-    assert_eq!(
-        required["nodeSelectorTerms"],
-        json!([{}, { "matchExpressions": [expr], "matchFields": [pin] }])
-    );
-
-    let plain = json!({ "metadata": { "name": "q" }, "spec": { "containers": [] } });
-    let required = &probe_of(&plain, "n1")["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-    assert_eq!(required["nodeSelectorTerms"], json!([{ "matchFields": [pin] }]));
+fn profiles_disable_the_same_features_on_both_sides() {
+    let features = Features::of(&[generate::IMAGE_LOCALITY]);
+    let ours = convoy_config(&features);
+    assert!(ours.contains("- name: InterPodAffinity\n"), "{ours}");
+    assert!(ours.contains("- name: PodTopologySpread\n"), "{ours}");
+    assert!(!ours.contains("ImageLocality"), "{ours}");
+    assert!(!ours.contains("DefaultPreemption"), "{ours}");
+    let all = profile_yaml(CONVOY, &[]);
+    assert!(all.contains("disabled: []"), "{all}");
 }
