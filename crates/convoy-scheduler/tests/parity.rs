@@ -424,7 +424,13 @@ async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scena
                 tokio::try_join!(up.delete(pod), ours.delete(pod))?;
                 timeouts += 1;
                 if timeouts >= MAX_TIMEOUTS {
-                    bail!("{timeouts} pods without a decision; {}", convoy.tail());
+                    let log = std::fs::read_to_string(up_cp.env.kube_scheduler_log())?;
+                    let lines: Vec<&str> = log.lines().collect();
+                    bail!(
+                        "{timeouts} pods without a decision; {}\n--- last lines of kube-scheduler ---\n{}",
+                        convoy.tail(),
+                        lines[lines.len().saturating_sub(40)..].join("\n")
+                    );
                 }
                 continue;
             }
