@@ -261,7 +261,8 @@ struct SeedReport {
     bound: usize,
     unschedulable: usize,
     ties: usize,
-    resynced: usize,
+    /// Pods re-created in Convoy's cluster on upstream's node.
+    recreated: usize,
     agreement: BTreeMap<String, (usize, usize)>,
     findings: Vec<Noted>,
 }
@@ -281,14 +282,15 @@ impl SeedReport {
             self.agreement.iter().map(|(p, (a, n))| format!("{p} {a}/{n}")).collect();
         format!(
             "parity seed {} (features {features}): {} nodes, {} pods: {} bound, {} unschedulable, \
-             {} ties ({} re-created on upstream's node), {} findings; node scores equal per plugin: {}",
+             {} with ties, {} re-created in Convoy's cluster on upstream's node, {} findings; \
+             node scores equal per plugin: {}",
             self.seed,
             self.nodes,
             self.pods,
             self.bound,
             self.unschedulable,
             self.ties,
-            self.resynced,
+            self.recreated,
             self.findings.len(),
             agreement.join(", ")
         )
@@ -467,10 +469,8 @@ async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scena
         // The same state in both clusters before the next pod.
         match (&u.attempt.ending, &o.attempt.ending) {
             (Ending::Bound(a), Ending::Bound(b)) if a == b => {}
-            (Ending::Bound(a), ending) => {
-                if cmp.upstream_best.len() > 1 && matches!(ending, Ending::Bound(_)) {
-                    report.resynced += 1;
-                }
+            (Ending::Bound(a), _) => {
+                report.recreated += 1;
                 ours.delete(pod).await?;
                 ours.create(pod, Some(a)).await?;
             }

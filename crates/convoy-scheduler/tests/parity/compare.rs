@@ -63,7 +63,14 @@ pub fn compare(up: &Attempt, ours: &Attempt) -> Comparison {
         }
         (Ending::Bound(u), Ending::Bound(o)) => (u.clone(), o.clone()),
         (u, o) => {
-            let nodes = feasible(up).union(&feasible(ours)).cloned().collect();
+            // The node one of them bound the pod to is the one to look at.
+            let nodes = [u, o]
+                .into_iter()
+                .filter_map(|e| match e {
+                    Ending::Bound(n) => Some(n.clone()),
+                    _ => None,
+                })
+                .collect();
             find("outcome", format!("upstream {u}; convoy {o}"), nodes);
             return c;
         }
