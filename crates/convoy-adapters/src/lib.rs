@@ -4,8 +4,9 @@
 //!
 //! - [`connect`]: a [`kube::Client`] from a kubeconfig or the in-cluster
 //!   service account, with a client-go-style QPS/burst limit.
-//! - [`cluster_updates`]: watches Nodes, Pods and PodGroups (both APIs,
-//!   through the dynamic API; [`pod_groups`]) and yields the same
+//! - [`cluster_updates`]: watches Nodes, Pods, PodGroups (both APIs,
+//!   through the dynamic API; [`pod_groups`]), Namespaces, Services and
+//!   workload controllers ([`objects`]), and yields the same
 //!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster.
 //! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`.
 //! - [`StatusWriter`]: Events, the `PodScheduled` condition and PodGroup
@@ -20,6 +21,7 @@ pub mod client;
 pub mod error;
 pub mod group_status;
 pub mod leader;
+pub mod objects;
 pub mod pod_groups;
 mod rate;
 pub mod status;

@@ -1,13 +1,16 @@
 //! The [`ClusterUpdate`] stream from the API server: one watcher on all
-//! Nodes, one on all Pods (every namespace), and one per PodGroup API
-//! ([`crate::pod_groups`]).
+//! Nodes, one on all Pods (every namespace), one per PodGroup API
+//! ([`crate::pod_groups`]), and one per kind plugins read besides
+//! (Namespaces, Services, ReplicationControllers, ReplicaSets,
+//! StatefulSets; [`crate::objects`]).
 //!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
 //! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
 //! bookmarks on). This module turns its events into updates with the same
 //! semantics as the embedded cluster: `NodeAdded` for every listed node,
-//! then `PodAdded` for every listed pod and `PodGroupApplied` for every
-//! listed PodGroup, then one `Synced`, then changes.
+//! then `PodAdded` for every listed pod, `PodGroupApplied` for every listed
+//! PodGroup and `ObjectApplied` for every listed Namespace, Service and
+//! workload controller, then one `Synced`, then changes.
 //!
 //! To produce `old` in `*Updated` and to find what disappeared during a
 //! relist, each [`Translator`] remembers the last `Arc` of every object by
@@ -30,6 +33,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
+use crate::objects::{ObjectEvent, ObjectTranslators, object_streams};
 use crate::pod_groups::{GroupItem, group_stream};
 use crate::status::StatusWriter;
 use crate::trim::{trim_node, trim_pod};
@@ -66,16 +70,19 @@ impl WatchOptions {
     }
 }
 
-/// Watches all Nodes, all Pods and the PodGroups of both APIs and yields
-/// their changes as [`ClusterUpdate`]s.
+/// Watches all Nodes, all Pods, the PodGroups of both APIs, and all
+/// Namespaces, Services, ReplicationControllers, ReplicaSets and
+/// StatefulSets, and yields their changes as [`ClusterUpdate`]s.
 ///
 /// The node watcher runs alone until its initial list is complete, then the
-/// pod and PodGroup watchers start, so every listed node comes before any
-/// pod. `Synced` follows the pods' initial list and the initial list of
-/// every PodGroup API that is served (an API that is not served is asked
+/// others start, so every listed node comes before any pod. `Synced`
+/// follows the initial lists of the pods and of the five object kinds (so
+/// scheduling never starts with unknown namespaces), and the initial list
+/// of every PodGroup API that is served (an API that is not served is asked
 /// for again periodically and does not delay `Synced`; see
 /// [`crate::pod_groups`]). Watch errors are logged and retried with
-/// backoff; the stream does not end.
+/// backoff; the stream does not end (a kind the scheduler may not list, for
+/// want of RBAC, delays `Synced` until it may).
 pub fn cluster_updates(
     client: kube::Client,
     opts: WatchOptions,
@@ -99,6 +106,7 @@ pub fn cluster_updates_reporting(
         nodes: Translator::default(),
         pods: Translator::default(),
         groups: [Translator::default(), Translator::default()],
+        objects: ObjectTranslators::default(),
         pods_listed: false,
         groups_ready: [false, false],
         synced: false,
@@ -137,6 +145,7 @@ enum Either {
     Node(watcher::Result<Event<Node>>),
     Pod(watcher::Result<Event<Pod>>),
     Group(PodGroupApi, GroupItem),
+    Object(ObjectEvent),
 }
 
 const APIS: [PodGroupApi; 2] = [PodGroupApi::XK8s, PodGroupApi::Upstream];
@@ -154,6 +163,8 @@ struct Merge {
     pods: Translator<Pod>,
     /// PodGroups by API ([`index`]).
     groups: [Translator<DynamicObject>; 2],
+    /// Namespaces, Services and workload controllers.
+    objects: ObjectTranslators,
     pods_listed: bool,
     /// Listed once, or not served.
     groups_ready: [bool; 2],
@@ -189,6 +200,9 @@ impl Merge {
                         );
                         all.push(groups.map(|(api, item)| Either::Group(api, item)).boxed());
                     }
+                    for objects in object_streams(&later.client, &later.cfg) {
+                        all.push(objects.map(Either::Object).boxed());
+                    }
                     self.phase = Phase::All(stream::select_all(all).boxed());
                 }
             }
@@ -213,9 +227,14 @@ impl Merge {
                         GroupItem::Gone => self.groups[i].forget_all(&mut self.pending),
                     }
                 }
+                Either::Object(event) => self.objects.handle(event, &mut self.pending),
             },
         }
-        if !self.synced && self.pods_listed && self.groups_ready.iter().all(|r| *r) {
+        if !self.synced
+            && self.pods_listed
+            && self.objects.listed()
+            && self.groups_ready.iter().all(|r| *r)
+        {
             self.synced = true;
             self.pending.push_back(ClusterUpdate::Synced);
         }

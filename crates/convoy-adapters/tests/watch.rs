@@ -89,7 +89,9 @@ async fn watch_lists_then_follows_changes_across_an_apiserver_restart() -> Resul
                     seen.push("synced".into());
                     break;
                 }
-                ClusterUpdate::NodeAdded(_) | ClusterUpdate::PodAdded(_) => {}
+                ClusterUpdate::NodeAdded(_)
+                | ClusterUpdate::PodAdded(_)
+                | ClusterUpdate::ObjectApplied(_) => {}
                 other => panic!("only additions before Synced, got {other:?}"),
             }
         }

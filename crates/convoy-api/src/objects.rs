@@ -18,6 +18,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::labels::{Labels, Selector};
 
+pub mod trim;
+
+pub use trim::ObjectKind;
+
 /// An object of a kind the scheduler watches besides nodes, pods and
 /// PodGroups.
 #[derive(Debug, Clone)]

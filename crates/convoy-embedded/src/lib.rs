@@ -1,10 +1,12 @@
 //! An in-memory cluster, so that the very same scheduler runs with no API
 //! server: `convoy-scheduler simulate`, scenario tests and benchmarks.
 //!
-//! [`parse_objects`] / [`load_file`] read nodes, pods and PodGroups from
-//! YAML or JSON (single objects, `---` streams, `kind: List` as `kubectl get
-//! -o yaml` prints it) and check them up front, with errors naming the
-//! document, the object and the field. [`EmbeddedCluster`] holds them,
+//! [`parse_objects`] / [`load_file`] read nodes, pods, PodGroups,
+//! Namespaces, Services and workload controllers from YAML or JSON (single
+//! objects, `---` streams, `kind: List` as `kubectl get -o yaml` prints it,
+//! so a dump of a real cluster, whose other kinds are skipped and counted)
+//! and check them up front, with errors naming the document, the object
+//! and the field. [`EmbeddedCluster`] holds them,
 //! produces the same [`ClusterUpdate`](convoy_api::ClusterUpdate) stream as
 //! the API-server adapter (every node, every pod, then `Synced`), and
 //! implements [`Binder`](convoy_api::Binder) as the API server's

@@ -1,27 +1,36 @@
-//! Loading nodes, pods and PodGroups from YAML or JSON text.
+//! Loading a cluster from YAML or JSON text: nodes, pods, PodGroups, and
+//! the Namespaces, Services, ReplicationControllers, ReplicaSets and
+//! StatefulSets plugins read.
 //!
 //! Accepts what people have at hand: a single object, a multi-document YAML
-//! stream (`---`), a `kind: List` as `kubectl get nodes,pods -A -o yaml`
-//! prints it (also `NodeList`, `PodList` and `PodGroupList`), and JSON
-//! (one object, a list, or several concatenated objects).
+//! stream (`---`), a `kind: List` as `kubectl get
+//! namespaces,nodes,pods,services,replicasets,... -A -o yaml` prints it
+//! (also typed lists such as `NodeList` or `PodList`, as the API returns
+//! them), and JSON (one object, a list, or several concatenated objects).
+//! So a dump of a real cluster loads as it is: assigned pods are the
+//! existing load, and objects of the kinds Convoy does not use
+//! (ConfigMaps, Deployments, Secrets, CRDs, ...) are skipped and counted
+//! ([`Objects::notes`]: `skipped 12 ConfigMap: not used for scheduling`).
 //!
-//! Every object is checked here, once, so that a simulation fails at load
-//! time with a message naming the file, the document, the object and the
-//! field, rather than misbehaving later:
+//! Every object of a kind Convoy uses is checked here, once, so that a
+//! simulation fails at load time with a message naming the file, the
+//! document, the object and the field, rather than misbehaving later:
 //!
 //! ```text
 //! cluster.yaml: document 3 (Pod default/web-1): spec.containers[0].resources.requests[cpu]: invalid quantity "lots": unknown suffix
-//! cluster.yaml: document 2: unknown kind "Deployment" (expected Node, Pod, PodGroup or List)
+//! cluster.yaml: document 1, items[4] (ReplicaSet prod/web-7d4b9): spec.selector.matchLabels: invalid type: string "web", expected a map
 //! ```
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use convoy_api::PodInfo;
+use convoy_api::objects::ObjectKind;
 use convoy_api::resource::Resource;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use convoy_api::{ClusterObject, PodInfo};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
 use serde_json::Value;
 
 /// The API versions of the PodGroup kinds Convoy understands (the
@@ -41,18 +50,32 @@ pub struct Objects {
     pub pods: Vec<Pod>,
     /// PodGroups, kept as raw JSON until the gang plugins read them.
     pub pod_groups: Vec<PodGroupObject>,
-    /// Namespaces, Services and workload controllers.
-    pub others: Vec<convoy_api::ClusterObject>,
+    /// Namespaces, Services and workload controllers, trimmed to what
+    /// scheduling reads ([`ObjectKind::trim`]).
+    pub others: Vec<ClusterObject>,
+    /// How many objects of each kind Convoy does not use were skipped.
+    pub skipped: BTreeMap<String, usize>,
 }
 
 impl Objects {
-    /// Whether no object was loaded.
+    /// Whether no object was loaded (skipped ones aside).
     pub fn is_empty(&self) -> bool {
         self.nodes.is_empty()
             && self.pods.is_empty()
             && self.pod_groups.is_empty()
             && self.others.is_empty()
     }
+
+    /// One line per kind skipped, by kind: `skipped 12 ConfigMap: not
+    /// used for scheduling`.
+    pub fn notes(&self) -> Vec<String> {
+        skipped_notes(&self.skipped)
+    }
+}
+
+/// The lines of [`Objects::notes`] for a count of skipped objects by kind.
+pub fn skipped_notes(skipped: &BTreeMap<String, usize>) -> Vec<String> {
+    skipped.iter().map(|(kind, n)| format!("skipped {n} {kind}: not used for scheduling")).collect()
 }
 
 /// A PodGroup object (either supported API version), not yet interpreted.
@@ -129,13 +152,16 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
     parse_objects(&text, &path.display().to_string())
 }
 
-/// Parses nodes, pods and PodGroups from YAML or JSON text. `source` names
-/// the text in error messages (usually the file name).
+/// Parses nodes, pods, PodGroups, Namespaces, Services and workload
+/// controllers from YAML or JSON text. `source` names the text in error
+/// messages (usually the file name).
 ///
-/// Empty documents are skipped. Pods without a namespace get `default`;
-/// objects without `metadata.uid` get a generated one (`sim-<ns>-<name>` for
-/// pods, `sim-node-<name>` for nodes). Duplicate names are errors, as are
-/// unknown kinds, missing names and invalid quantities.
+/// Empty documents are skipped, and so are objects of other kinds (counted
+/// in [`Objects::skipped`]). Namespaced objects without a namespace get
+/// `default`; objects without `metadata.uid` get a generated one
+/// (`sim-<ns>-<name>` for pods, `sim-node-<name>` for nodes). Duplicate
+/// names are errors, as are missing names, unsupported API versions and
+/// invalid fields of the kinds Convoy uses.
 pub fn parse_objects(text: &str, source: &str) -> Result<Objects, LoadError> {
     let mut loader = Loader { source, objects: Objects::default(), seen: HashMap::new() };
     if let Some(values) = parse_json_stream(text) {
@@ -259,6 +285,20 @@ enum Kind {
     Pod,
     PodGroup,
     Uid,
+    /// A [`ClusterObject`] kind.
+    Object(&'static str),
+}
+
+/// The API version each kind Convoy reads is accepted in, and whether it
+/// is namespaced.
+fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
+    Some(match kind {
+        "Node" => ("v1", false),
+        "Namespace" => ("v1", false),
+        "Pod" | "Service" | "ReplicationController" => ("v1", true),
+        "ReplicaSet" | "StatefulSet" => ("apps/v1", true),
+        _ => return None,
+    })
 }
 
 struct Loader<'a> {
@@ -319,25 +359,29 @@ impl Loader<'_> {
         let name = value.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
         let namespace =
             value.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
-        let label = match (&name, kind.as_str()) {
-            (Some(n), "Node") => Some(format!("Node {n}")),
-            (Some(n), "Pod" | "PodGroup") => {
-                Some(format!("{kind} {}/{n}", namespace.as_deref().unwrap_or(DEFAULT_NAMESPACE)))
-            }
-            (None, "Node" | "Pod" | "PodGroup") => Some(kind.clone()),
-            _ => None,
+        let read = api_version_of(&kind);
+        let namespaced = kind == "PodGroup" || read.is_some_and(|(_, ns)| ns);
+        let label = match &name {
+            _ if read.is_none() && kind != "PodGroup" => None,
+            Some(n) if namespaced => Some(format!(
+                "{kind} {}/{n}",
+                namespace.as_deref().filter(|ns| !ns.is_empty()).unwrap_or(DEFAULT_NAMESPACE)
+            )),
+            Some(n) => Some(format!("{kind} {n}")),
+            None => Some(kind.clone()),
         };
         let fail = |this: &Self, message: String| this.err(doc, item, label.clone(), message);
 
-        let core = matches!(kind.as_str(), "Node" | "Pod");
-        if core && api_version.as_deref().is_some_and(|v| v != "v1") {
+        if let Some((want, _)) = read
+            && api_version.as_deref().is_some_and(|v| v != want)
+        {
             let v = api_version.unwrap_or_default();
             return Err(fail(
                 self,
-                format!("apiVersion: unsupported {v:?} for {kind} (expected \"v1\")"),
+                format!("apiVersion: unsupported {v:?} for {kind} (expected {want:?})"),
             ));
         }
-        if core || kind == "PodGroup" {
+        if read.is_some() || kind == "PodGroup" {
             match value.pointer("/metadata/name") {
                 None | Some(Value::Null) => {
                     return Err(fail(self, "metadata.name: required".to_string()));
@@ -362,6 +406,19 @@ impl Loader<'_> {
                 let pod = convert::<Pod>(value).map_err(|m| fail(self, m))?;
                 self.add_pod(pod, doc, item).map_err(|m| fail(self, m))
             }
+            "Namespace" => {
+                self.add_object::<Namespace>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "Service" => self.add_object::<Service>(value, doc, item).map_err(|m| fail(self, m)),
+            "ReplicationController" => self
+                .add_object::<ReplicationController>(value, doc, item)
+                .map_err(|m| fail(self, m)),
+            "ReplicaSet" => {
+                self.add_object::<ReplicaSet>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "StatefulSet" => {
+                self.add_object::<StatefulSet>(value, doc, item).map_err(|m| fail(self, m))
+            }
             "PodGroup" => {
                 let api_version = api_version.unwrap_or_default();
                 if !POD_GROUP_API_VERSIONS.contains(&api_version.as_str()) {
@@ -383,7 +440,7 @@ impl Loader<'_> {
                 self.objects.pod_groups.push(pg);
                 Ok(())
             }
-            "List" | "NodeList" | "PodList" | "PodGroupList" => {
+            list if list.ends_with("List") => {
                 if item.is_some() {
                     return Err(fail(self, format!("a {kind} inside a List is not supported")));
                 }
@@ -411,11 +468,35 @@ impl Loader<'_> {
                 }
                 Ok(())
             }
-            other => Err(fail(
-                self,
-                format!("unknown kind {other:?} (expected Node, Pod, PodGroup or List)"),
-            )),
+            other => {
+                *self.objects.skipped.entry(other.to_string()).or_default() += 1;
+                Ok(())
+            }
         }
+    }
+
+    /// A Namespace, Service or workload controller: checked as its type,
+    /// namespace defaulted, trimmed.
+    fn add_object<K>(
+        &mut self,
+        mut value: Value,
+        doc: usize,
+        item: Option<usize>,
+    ) -> Result<(), String>
+    where
+        K: ObjectKind + serde::de::DeserializeOwned,
+    {
+        let namespaced = api_version_of(K::KIND).is_some_and(|(_, ns)| ns);
+        if namespaced && let Some(meta) = value.get_mut("metadata").and_then(Value::as_object_mut) {
+            let ns = meta.get("namespace").and_then(Value::as_str).unwrap_or("");
+            if ns.is_empty() {
+                meta.insert("namespace".into(), Value::String(DEFAULT_NAMESPACE.into()));
+            }
+        }
+        let obj = ClusterObject::trimmed(convert::<K>(value)?);
+        self.first_seen(Kind::Object(K::KIND), obj.key(), doc, item)?;
+        self.objects.others.push(obj);
+        Ok(())
     }
 
     /// Records where an object was first seen; a second one is an error
@@ -435,6 +516,7 @@ impl Loader<'_> {
                     Kind::Pod => "pod",
                     Kind::PodGroup => "PodGroup",
                     Kind::Uid => "metadata.uid: duplicate uid, also used by the pod",
+                    Kind::Object(kind) => kind,
                 };
                 let at = match first_item {
                     Some(i) => format!("document {first_doc}, items[{i}]"),

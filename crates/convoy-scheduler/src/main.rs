@@ -41,7 +41,9 @@ struct Cli {
 enum Command {
     /// Schedule the pending pods of a YAML cluster on the embedded cluster and print each decision.
     Simulate {
-        /// Nodes, Pods and PodGroups: one object, several documents, or a `kind: List`.
+        /// Nodes, Pods, PodGroups, Namespaces, Services and workload controllers: one object,
+        /// several documents, or a `kind: List` such as a `kubectl get ... -A -o yaml` dump (other
+        /// kinds in it are skipped, one note per kind).
         #[arg(long)]
         cluster: PathBuf,
         /// Output format.

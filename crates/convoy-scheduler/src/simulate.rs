@@ -1,6 +1,6 @@
 //! `convoy-scheduler simulate`: the real scheduler on the embedded cluster.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -74,6 +74,9 @@ pub struct Report {
     pub summary: Summary,
     /// Scheduling-cycle latency.
     pub cycle_latency: CycleLatency,
+    /// Objects of kinds Convoy does not use, skipped when loading: how
+    /// many of each kind.
+    pub skipped: BTreeMap<String, usize>,
 }
 
 /// Keeps the last decision of each pod, and every attempt's latency.
@@ -94,7 +97,7 @@ impl DecisionSink for Collect {
 /// profiles through the scheduler on an embedded cluster.
 pub async fn simulate(
     config: SchedulerConfig,
-    objects: Objects,
+    mut objects: Objects,
     log_decisions: bool,
 ) -> anyhow::Result<Report> {
     let considered: Vec<PodKey> = {
@@ -112,6 +115,7 @@ pub async fn simulate(
             .map(PodKey::of)
             .collect()
     };
+    let skipped = std::mem::take(&mut objects.skipped);
     let (cluster, mut updates) = EmbeddedCluster::new(objects);
     let collect = Arc::new(Collect::default());
     let mut sinks: Vec<Arc<dyn DecisionSink>> = vec![collect.clone()];
@@ -156,6 +160,7 @@ pub async fn simulate(
     Ok(Report {
         pods,
         cycle_latency,
+        skipped,
         summary: Summary {
             bound,
             pending,
@@ -188,10 +193,18 @@ fn pending_reason(
 }
 
 impl Report {
-    /// The human-readable table and summary.
+    /// The human-readable table and summary, after one note per kind of
+    /// object skipped when loading.
     pub fn to_text(&self) -> String {
         use std::fmt::Write;
         let mut out = String::new();
+        let notes = convoy_embedded::load::skipped_notes(&self.skipped);
+        for note in &notes {
+            writeln!(out, "{note}").unwrap();
+        }
+        if !notes.is_empty() {
+            out.push('\n');
+        }
         let width = self
             .pods
             .iter()

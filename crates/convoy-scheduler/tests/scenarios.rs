@@ -282,3 +282,105 @@ async fn prefilter_subset_is_counted_in_the_message() {
         "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     );
 }
+
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/examples").join(name)
+}
+
+/// A dump of a real cluster: its assigned pods are the existing load
+/// (finished ones are not), other schedulers' pending pods are neither load
+/// nor placed, and the pods appended for Convoy land where there is room.
+#[tokio::test]
+async fn cluster_dump_runs() {
+    let objects = convoy_embedded::load_file(&example("dump.yaml")).unwrap();
+    let config = convoy_scheduler::load_config(None).unwrap();
+    let r = simulate(config, objects, false).await.unwrap();
+    // The outcome the file's header promises.
+    let considered: Vec<&str> = r.pods.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(considered, ["import-0", "reindex-0"], "only the pods for convoy-scheduler");
+    assert_eq!(node_of(&r, "import-0"), Some("node-c"));
+    assert_eq!(reason_of(&r, "reindex-0"), "0/3 nodes are available: 3 Insufficient cpu.");
+    let text = r.to_text();
+    assert!(
+        text.starts_with(
+            "skipped 2 ConfigMap: not used for scheduling\n\
+             skipped 1 Deployment: not used for scheduling\n\
+             skipped 1 Job: not used for scheduling\n\n\
+             prod/import-0   -> node-c\n"
+        ),
+        "{text}"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(json["skipped"], serde_json::json!({"ConfigMap": 2, "Deployment": 1, "Job": 1}));
+}
+
+/// The Namespaces, Services, ReplicaSets and StatefulSets of a dump reach
+/// the store plugins read (namespace labels; the selectors of the default
+/// topology spreading constraints).
+#[tokio::test]
+async fn cluster_dump_feeds_the_object_store() {
+    let objects = convoy_embedded::load_file(&example("dump.yaml")).unwrap();
+    let (cluster, mut updates) = EmbeddedCluster::new(objects);
+    let (scheduler, clock) = scheduler_on(&cluster);
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let store = scheduler.objects();
+    assert_eq!(store.namespace_labels("prod").unwrap()["team"], "web");
+    assert_eq!(store.service_selectors("prod").len(), 1);
+    assert!(store.service_selectors("default").is_empty(), "the kubernetes Service selects no pod");
+    let rs = store.replica_set_selector("prod", "web-7d4b9c6f5").unwrap();
+    assert_eq!(rs.match_labels.as_ref().unwrap()["app"], "web");
+    assert!(store.stateful_set_selector("prod", "db").is_some());
+    assert_eq!(
+        store.counts(),
+        [
+            ("Namespace", 3),
+            ("ReplicaSet", 2),
+            ("ReplicationController", 0),
+            ("Service", 1),
+            ("StatefulSet", 1)
+        ]
+        .into()
+    );
+}
+
+/// Namespaces load (their labels feed namespaceSelector), a ConfigMap is
+/// skipped with one note, printed before the table.
+#[tokio::test]
+async fn simulate_notes_skipped_kinds() {
+    let text = "apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Namespace, metadata: {name: team-a, labels: {team: a}}}
+- {apiVersion: v1, kind: ConfigMap, metadata: {name: settings, namespace: team-a}, data: {a: b}}
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {cpu: \"2\", pods: \"10\"}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: p, namespace: team-a}
+  spec: {schedulerName: convoy-scheduler, containers: [{name: c}]}
+";
+    let objects = convoy_embedded::parse_objects(text, "t.yaml").unwrap();
+    assert_eq!(objects.others.len(), 1);
+    let config = convoy_scheduler::load_config(None).unwrap();
+    let r = simulate(config, objects, false).await.unwrap();
+    let out = r.to_text();
+    let notes: Vec<&str> = out.lines().filter(|l| l.starts_with("skipped")).collect();
+    assert_eq!(notes, ["skipped 1 ConfigMap: not used for scheduling"]);
+    assert!(out.contains("team-a/p  -> n1"), "{out}");
+}
+
+/// The command itself prints the notes on stdout, before the table.
+#[test]
+fn simulate_command_prints_skip_notes() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_convoy-scheduler"))
+        .args(["simulate", "--cluster"])
+        .arg(example("dump.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("skipped 2 ConfigMap: not used for scheduling\n"), "{stdout}");
+    assert!(stdout.contains("prod/reindex-0  pending: 0/3 nodes are available"), "{stdout}");
+}

@@ -170,9 +170,34 @@ fn errors_name_document_object_and_field() {
             "t.yaml: document 1 (Node n1): status.capacity[cpu]: invalid quantity \"four\"",
         ),
         (
-            "unknown kind",
-            format!("{NODE}---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: d}}\n"),
-            "t.yaml: document 2: unknown kind \"Deployment\" (expected Node, Pod, PodGroup or List)",
+            "ReplicaSet of another API",
+            "apiVersion: extensions/v1beta1\nkind: ReplicaSet\nmetadata: {name: r}\n".to_string(),
+            "t.yaml: document 1 (ReplicaSet default/r): apiVersion: unsupported \"extensions/v1beta1\" for ReplicaSet (expected \"apps/v1\")",
+        ),
+        (
+            "malformed selector in a List",
+            format!("apiVersion: v1\nkind: List\nitems:\n- {}\n- apiVersion: apps/v1\n  kind: ReplicaSet\n  metadata: {{name: web, namespace: prod}}\n  spec: {{selector: {{matchLabels: web}}}}\n", "{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}"),
+            "t.yaml: document 1, items[1] (ReplicaSet prod/web): spec.selector.matchLabels: invalid type: string \"web\", expected a map",
+        ),
+        (
+            "namespace labels not a map",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: prod, labels: [team]}\n".to_string(),
+            "t.yaml: document 1 (Namespace prod): metadata.labels: invalid type: sequence, expected a map",
+        ),
+        (
+            "Service without a name",
+            "apiVersion: v1\nkind: Service\nmetadata: {namespace: prod}\nspec: {selector: {app: web}}\n".to_string(),
+            "t.yaml: document 1 (Service): metadata.name: required",
+        ),
+        (
+            "duplicate Namespace",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: prod}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: prod}\n".to_string(),
+            "t.yaml: document 2 (Namespace prod): duplicate Namespace prod (first in document 1)",
+        ),
+        (
+            "duplicate Service, one in the default namespace by default",
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\n".to_string(),
+            "t.yaml: document 2 (Service default/web): duplicate Service default/web (first in document 1)",
         ),
         (
             "missing field",
@@ -276,9 +301,10 @@ fn load_file_names_the_file() {
     let o = load_file(&path).unwrap();
     assert_eq!((o.nodes.len(), o.pods.len()), (1, 1));
 
-    std::fs::write(&path, "kind: Secret\n").unwrap();
+    std::fs::write(&path, "kind: Namespace\nmetadata: {}\n").unwrap();
     let err = load_file(&path).unwrap_err().to_string();
-    assert!(err.starts_with(&format!("{}: document 1: unknown kind", path.display())), "{err}");
+    let want = format!("{}: document 1 (Namespace): metadata.name: required", path.display());
+    assert_eq!(err, want);
 
     let missing = dir.path().join("missing.yaml");
     let err = load_file(&missing).unwrap_err();
@@ -313,4 +339,144 @@ fn example_cluster_parses() {
     let for_convoy =
         o.pods.iter().filter(pending).filter(|p| scheduler(p) == "convoy-scheduler").count();
     assert!(for_convoy >= 10, "{for_convoy}");
+}
+
+/// `kind key` of each Namespace, Service and workload controller.
+fn others(o: &Objects) -> Vec<String> {
+    o.others.iter().map(|x| format!("{} {}", x.kind(), x.key())).collect()
+}
+
+#[test]
+fn reads_used_kinds_and_skips_the_others() {
+    let text = r#"apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Namespace
+  metadata: {name: prod, labels: {team: web}}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: settings, namespace: prod}
+  data: {a: "1"}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web}
+  spec: {selector: {app: web}, ports: [{port: 80}]}
+- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: web, namespace: prod}
+- apiVersion: example.com/v1
+  kind: Widget
+  metadata: {name: w}
+  spec: {anything: [1, 2]}
+---
+apiVersion: v1
+kind: ConfigMapList
+items:
+- metadata: {name: a, namespace: prod}
+- metadata: {name: b, namespace: prod}
+---
+apiVersion: v1
+kind: ReplicationController
+metadata: {name: legacy, namespace: prod}
+spec: {selector: {app: legacy}, template: {metadata: {labels: {app: legacy}}}}
+---
+apiVersion: apps/v1
+kind: StatefulSet
+metadata: {name: db, namespace: prod}
+spec:
+  selector: {matchLabels: {app: db}}
+  template: {metadata: {labels: {app: db}}, spec: {containers: [{name: c}]}}
+---
+kind: Secret
+apiVersion: v1
+metadata: {name: s}
+"#;
+    let o = parse_objects(text, "t.yaml").unwrap();
+    assert_eq!(
+        others(&o),
+        [
+            "Namespace prod",
+            "Service default/web",
+            "ReplicationController prod/legacy",
+            "StatefulSet prod/db"
+        ]
+    );
+    assert_eq!(
+        o.notes(),
+        [
+            "skipped 3 ConfigMap: not used for scheduling",
+            "skipped 1 Deployment: not used for scheduling",
+            "skipped 1 Secret: not used for scheduling",
+            "skipped 1 Widget: not used for scheduling",
+        ]
+    );
+    assert!(!o.is_empty());
+    let only_skipped = parse_objects("kind: ConfigMap\nmetadata: {name: c}\n", "t.yaml").unwrap();
+    assert!(only_skipped.is_empty());
+    assert_eq!(only_skipped.notes(), ["skipped 1 ConfigMap: not used for scheduling"]);
+}
+
+#[test]
+fn loads_a_kubectl_dump() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/examples/dump.yaml");
+    let o = load_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&o).0, ["node-a", "node-b", "node-c"]);
+    let assigned = |p: &&Pod| p.spec.as_ref().unwrap().node_name.is_some();
+    assert_eq!(
+        o.pods.iter().filter(assigned).count(),
+        6,
+        "coredns x2, web x2, db-0, the Job's pod"
+    );
+    assert_eq!(o.pods.len(), 9);
+    let job = o.pods.iter().find(|p| p.metadata.name.as_deref().unwrap().starts_with("nightly"));
+    assert_eq!(job.unwrap().status.as_ref().unwrap().phase.as_deref(), Some("Succeeded"));
+    assert_eq!(
+        others(&o),
+        [
+            "Namespace default",
+            "Namespace kube-system",
+            "Namespace prod",
+            "Service prod/web",
+            "Service default/kubernetes",
+            "ReplicaSet prod/web-7d4b9c6f5",
+            "ReplicaSet kube-system/coredns-6f6b679f8f",
+            "StatefulSet prod/db"
+        ]
+    );
+    assert_eq!(
+        o.notes(),
+        [
+            "skipped 2 ConfigMap: not used for scheduling",
+            "skipped 1 Deployment: not used for scheduling",
+            "skipped 1 Job: not used for scheduling",
+        ]
+    );
+    // Trimmed to what scheduling reads.
+    for obj in &o.others {
+        let m = obj.metadata();
+        assert!(m.annotations.is_none() && m.creation_timestamp.is_none(), "{obj:?}");
+        match obj {
+            convoy_api::ClusterObject::ReplicaSet(rs) => {
+                assert!(rs.spec.template.is_none() && rs.status.is_none());
+                assert_eq!(m.owner_references.as_ref().unwrap()[0].kind, "Deployment");
+                assert!(
+                    rs.spec
+                        .selector
+                        .match_labels
+                        .as_ref()
+                        .unwrap()
+                        .contains_key("pod-template-hash")
+                );
+            }
+            convoy_api::ClusterObject::Service(svc) => {
+                assert!(svc.spec.as_ref().unwrap().ports.is_none());
+            }
+            convoy_api::ClusterObject::Namespace(ns) if m.name.as_deref() == Some("prod") => {
+                assert_eq!(m.labels.as_ref().unwrap()["team"], "web");
+                assert!(ns.spec.is_none() && ns.status.is_none());
+            }
+            _ => {}
+        }
+    }
 }

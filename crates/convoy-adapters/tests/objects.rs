@@ -1,0 +1,291 @@
+//! The watches of Namespaces, Services and workload controllers against a
+//! real API server: listed before `Synced`, trimmed, followed, deleted; and
+//! the Helm chart's ClusterRole is enough for every watch to sync. A
+//! control plane of its own (the RBAC test installs a ClusterRole).
+
+mod common;
+
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail, ensure};
+use convoy_adapters::{WatchOptions, cluster_updates};
+use convoy_api::{ClusterObject, ClusterUpdate};
+use convoy_testenv::TestEnv;
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
+
+const NS: &str = "adapters-objects";
+
+fn ours(o: &ClusterObject) -> bool {
+    let m = o.metadata();
+    m.namespace.as_deref() == Some(NS)
+        || m.name.as_deref().is_some_and(|n| n.starts_with("adapters-objects"))
+}
+
+fn describe(o: &ClusterObject) -> String {
+    format!("{} {}", o.kind(), o.key())
+}
+
+/// Next update about one of our objects (or `Synced`), skipping others.
+async fn next_ours<S>(updates: &mut S, what: &str) -> Result<ClusterUpdate>
+where
+    S: Stream<Item = ClusterUpdate> + Unpin,
+{
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(u) = updates.next().await {
+            match &u {
+                ClusterUpdate::ObjectApplied(o) | ClusterUpdate::ObjectDeleted(o) if ours(o) => {
+                    return Ok(u);
+                }
+                ClusterUpdate::Synced => return Ok(u),
+                _ => {}
+            }
+        }
+        bail!("stream ended")
+    })
+    .await
+    .with_context(|| format!("no {what} within 30 s"))?
+}
+
+fn template(app: &str) -> serde_json::Value {
+    json!({"metadata": {"labels": {"app": app}},
+           "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
+                                    "env": [{"name": "A", "value": "1"}]}]}})
+}
+
+async fn create<K>(client: &kube::Client, obj: serde_json::Value) -> Result<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let obj: K = serde_json::from_value(obj)?;
+    Ok(Api::<K>::namespaced(client.clone(), NS).create(&PostParams::default(), &obj).await?)
+}
+
+async fn create_namespace(client: &kube::Client, name: &str, team: &str) -> Result<()> {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"team": team}}}))?;
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await?;
+    Ok(())
+}
+
+#[tokio::test]
+async fn objects_are_listed_trimmed_followed_and_deleted() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    create_namespace(&client, NS, "a").await?;
+    create::<Service>(
+        &client,
+        json!({"metadata": {"name": "web"},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    )
+    .await?;
+    create::<ReplicaSet>(
+        &client,
+        json!({"metadata": {"name": "web-7d4b9", "labels": {"app": "web"}},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                        "template": template("web")}}),
+    )
+    .await?;
+
+    let mut updates = Box::pin(cluster_updates(client.clone(), WatchOptions::default()));
+
+    // The initial lists, ours among them, come before Synced, trimmed.
+    let mut listed = Vec::new();
+    loop {
+        match next_ours(&mut updates, "initial lists").await? {
+            ClusterUpdate::Synced => break,
+            ClusterUpdate::ObjectApplied(o) => {
+                ensure!(o.metadata().managed_fields.is_none(), "managedFields trimmed: {o:?}");
+                match &o {
+                    ClusterObject::Namespace(ns) => {
+                        ensure!(ns.spec.is_none() && ns.status.is_none(), "{ns:?}");
+                        let team = ns.metadata.labels.as_ref().and_then(|l| l.get("team"));
+                        ensure!(team.map(String::as_str) == Some("a"), "labels kept: {ns:?}");
+                    }
+                    ClusterObject::Service(s) => {
+                        let spec = s.spec.as_ref().context("spec kept")?;
+                        ensure!(spec.selector.as_ref().is_some_and(|s| s["app"] == "web"));
+                        ensure!(spec.ports.is_none() && spec.cluster_ip.is_none(), "{spec:?}");
+                    }
+                    ClusterObject::ReplicaSet(rs) => {
+                        ensure!(rs.spec.template.is_none() && rs.status.is_none(), "{rs:?}");
+                        let sel = rs.spec.selector.match_labels.as_ref();
+                        ensure!(sel.is_some_and(|l| l["app"] == "web"), "{rs:?}");
+                        ensure!(rs.metadata.uid.is_some() && rs.metadata.labels.is_some());
+                    }
+                    other => bail!("unexpected {other:?}"),
+                }
+                listed.push(describe(&o));
+            }
+            other => bail!("only additions before Synced, got {other:?}"),
+        }
+    }
+    listed.sort();
+    ensure!(
+        listed
+            == [
+                format!("Namespace {NS}"),
+                format!("ReplicaSet {NS}/web-7d4b9"),
+                format!("Service {NS}/web")
+            ],
+        "{listed:?}"
+    );
+
+    // Created after Synced.
+    create::<StatefulSet>(
+        &client,
+        json!({"metadata": {"name": "db"},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "db"}},
+                        "template": template("db")}}),
+    )
+    .await?;
+    create::<ReplicationController>(
+        &client,
+        json!({"metadata": {"name": "legacy"},
+               "spec": {"replicas": 0, "selector": {"app": "web"}, "template": template("web")}}),
+    )
+    .await?;
+    let mut seen = Vec::new();
+    for _ in 0..2 {
+        match next_ours(&mut updates, "StatefulSet and ReplicationController").await? {
+            ClusterUpdate::ObjectApplied(o) => {
+                if let ClusterObject::StatefulSet(ss) = &o {
+                    ensure!(ss.spec.template == Default::default(), "template dropped: {ss:?}");
+                }
+                seen.push(describe(&o));
+            }
+            other => bail!("{other:?}"),
+        }
+    }
+    seen.sort();
+    ensure!(
+        seen == [format!("ReplicationController {NS}/legacy"), format!("StatefulSet {NS}/db")],
+        "{seen:?}"
+    );
+
+    // A label change of the namespace is passed on.
+    let patch = json!({"metadata": {"labels": {"team": "b"}}});
+    Api::<Namespace>::all(client.clone())
+        .patch(NS, &PatchParams::default(), &Patch::Merge(&patch))
+        .await?;
+    match next_ours(&mut updates, "namespace label change").await? {
+        ClusterUpdate::ObjectApplied(ClusterObject::Namespace(ns)) => {
+            let team = ns.metadata.labels.as_ref().and_then(|l| l.get("team"));
+            ensure!(team.map(String::as_str) == Some("b"), "{ns:?}");
+        }
+        other => bail!("{other:?}"),
+    }
+
+    // Deletions.
+    Api::<Service>::namespaced(client.clone(), NS).delete("web", &DeleteParams::default()).await?;
+    Api::<ReplicaSet>::namespaced(client.clone(), NS)
+        .delete("web-7d4b9", &DeleteParams::default())
+        .await?;
+    let mut deleted = Vec::new();
+    for _ in 0..2 {
+        match next_ours(&mut updates, "deletions").await? {
+            ClusterUpdate::ObjectDeleted(o) => deleted.push(describe(&o)),
+            other => bail!("{other:?}"),
+        }
+    }
+    deleted.sort();
+    ensure!(
+        deleted == [format!("ReplicaSet {NS}/web-7d4b9"), format!("Service {NS}/web")],
+        "{deleted:?}"
+    );
+
+    // A namespace: Terminating (nothing scheduling reads changes, so no
+    // update), then gone once finalized (there is no namespace controller
+    // here to finalize it).
+    let gone = "adapters-objects-gone";
+    create_namespace(&client, gone, "c").await?;
+    match next_ours(&mut updates, "second namespace").await? {
+        ClusterUpdate::ObjectApplied(o) if describe(&o) == format!("Namespace {gone}") => {}
+        other => bail!("{other:?}"),
+    }
+    let namespaces = Api::<Namespace>::all(client.clone());
+    namespaces.delete(gone, &DeleteParams::default()).await?;
+    let mut ns = namespaces.get(gone).await?;
+    ns.spec = None;
+    namespaces.replace_subresource("finalize", gone, &PostParams::default(), &ns).await?;
+    match next_ours(&mut updates, "namespace deletion").await? {
+        ClusterUpdate::ObjectDeleted(o) if describe(&o) == format!("Namespace {gone}") => {}
+        other => bail!("{other:?}"),
+    }
+    Ok(())
+}
+
+/// The chart's ClusterRole, rendered with a release name and namespace.
+fn chart_rbac(name: &str, namespace: &str) -> Result<String> {
+    let path = convoy_testenv::repo_root().join("charts/convoy/templates/rbac.yaml");
+    let text = std::fs::read_to_string(&path)?
+        .replace("{{ .Release.Name }}", name)
+        .replace("{{ .Release.Namespace }}", namespace);
+    ensure!(!text.contains("{{"), "rbac.yaml holds template code this test cannot render");
+    Ok(text)
+}
+
+#[tokio::test]
+async fn chart_rbac_is_enough_to_sync() -> Result<()> {
+    let env = TestEnv::shared();
+    let admin = env.client().await?;
+    let (name, namespace) = ("convoy-rbac", "adapters-rbac");
+    env.create_namespace(&admin, namespace).await?;
+    let dir = tempfile_dir(env, "rbac")?;
+    let file = dir.join("rbac.yaml");
+    let sa = format!(
+        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {namespace}}}\n---\n"
+    );
+    std::fs::write(&file, sa + &chart_rbac(name, namespace)?)?;
+    let out = std::process::Command::new(convoy_testenv::bin_dir()?.join("kubectl"))
+        .arg("--kubeconfig")
+        .arg(env.kubeconfig())
+        .args(["apply", "-f"])
+        .arg(&file)
+        .output()?;
+    ensure!(out.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&out.stderr));
+
+    let kc = Kubeconfig::read_from(env.kubeconfig())?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{namespace}"),
+        "system:authenticated".into(),
+    ]);
+    let client = kube::Client::try_from(config)?;
+
+    // Nothing more than listing: a Service cannot be read by name.
+    let denied = Api::<Service>::namespaced(client.clone(), namespace).get("any").await;
+    ensure!(
+        matches!(&denied, Err(kube::Error::Api(s)) if s.code == 403),
+        "get on services is not granted: {denied:?}"
+    );
+
+    let mut updates = Box::pin(cluster_updates(client, WatchOptions::default()));
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(u) = updates.next().await {
+            if matches!(u, ClusterUpdate::Synced) {
+                return;
+            }
+        }
+    })
+    .await
+    .context("the chart's ClusterRole does not let every watch list")?;
+    Ok(())
+}
+
+fn tempfile_dir(env: &TestEnv, name: &str) -> Result<std::path::PathBuf> {
+    let dir = env.dir().join(name);
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
+}
