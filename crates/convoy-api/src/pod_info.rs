@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use crate::affinity::PodAffinity;
 use crate::labels::{Labels, no_labels};
+use crate::pod_fields::{UnevaluatedField, unevaluated_fields};
 use crate::resource::{PodRequests, pod_requests};
 
 /// `namespace/name` of a pod.
@@ -94,6 +95,10 @@ pub struct PodInfo {
     /// Parsed `spec.affinity.podAffinity`/`podAntiAffinity` terms; `None`
     /// when the pod has neither (most pods).
     pub affinity: Option<Arc<PodAffinity>>,
+    /// The fields the pod uses that Convoy does not evaluate yet (see
+    /// [`pod_fields`](crate::pod_fields)); empty for most pods. The framework
+    /// refuses a pending pod that has any; an assigned one counts as usual.
+    pub unevaluated: Vec<UnevaluatedField>,
 }
 
 /// A pod whose spec cannot be scheduled as written; names the field.
@@ -142,6 +147,7 @@ impl PodInfo {
             host_ports,
             group: crate::pod_group::group_key_of(&pod),
             affinity,
+            unevaluated: unevaluated_fields(spec),
             pod,
         })
     }
