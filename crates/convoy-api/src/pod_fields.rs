@@ -137,7 +137,8 @@ pub const FIELDS: &[FieldRule] = &[
         "Otherwise evaluated as upstream's `PodRequests` (init containers, sidecars). An extended \
          resource a DeviceClass provides (`extendedResourceName`) is fitted against node \
          allocatable only: a node without it rejects the pod (`Insufficient <name>`) where \
-         upstream would allocate a device.",
+         upstream would allocate a device. Not yet: a running pod being resized in place counts \
+         its spec, where upstream counts the most of spec, allocated and actual (pod status).",
     ),
     rule(
         "spec.{containers,initContainers}[].resources.limits",
