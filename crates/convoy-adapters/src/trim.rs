@@ -5,7 +5,7 @@
 //! (`managedFields` alone is often half of `ObjectMeta`; container env,
 //! probes and per-container status dominate the rest of a pod).
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus, VolumeMount};
 
 /// Clears `metadata.managedFields`; everything else in a node (labels,
 /// taints, allocatable, conditions, images) is read by plugins.
@@ -14,9 +14,10 @@ pub fn trim_node(node: &mut Node) {
 }
 
 /// Clears a pod's `metadata.managedFields`; the containers' and init
-/// containers' env, envFrom, volumeMounts, command, args, probes and
-/// lifecycle; and its status except phase, conditions and
-/// nominatedNodeName.
+/// containers' env, envFrom, volumeMounts (unless one has
+/// `bindMountOptions`, a field Convoy refuses: see `convoy_api::pod_fields`),
+/// command, args, probes and lifecycle; and its status except phase,
+/// conditions and nominatedNodeName.
 pub fn trim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(spec) = pod.spec.as_mut() {
@@ -38,7 +39,11 @@ pub fn trim_pod(pod: &mut Pod) {
 fn trim_container(c: &mut Container) {
     c.env = None;
     c.env_from = None;
-    c.volume_mounts = None;
+    let bind_options =
+        |m: &VolumeMount| m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty());
+    if !c.volume_mounts.iter().flatten().any(bind_options) {
+        c.volume_mounts = None;
+    }
     c.command = None;
     c.args = None;
     c.liveness_probe = None;
@@ -125,6 +130,36 @@ mod tests {
             }
         });
         assert_eq!(serde_json::to_value(&pod).unwrap(), want);
+    }
+
+    /// What the pod-field table refuses survives the trim (the refusal
+    /// needs it), indexes included.
+    #[test]
+    fn keeps_every_field_convoy_refuses() {
+        let mut c = container("main");
+        c["volumeMounts"] = json!([
+            { "name": "v", "mountPath": "/v" },
+            { "name": "w", "mountPath": "/w", "bindMountOptions": ["noexec"] }
+        ]);
+        c["resources"]["claims"] = json!([{ "name": "gpu" }]);
+        c["restartPolicyRules"] = json!([{ "action": "RestartAllContainers",
+                                           "exitCodes": { "operator": "In", "values": [1] } }]);
+        let mut pod: Pod = serde_json::from_value(json!({
+            "metadata": { "name": "p" },
+            "spec": {
+                "hostNetwork": true,
+                "hostUsers": false,
+                "containers": [c.clone()],
+                "initContainers": [container("plain"), c],
+                "resourceClaims": [{ "name": "gpu", "resourceClaimName": "g" }],
+                "volumes": [{ "name": "v", "persistentVolumeClaim": { "claimName": "d" } }]
+            }
+        }))
+        .unwrap();
+        let before = convoy_api::unevaluated_fields(pod.spec.as_ref().unwrap());
+        assert_eq!(before.len(), 9, "{before:?}");
+        trim_pod(&mut pod);
+        assert_eq!(convoy_api::unevaluated_fields(pod.spec.as_ref().unwrap()), before);
     }
 
     #[test]

@@ -2,9 +2,9 @@
 //!
 //! Status codes ([`Status`], [`Code`]), one trait per extension point
 //! ([`FilterPlugin`], [`ScorePlugin`], ...), the typed [`CycleState`],
-//! [`NodeInfo`] and [`PodInfo`], resource arithmetic, and the cluster events
-//! plugins register for requeueing. Out-of-tree plugins depend on this crate
-//! alone.
+//! [`NodeInfo`] and [`PodInfo`], resource arithmetic, the cluster events
+//! plugins register for requeueing, and which pod fields Convoy evaluates
+//! ([`pod_fields`]). Out-of-tree plugins depend on this crate alone.
 //!
 //! May depend on: `k8s-openapi` (object types), `convoy-config` (plugin
 //! args), small pure crates. Does no IO and never depends on a client.
@@ -20,6 +20,7 @@ pub mod names;
 pub mod node_info;
 pub mod objects;
 pub mod plugin;
+pub mod pod_fields;
 pub mod pod_group;
 pub mod pod_info;
 pub mod resource;
@@ -39,6 +40,7 @@ pub use lister::{NodeInfoLister, NodeList};
 pub use node_info::{NodeInfo, next_generation};
 pub use objects::{ClusterObject, ClusterObjects};
 pub use plugin::*;
+pub use pod_fields::{UnevaluatedField, unevaluated_fields};
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
 pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
 pub use resource::{PodRequests, Resource};

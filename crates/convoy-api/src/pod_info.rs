@@ -6,10 +6,11 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Instant;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 use crate::affinity::PodAffinity;
 use crate::labels::{Labels, no_labels};
+use crate::pod_fields::{UnevaluatedField, unevaluated_fields};
 use crate::resource::{PodRequests, pod_requests};
 
 /// `namespace/name` of a pod.
@@ -73,6 +74,34 @@ impl HostPort {
     }
 }
 
+/// The host ports a pod holds on its node, as upstream's `GetHostPorts`:
+/// the app containers' and the sidecars' (restartable init containers);
+/// other init containers have exited by the time the pod runs.
+pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+    let sidecars = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .filter(|c| c.restart_policy.as_deref() == Some("Always"));
+    let mut out = Vec::new();
+    for c in sidecars.chain(spec.containers.iter()) {
+        for p in c.ports.iter().flatten() {
+            let port = p.host_port.unwrap_or(0);
+            if port <= 0 {
+                continue;
+            }
+            let protocol = match p.protocol.as_deref() {
+                Some("UDP") => Protocol::Udp,
+                Some("SCTP") => Protocol::Sctp,
+                _ => Protocol::Tcp,
+            };
+            let ip = p.host_ip.as_deref().filter(|s| !s.is_empty()).unwrap_or("0.0.0.0");
+            out.push(HostPort { protocol, ip: Arc::from(ip), port });
+        }
+    }
+    out
+}
+
 /// A pod plus the data derived from it once (requests, priority, ports).
 #[derive(Debug, Clone)]
 pub struct PodInfo {
@@ -86,7 +115,7 @@ pub struct PodInfo {
     pub requests: PodRequests,
     /// `spec.priority` (0 when unset).
     pub priority: i32,
-    /// Host ports of all containers (including init containers).
+    /// Host ports of its containers and sidecars (see [`host_ports`]).
     pub host_ports: Vec<HostPort>,
     /// The PodGroup the pod belongs to, if any (see
     /// [`group_key_of`](crate::pod_group::group_key_of)).
@@ -94,6 +123,10 @@ pub struct PodInfo {
     /// Parsed `spec.affinity.podAffinity`/`podAntiAffinity` terms; `None`
     /// when the pod has neither (most pods).
     pub affinity: Option<Arc<PodAffinity>>,
+    /// The fields the pod uses that Convoy does not evaluate yet (see
+    /// [`pod_fields`](crate::pod_fields)); empty for most pods. The framework
+    /// refuses a pending pod that has any; an assigned one counts as usual.
+    pub unevaluated: Vec<UnevaluatedField>,
 }
 
 /// A pod whose spec cannot be scheduled as written; names the field.
@@ -114,34 +147,16 @@ impl PodInfo {
         let invalid = |message: String| InvalidPod { pod: key.clone(), message };
         let spec = pod.spec.as_ref().ok_or_else(|| invalid("spec: missing".to_string()))?;
         let requests = pod_requests(spec).map_err(invalid)?;
-        let mut host_ports = Vec::new();
-        for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
-            for p in c.ports.iter().flatten() {
-                if p.host_port.unwrap_or(0) <= 0 {
-                    continue;
-                }
-                let protocol = match p.protocol.as_deref() {
-                    Some("UDP") => Protocol::Udp,
-                    Some("SCTP") => Protocol::Sctp,
-                    _ => Protocol::Tcp,
-                };
-                let ip = p.host_ip.as_deref().filter(|s| !s.is_empty()).unwrap_or("0.0.0.0");
-                host_ports.push(HostPort {
-                    protocol,
-                    ip: Arc::from(ip),
-                    port: p.host_port.unwrap_or(0),
-                });
-            }
-        }
         let affinity = PodAffinity::of(&key.namespace, spec.affinity.as_ref()).map(Arc::new);
         Ok(Self {
             uid: Arc::from(pod.metadata.uid.as_deref().unwrap_or("")),
             priority: spec.priority.unwrap_or(0),
             key,
             requests,
-            host_ports,
+            host_ports: host_ports(spec),
             group: crate::pod_group::group_key_of(&pod),
             affinity,
+            unevaluated: unevaluated_fields(spec),
             pod,
         })
     }

@@ -239,6 +239,13 @@ fn container_requests(c: &Container) -> Result<Resource, (String, QuantityError)
     }
 }
 
+/// Whether pod-level `spec.resources` may set this resource (upstream
+/// `IsSupportedPodLevelResource`: cpu, memory, hugepages-*); the others are
+/// ignored there.
+pub fn is_supported_pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+}
+
 fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
@@ -294,7 +301,7 @@ pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
 
     if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
         let p = Resource::from_list(pod_level).map_err(field("spec".to_string()))?;
-        for name in pod_level.keys() {
+        for name in pod_level.keys().filter(|n| is_supported_pod_level_resource(n)) {
             let v = p.get(name);
             reqs.set(name, v);
             match name.as_str() {
@@ -367,6 +374,26 @@ mod tests {
         assert_eq!(r.requests.memory, 100 << 20);
         assert_eq!(r.requests.get("nvidia.com/gpu"), 2);
         assert_eq!(r.requests.allowed_pods, 1);
+    }
+
+    #[test]
+    fn pod_level_requests_replace_supported_resources_only() {
+        let s = spec(serde_json::json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"cpu": "100m", "memory": "1Gi",
+                                                         "ephemeral-storage": "1Gi"}}},
+                {"name": "b", "resources": {"requests": {"cpu": "100m"}}}
+            ],
+            "resources": {"requests": {"cpu": "1", "hugepages-2Mi": "4Mi",
+                                       "ephemeral-storage": "5Gi"}},
+            "overhead": {"cpu": "10m"}
+        }));
+        let r = pod_requests(&s).unwrap();
+        assert_eq!(r.requests.milli_cpu, 1010, "pod-level cpu, plus overhead");
+        assert_eq!(r.requests.memory, 1 << 30, "not set at pod level: the containers' sum");
+        assert_eq!(r.requests.get("hugepages-2Mi"), 4 << 20);
+        assert_eq!(r.requests.ephemeral_storage, 1 << 30, "not a pod-level resource: ignored");
+        assert_eq!(r.non_zero_milli_cpu, 1010);
     }
 
     #[test]

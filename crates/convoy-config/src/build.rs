@@ -219,9 +219,12 @@ fn build_profile(
         }
         for (j, plugin) in raw_set.disabled.into_iter().enumerate() {
             let name = plugin.name.value.as_str();
-            if name == "*" || known.contains(name) {
+            // Upstream defaults Convoy does not implement are kept too: the
+            // framework reads them (a disabled VolumeBinding means PVCs are
+            // not evaluated, as upstream).
+            if name == "*" || known.contains(name) || UPSTREAM_ONLY_DEFAULTS.contains(&name) {
                 custom.disabled.push(plugin_ref(plugin));
-            } else if !UPSTREAM_ONLY_DEFAULTS.contains(&name) {
+            } else {
                 let message = format!("{} (cannot disable it)", unknown_plugin(name, known));
                 problems.push(
                     format!("{set_path}.disabled[{j}]"),
@@ -229,7 +232,6 @@ fn build_profile(
                     message,
                 );
             }
-            // Upstream defaults Convoy does not implement: nothing to disable.
         }
         let point_defaults: &[PluginRef] = if k == 0 { &defaults } else { &[] };
         let merged = merge_plugin_set(point_defaults, custom);

@@ -32,6 +32,32 @@ pub mod names {
     pub const COSCHEDULING: &str = "Coscheduling";
     /// `GpuPlacement` (Convoy's own; not in the default set, enabled by a profile).
     pub const GPU_PLACEMENT: &str = "GpuPlacement";
+
+    // Upstream default plugins (v1.37) Convoy does not implement yet: named
+    // by the pod-field table (`convoy_api::pod_fields`) and the framework,
+    // which refuses the pods they would have to evaluate.
+
+    /// `PodTopologySpread`.
+    pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
+    /// `InterPodAffinity`.
+    pub const INTER_POD_AFFINITY: &str = "InterPodAffinity";
+    /// `ImageLocality`.
+    pub const IMAGE_LOCALITY: &str = "ImageLocality";
+    /// `VolumeBinding`: PVCs and generic ephemeral volumes.
+    pub const VOLUME_BINDING: &str = "VolumeBinding";
+    /// `VolumeRestrictions`: in-tree disk conflicts, ReadWriteOncePod PVCs.
+    pub const VOLUME_RESTRICTIONS: &str = "VolumeRestrictions";
+    /// `VolumeZone`: the zones of bound PVs.
+    pub const VOLUME_ZONE: &str = "VolumeZone";
+    /// `NodeVolumeLimits`: CSI attach limits.
+    pub const NODE_VOLUME_LIMITS: &str = "NodeVolumeLimits";
+    /// `DefaultPreemption` (PostFilter).
+    pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
+    /// `DynamicResources`: ResourceClaims and DRA extended resources.
+    pub const DYNAMIC_RESOURCES: &str = "DynamicResources";
+    /// `NodeDeclaredFeatures`: node features a pod requires (default since
+    /// 1.37, when its feature gate went GA).
+    pub const NODE_DECLARED_FEATURES: &str = "NodeDeclaredFeatures";
 }
 
 /// Convoy's default multiPoint set, in order, with score weights as upstream.
@@ -52,18 +78,21 @@ pub fn default_multi_point() -> Vec<PluginRef> {
     ]
 }
 
-/// Upstream default plugins that Convoy does not implement. Disabling them is accepted and does
-/// nothing; enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: [&str; 9] = [
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "VolumeBinding",
-    "VolumeRestrictions",
-    "VolumeZone",
-    "NodeVolumeLimits",
-    "ImageLocality",
-    "DefaultPreemption",
-    "DynamicResources",
+/// Upstream default plugins (v1.37, default feature gates) that Convoy does not implement.
+/// Disabling them is accepted and kept in the profile's `disabled` lists: the pods whose fields
+/// only they read are then scheduled without them, as upstream would (see
+/// `convoy_api::pod_fields`). Enabling them is an error (unless the registry knows them).
+pub const UPSTREAM_ONLY_DEFAULTS: [&str; 10] = [
+    names::POD_TOPOLOGY_SPREAD,
+    names::INTER_POD_AFFINITY,
+    names::VOLUME_BINDING,
+    names::VOLUME_RESTRICTIONS,
+    names::VOLUME_ZONE,
+    names::NODE_VOLUME_LIMITS,
+    names::IMAGE_LOCALITY,
+    names::DEFAULT_PREEMPTION,
+    names::DYNAMIC_RESOURCES,
+    names::NODE_DECLARED_FEATURES,
 ];
 
 /// Upstream's `mergePluginSet`: the user's `disabled` entries remove defaults (`*` all of them);

@@ -142,6 +142,17 @@ impl Profile {
         }
         names
     }
+
+    /// Whether the profile turns off an upstream default plugin that Convoy
+    /// does not implement ([`UPSTREAM_ONLY_DEFAULTS`](crate::UPSTREAM_ONLY_DEFAULTS)):
+    /// disabled at multiPoint, or at both preFilter and filter (where
+    /// upstream's plugins reject pods), by name or by `*`. Upstream would
+    /// then not evaluate the pod fields only that plugin reads.
+    pub fn disables_upstream(&self, plugin: &str) -> bool {
+        let p = &self.plugins;
+        p.multi_point.is_disabled(plugin)
+            || (p.pre_filter.is_disabled(plugin) && p.filter.is_disabled(plugin))
+    }
 }
 
 /// Plugins per extension point (upstream `Plugins`). `multi_point` is kept as a set: the

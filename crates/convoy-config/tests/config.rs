@@ -77,8 +77,9 @@ fn upstream_full_example_loads() {
     assert_eq!(enabled(&first.plugins.multi_point), want);
     assert_eq!(first.plugins.multi_point.disabled, vec![PluginRef::new("PrioritySort")]);
     assert_eq!(enabled(&first.plugins.score), ["NodeResourcesFit:5"]);
-    // ImageLocality is not Convoy's: nothing to disable, dropped.
-    assert!(first.plugins.score.disabled.is_empty());
+    // Disabled upstream defaults are kept, implemented by Convoy or not (the
+    // framework reads them: see convoy_api::pod_fields).
+    assert_eq!(first.plugins.score.disabled, vec![PluginRef::new("ImageLocality")]);
     match &first.plugin_args["NodeResourcesFit"] {
         PluginArgs::NodeResourcesFit(args) => {
             assert_eq!(args.ignored_resource_groups, ["example.com"]);
@@ -502,4 +503,33 @@ fn print_summary() {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream_full.yaml");
     println!("{}", load_file(&path, &known()).unwrap().summary());
+}
+
+/// Disabling an upstream default Convoy lacks is kept, and read back as
+/// "upstream would not run it": at multiPoint, or at both preFilter and
+/// filter (by name or `*`).
+#[test]
+fn disabled_upstream_plugins_are_kept() {
+    let cases: &[(&str, &[&str])] = &[
+        ("{}", &[]),
+        ("{multiPoint: {disabled: [{name: VolumeBinding}]}}", &["VolumeBinding"]),
+        ("{filter: {disabled: [{name: VolumeZone}]}}", &[]),
+        (
+            "{preFilter: {disabled: [{name: VolumeZone}]}, filter: {disabled: [{name: '*'}]}}",
+            &["VolumeZone"],
+        ),
+        (
+            "{multiPoint: {disabled: [{name: '*'}], enabled: [{name: DefaultBinder}, {name: PrioritySort}]}}",
+            &convoy_config::UPSTREAM_ONLY_DEFAULTS,
+        ),
+    ];
+    for (plugins, want) in cases {
+        let config = ok(&format!("profiles: [{{plugins: {plugins}}}]\n"));
+        let p = &config.profiles[0];
+        let got: Vec<&str> = convoy_config::UPSTREAM_ONLY_DEFAULTS
+            .into_iter()
+            .filter(|name| p.disables_upstream(name))
+            .collect();
+        assert_eq!(got, *want, "{plugins}");
+    }
 }

@@ -98,6 +98,20 @@ fn reasons_histogram<'a>(
 }
 
 impl Diagnosis {
+    /// A rejection of the pod as a whole (PreFilter, or a refused field):
+    /// the status stands for all `nodes`, its message for the reasons.
+    fn rejected_by_all(status: Status, nodes: usize) -> Self {
+        let mut diagnosis = Diagnosis { pre_filter_msg: status.message(), ..Default::default() };
+        if status.code() == Code::Pending {
+            diagnosis.pending_plugins.insert(status.plugin());
+        } else {
+            diagnosis.unschedulable_plugins.insert(status.plugin());
+        }
+        diagnosis.node_to_status.absent = Some(status);
+        diagnosis.absent_nodes = nodes;
+        diagnosis
+    }
+
     fn record(&mut self, node: Arc<str>, status: Status) {
         if status.code() == Code::Pending {
             self.pending_plugins.insert(status.plugin());
@@ -226,6 +240,12 @@ impl Framework {
             ScheduleError::Fit(Box::new(FitError { num_all_nodes: nodes.len(), diagnosis }))
         };
 
+        // A field Convoy does not evaluate yet: refused before any plugin
+        // runs, as a PreFilter rejection would be (every node, one message).
+        if let Some(status) = self.refusal(pod) {
+            return Err(fit_error(Diagnosis::rejected_by_all(status, nodes.len())));
+        }
+
         // PreFilter.
         self.begin_cycle(state);
         let metrics = self.metrics.clone();
@@ -240,16 +260,7 @@ impl Framework {
             if !status.is_rejected() {
                 return Err(ScheduleError::Internal(status));
             }
-            let mut diagnosis =
-                Diagnosis { pre_filter_msg: status.message(), ..Default::default() };
-            if status.code() == Code::Pending {
-                diagnosis.pending_plugins.insert(status.plugin());
-            } else {
-                diagnosis.unschedulable_plugins.insert(status.plugin());
-            }
-            diagnosis.node_to_status.absent = Some(status);
-            diagnosis.absent_nodes = nodes.len();
-            return Err(fit_error(diagnosis));
+            return Err(fit_error(Diagnosis::rejected_by_all(status, nodes.len())));
         }
         let subset: Vec<Arc<NodeInfo>>;
         let candidates: &[Arc<NodeInfo>] = match pre.and_then(|r| r.node_names) {

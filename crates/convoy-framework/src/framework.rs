@@ -6,10 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_api::{
-    BindPlugin, ClusterEventWithHint, CycleState, FilterPlugin, Handle, NodeInfo, NodeInfoLister,
-    NodeToStatus, PermitPlugin, Plugin, PodInfo, PostBindPlugin, PostFilterPlugin,
-    PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
-    PreScorePlugin, QueueSortPlugin, Registry, ReservePlugin, ScorePlugin, Status,
+    ActionType, BindPlugin, ClusterEventWithHint, CycleState, EventResource, FilterPlugin, Handle,
+    NodeInfo, NodeInfoLister, NodeToStatus, PermitPlugin, Plugin, PodInfo, PostBindPlugin,
+    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, QueueSortPlugin, Registry, ReservePlugin, ScorePlugin, Status,
+    pod_fields,
 };
 use convoy_config::{PluginSet, Profile};
 
@@ -55,6 +56,9 @@ pub struct Framework {
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
     pub(crate) pool: Option<Arc<rayon::ThreadPool>>,
     pub(crate) metrics: Option<Arc<dyn FrameworkMetrics>>,
+    /// Upstream default plugins Convoy lacks that the profile disables: the
+    /// pod fields only they read are ignored, as upstream would.
+    pub(crate) disabled_upstream: Vec<&'static str>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -171,6 +175,18 @@ impl Framework {
         for plugin in instances.values() {
             events.insert(plugin.name(), plugin.events_to_register());
         }
+        // A pod refused for a field Convoy does not evaluate (see
+        // `refusal`): no cluster event helps it, only an update of the pod
+        // that changes those fields. Without this entry the queue would
+        // retry it on every event, as a pod no plugin rejected.
+        events.insert(
+            pod_fields::UNEVALUATED_FIELDS,
+            vec![ClusterEventWithHint::with_hint(
+                EventResource::UnscheduledPod,
+                ActionType::UPDATE,
+                pod_fields::requeue_hint,
+            )],
+        );
         Ok(Self {
             name: Arc::from(p.scheduler_name.as_str()),
             queue_sort: queue_sort.remove(0),
@@ -213,6 +229,10 @@ impl Framework {
             waiting_pods: opts.waiting_pods.clone(),
             pool: opts.pool.clone(),
             metrics: opts.metrics.clone(),
+            disabled_upstream: convoy_config::UPSTREAM_ONLY_DEFAULTS
+                .into_iter()
+                .filter(|name| p.disables_upstream(name))
+                .collect(),
         })
     }
 
@@ -229,6 +249,26 @@ impl Framework {
     /// The PreEnqueue plugins.
     pub fn pre_enqueue_plugins(&self) -> &[Arc<dyn PreEnqueuePlugin>] {
         &self.pre_enqueue
+    }
+
+    /// Why the pod is refused, if it uses a field Convoy does not evaluate
+    /// yet ([`PodInfo::unevaluated`]) that some enabled upstream plugin
+    /// would read: an UnschedulableAndUnresolvable status of
+    /// [`UNEVALUATED_FIELDS`](pod_fields::UNEVALUATED_FIELDS), whose message
+    /// names the fields. `None` for most pods, at the cost of one check.
+    pub fn refusal(&self, pod: &PodInfo) -> Option<Status> {
+        if pod.unevaluated.is_empty() {
+            return None;
+        }
+        let mut paths = pod
+            .unevaluated
+            .iter()
+            .filter(|u| !u.plugins.iter().all(|p| self.disabled_upstream.contains(p)))
+            .map(|u| u.path.as_str())
+            .peekable();
+        paths.peek()?;
+        let message = pod_fields::refusal_message(paths);
+        Some(Status::unresolvable(message).with_plugin(pod_fields::UNEVALUATED_FIELDS))
     }
 
     /// Events each plugin registered, for the queue.

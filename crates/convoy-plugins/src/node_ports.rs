@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use convoy_api::{
     ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
     HostPort, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
-    Protocol, QueueingHint, Status, names,
+    QueueingHint, Status, names,
 };
 
 use crate::helper::{event_pod, pod_was_on_a_node};
@@ -28,27 +28,9 @@ pub fn fits_ports(want: &[HostPort], node: &NodeInfo) -> bool {
     !want.iter().any(|w| node.used_ports.iter().any(|u| u.conflicts(w)))
 }
 
-/// The host ports of a pod object (containers and init containers), as
-/// `PodInfo` computes them.
+/// The host ports of a pod object, as `PodInfo` computes them.
 pub fn host_ports(pod: &Pod) -> Vec<HostPort> {
-    let Some(spec) = pod.spec.as_ref() else { return Vec::new() };
-    let mut out = Vec::new();
-    for c in spec.containers.iter().chain(spec.init_containers.iter().flatten()) {
-        for p in c.ports.iter().flatten() {
-            let port = p.host_port.unwrap_or(0);
-            if port <= 0 {
-                continue;
-            }
-            let protocol = match p.protocol.as_deref() {
-                Some("UDP") => Protocol::Udp,
-                Some("SCTP") => Protocol::Sctp,
-                _ => Protocol::Tcp,
-            };
-            let ip = p.host_ip.as_deref().filter(|s| !s.is_empty()).unwrap_or("0.0.0.0");
-            out.push(HostPort { protocol, ip: Arc::from(ip), port });
-        }
-    }
-    out
+    pod.spec.as_ref().map(convoy_api::pod_info::host_ports).unwrap_or_default()
 }
 
 impl Plugin for NodePorts {
@@ -147,6 +129,31 @@ mod tests {
         let mut n = NodeBuilder::new("n").info();
         n.add_pod(existing.node("n").info());
         n
+    }
+
+    /// As upstream's `GetHostPorts`: a sidecar holds its host ports for the
+    /// pod's life, a plain init container has exited and holds none.
+    #[test]
+    fn only_sidecar_init_containers_hold_host_ports() {
+        let init = |name: &str, sidecar: bool| {
+            serde_json::from_value(serde_json::json!({
+                "name": name,
+                "restartPolicy": if sidecar { Some("Always") } else { None },
+                "ports": [{"containerPort": 9000, "hostPort": 9000}]
+            }))
+            .unwrap()
+        };
+        let pod = PodBuilder::new("p")
+            .with_spec(|s| {
+                s.init_containers = Some(vec![init("setup", false), init("proxy", true)])
+            })
+            .build();
+        let ports = host_ports(&pod);
+        assert_eq!(ports.len(), 1, "{ports:?}");
+        assert_eq!(ports[0].port, 9000);
+        let plain =
+            PodBuilder::new("q").with_spec(|s| s.init_containers = Some(vec![init("i", false)]));
+        assert!(plain.info().host_ports.is_empty());
     }
 
     #[test]

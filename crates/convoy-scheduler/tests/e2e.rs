@@ -88,7 +88,9 @@ async fn fills_fifty_nodes_exactly_and_leaves_other_schedulers_pods_alone() -> R
 
 /// A pod too big for every node is reported (Event and condition, upstream's
 /// message), then bound within seconds of a node that fits appearing: the
-/// node's arrival requeues it, not the periodic flush.
+/// node's arrival requeues it, not the periodic flush. A pod with a PVC
+/// (a field Convoy does not evaluate yet) is refused with a message naming
+/// it, attempted once, and never bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unschedulable_pod_is_reported_then_bound_when_a_node_fits() -> Result<()> {
     let cp = ControlPlane::start().await?;
@@ -97,7 +99,24 @@ async fn unschedulable_pod_is_reported_then_bound_when_a_node_fits() -> Result<(
     create_nodes(&cp.client, small).await?;
     let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
     sched.wait_ready(Duration::from_secs(30)).await?;
-    create_pods(&pods, vec![pod("big", CONVOY, "2", "100Mi")]).await?;
+    let mut pvc = pod("pvc", CONVOY, "100m", "100Mi");
+    pvc.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(serde_json::json!(
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+    ))?]);
+    create_pods(&pods, vec![pod("big", CONVOY, "2", "100Mi"), pvc]).await?;
+    let refused = "False/Unschedulable: 0/2 nodes are available: pod uses \
+                   spec.volumes[0].persistentVolumeClaim, which this scheduler does not evaluate yet.";
+    let seen = eventually(Duration::from_secs(15), || async {
+        let p = pods.get("pvc").await.ok()?;
+        (scheduled_message(&p) == refused).then_some(())
+    })
+    .await;
+    let p = pods.get("pvc").await?;
+    ensure!(
+        seen.is_some(),
+        "pvc: PodScheduled is {:?}, expected {refused:?}",
+        scheduled_message(&p)
+    );
 
     let expected = "0/2 nodes are available: 2 Insufficient cpu.";
     let event = eventually(Duration::from_secs(15), || async {
@@ -130,6 +149,11 @@ async fn unschedulable_pod_is_reported_then_bound_when_a_node_fits() -> Result<(
         wait_bound(&pods, &names, Duration::from_secs(15)).await.with_context(|| sched.tail())?;
     println!("big bound {:?} after the node that fits was created", added.elapsed());
     ensure!(node_of(&all["big"]) == Some("large"), "big bound to {:?}", node_of(&all["big"]));
+    let p = pods.get("pvc").await?;
+    ensure!(node_of(&p).is_none(), "pvc bound to {:?}", node_of(&p));
+    // Neither the new node nor the status writes retried it.
+    let attempts = sched.count("wait/pvc is unschedulable");
+    ensure!(attempts == 1, "pvc attempted {attempts} times{}", sched.tail());
     Ok(())
 }
 

@@ -406,3 +406,34 @@ async fn hopeless_group_does_not_hold_the_cluster() {
     assert_eq!(bound_in(&cluster, "single"), 1, "not held back by a group that can never fit");
     assert_eq!(bound_in(&cluster, "h"), 0);
 }
+
+/// The group cycle refuses a member that uses a field Convoy does not
+/// evaluate (here a PVC), as the single-pod cycle does: the group is not
+/// placed, and its message names the member and the field.
+#[tokio::test]
+async fn a_member_with_an_unevaluated_field_fails_its_group() {
+    let nodes = (0..2).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("1").build()).collect();
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+    cluster.apply_pod_group(&group_json(PodGroupApi::Upstream, "db", 2)).unwrap();
+    let pvc =
+        serde_json::from_value(json!({"name": "d", "persistentVolumeClaim": {"claimName": "d"}}));
+    let mut m1 = member(PodGroupApi::Upstream, "db", "m1", "100m");
+    m1.spec.as_mut().unwrap().volumes = Some(vec![pvc.unwrap()]);
+    cluster.add_pod(member(PodGroupApi::Upstream, "db", "m0", "100m")).unwrap();
+    cluster.add_pod(m1).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(bound_in(&cluster, "m"), 0);
+    assert_eq!(scheduler.cache().pod_count(), 0, "nothing stays assumed");
+    let groups = sink.0.lock().unwrap();
+    let GroupOutcome::Unschedulable { message } = &groups.last().expect("a group decision").outcome
+    else {
+        panic!("the group was placed")
+    };
+    assert_eq!(
+        message,
+        "1/2 pods fit (minMember 2): default/m1: 0/2 nodes are available: pod uses \
+         spec.volumes[0].persistentVolumeClaim, which this scheduler does not evaluate yet."
+    );
+}

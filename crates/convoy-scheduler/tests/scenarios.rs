@@ -384,3 +384,100 @@ fn simulate_command_prints_skip_notes() {
     assert!(stdout.starts_with("skipped 2 ConfigMap: not used for scheduling\n"), "{stdout}");
     assert!(stdout.contains("prod/reindex-0  pending: 0/3 nodes are available"), "{stdout}");
 }
+
+fn volume(v: serde_json::Value) -> k8s_openapi::api::core::v1::Volume {
+    serde_json::from_value(v).unwrap()
+}
+
+fn with_pvc(b: PodBuilder, claim: &str) -> PodBuilder {
+    let v =
+        volume(serde_json::json!({"name": "data", "persistentVolumeClaim": {"claimName": claim}}));
+    b.with_spec(|s| s.volumes = Some(vec![v]))
+}
+
+fn with_resource_claim(b: PodBuilder) -> PodBuilder {
+    let claim =
+        serde_json::from_value(serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-0"}));
+    b.with_spec(|s| s.resource_claims = Some(vec![claim.unwrap()]))
+}
+
+/// Never a silent wrong answer: a PVC and a ResourceClaim are fields Convoy
+/// does not evaluate yet, so those pods stay pending with a message naming
+/// the field, and are attempted once (no node or pod event retries them);
+/// the others, volumes upstream ignores included, are placed.
+#[tokio::test]
+async fn pods_using_unevaluated_fields_are_refused_once() {
+    let nodes = (0..6).map(|i| NodeBuilder::new(&format!("n{i}")).cpu("4").build()).collect();
+    let scratch = volume(serde_json::json!({"name": "scratch", "emptyDir": {}}));
+    let pods = vec![
+        // Attempted first (priority): the bindings that follow are events.
+        with_pvc(PodBuilder::new("pvc").priority(100), "data-0").build(),
+        with_resource_claim(PodBuilder::new("claim").priority(100)).build(),
+        PodBuilder::new("plain-0").cpu("1").build(),
+        PodBuilder::new("plain-1").cpu("1").build(),
+        PodBuilder::new("scratch").cpu("1").with_spec(|s| s.volumes = Some(vec![scratch])).build(),
+    ];
+    // A refused pod with no rejecting plugin would be retried after every
+    // backoff, forever: the run would never become idle.
+    let r = tokio::time::timeout(std::time::Duration::from_secs(60), run(nodes, pods))
+        .await
+        .expect("the refused pods spin");
+    assert_eq!((r.summary.bound, r.summary.pending), (3, 2));
+    assert_eq!(node_of(&r, "pvc"), None);
+    assert_eq!(
+        reason_of(&r, "pvc"),
+        "0/6 nodes are available: pod uses spec.volumes[0].persistentVolumeClaim, which this \
+         scheduler does not evaluate yet."
+    );
+    assert_eq!(
+        reason_of(&r, "claim"),
+        "0/6 nodes are available: pod uses spec.resourceClaims[0], which this scheduler does not \
+         evaluate yet."
+    );
+    assert!(node_of(&r, "scratch").is_some());
+    // One attempt per pod: the refused ones did not spin on the bindings.
+    assert_eq!(r.cycle_latency.attempts, 5);
+    // `convoy-scheduler simulate` prints the message.
+    let text = r.to_text();
+    let line = text.lines().find(|l| l.starts_with("default/pvc ")).unwrap_or_default();
+    assert!(
+        line.ends_with(
+            " pending: 0/6 nodes are available: pod uses spec.volumes[0].persistentVolumeClaim, \
+             which this scheduler does not evaluate yet."
+        ),
+        "{text}"
+    );
+}
+
+/// A profile that disables every upstream plugin reading a field ignores
+/// it, as upstream would: the PVC pod is placed; the ResourceClaim pod is
+/// still refused (DynamicResources is not disabled).
+#[tokio::test]
+async fn disabled_upstream_plugins_ignore_their_fields() {
+    let yaml = "apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+profiles:
+- schedulerName: convoy-scheduler
+  plugins:
+    multiPoint:
+      disabled: [{name: VolumeBinding}, {name: VolumeRestrictions}, {name: NodeVolumeLimits}]
+    preFilter:
+      disabled: [{name: VolumeZone}]
+    filter:
+      disabled: [{name: VolumeZone}]
+";
+    let known = convoy_config::KnownPlugins::new(convoy_scheduler::registry().names());
+    let config = convoy_config::parse_str(yaml, "volumes-off.yaml", &known).unwrap();
+    let nodes = vec![NodeBuilder::new("n").build()];
+    let pods = vec![
+        with_pvc(PodBuilder::new("pvc"), "data-0").build(),
+        with_resource_claim(PodBuilder::new("claim")).build(),
+    ];
+    let r = simulate(config, objects(nodes, pods), false).await.unwrap();
+    assert_eq!(node_of(&r, "pvc"), Some("n"));
+    assert_eq!(
+        reason_of(&r, "claim"),
+        "0/1 nodes are available: pod uses spec.resourceClaims[0], which this scheduler does not \
+         evaluate yet."
+    );
+}

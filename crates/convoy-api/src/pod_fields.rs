@@ -1,0 +1,498 @@
+//! Which PodSpec fields decide where a pod goes, and what Convoy does with
+//! each: never a silent wrong answer.
+//!
+//! [`FIELDS`] classifies every field of `PodSpec` that upstream
+//! kube-scheduler v1.37's default plugins read (and the ones they do not):
+//! Convoy evaluates it, refuses the pods that use it, or ignores it as
+//! upstream does. It is the source of the table in `docs/configuration.md`
+//! (a test keeps the two equal), and an end-to-end test walks the PodSpec
+//! schema of a real kube-apiserver so that a field added later cannot go
+//! unclassified.
+//!
+//! [`unevaluated_fields`] finds, once per pod (in [`PodInfo::new`]), the uses
+//! of the fields Convoy does not evaluate yet, each with its path and index
+//! (`spec.volumes[0].persistentVolumeClaim`) and the upstream plugins that
+//! would evaluate it. The framework refuses such a pod at the start of its
+//! cycle, unless the profile disabled every one of those plugins (upstream
+//! then ignores the field too).
+
+use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
+
+use crate::events::{EventObject, QueueingHint};
+use crate::names::*;
+use crate::pod_info::PodInfo;
+
+/// The name under which the framework records a refusal (in the pod's
+/// unschedulable plugins, for the queue): not a plugin, no plugin can make
+/// such a pod schedulable. Its only registered event is an update of the
+/// pod itself that changes what it uses (see [`requeue_hint`]).
+pub const UNEVALUATED_FIELDS: &str = "UnevaluatedFields";
+
+/// Prefix of the implicit extended resource of a DeviceClass
+/// (`deviceclass.resource.kubernetes.io/<class>`), always allocated through
+/// DynamicResources.
+pub const DEVICE_CLASS_RESOURCE_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+
+/// What Convoy does with a field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Support {
+    /// Evaluated as upstream's plugins do.
+    Evaluated,
+    /// A pod that sets it is refused: it stays pending with a message naming
+    /// the field.
+    Refused,
+    /// Refused in the case given; otherwise as the note says.
+    RefusedWhen(&'static str),
+    /// Upstream's default plugins do not read it to place a pod either.
+    Ignored,
+    /// Read by upstream's preemption, which Convoy does not do yet: the pod
+    /// is scheduled as usual, and never evicts another.
+    WithoutPreemption,
+}
+
+impl Support {
+    /// The wording of the docs table.
+    pub fn describe(&self) -> String {
+        match self {
+            Support::Evaluated => "evaluated".to_string(),
+            Support::Refused => "**refused**".to_string(),
+            Support::RefusedWhen(when) => format!("**refused** when {when}"),
+            Support::Ignored => "ignored".to_string(),
+            Support::WithoutPreemption => "no preemption yet".to_string(),
+        }
+    }
+
+    /// Whether some pods using the field are refused.
+    pub fn refuses(&self) -> bool {
+        matches!(self, Support::Refused | Support::RefusedWhen(_))
+    }
+}
+
+/// One row of the table: a field (or several, as `{a,b}` alternatives) and
+/// every field below it.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldRule {
+    /// The path from `spec`, lists as `[]`; `{a,b}` stands for each
+    /// alternative (`spec.{containers,initContainers}[].image`).
+    pub path: &'static str,
+    /// What Convoy does with it.
+    pub support: Support,
+    /// The upstream plugins (v1.37 defaults) that read it.
+    pub plugins: &'static [&'static str],
+    /// More detail, for the docs.
+    pub note: &'static str,
+}
+
+impl FieldRule {
+    /// The concrete paths of the row (its `{a,b}` alternatives expanded).
+    pub fn paths(&self) -> Vec<String> {
+        expand(self.path)
+    }
+}
+
+/// Expands every `{a,b,...}` group of a path into the paths it stands for.
+fn expand(pattern: &str) -> Vec<String> {
+    let Some(open) = pattern.find('{') else { return vec![pattern.to_string()] };
+    let close = open + pattern[open..].find('}').expect("an open brace is closed");
+    let (head, tail) = (&pattern[..open], &pattern[close + 1..]);
+    let tails = expand(tail);
+    pattern[open + 1..close]
+        .split(',')
+        .flat_map(|alt| tails.iter().map(move |t| format!("{head}{alt}{t}")))
+        .collect()
+}
+
+use Support::*;
+
+const FIT: &[&str] = &[NODE_RESOURCES_FIT, NODE_RESOURCES_BALANCED_ALLOCATION];
+const FIT_DRA: &[&str] =
+    &[NODE_RESOURCES_FIT, NODE_RESOURCES_BALANCED_ALLOCATION, DYNAMIC_RESOURCES];
+const DRA: &[&str] = &[DYNAMIC_RESOURCES];
+const NDF: &[&str] = &[NODE_DECLARED_FEATURES];
+const PVC: &[&str] = &[VOLUME_BINDING, VOLUME_RESTRICTIONS, VOLUME_ZONE, NODE_VOLUME_LIMITS];
+const EPHEMERAL: &[&str] = &[VOLUME_BINDING, NODE_VOLUME_LIMITS];
+const DISK: &[&str] = &[VOLUME_RESTRICTIONS, NODE_VOLUME_LIMITS];
+const RESTRICTIONS: &[&str] = &[VOLUME_RESTRICTIONS];
+const LIMITS: &[&str] = &[NODE_VOLUME_LIMITS];
+const NONE: &[&str] = &[];
+
+const fn rule(
+    path: &'static str,
+    support: Support,
+    plugins: &'static [&'static str],
+    note: &'static str,
+) -> FieldRule {
+    FieldRule { path, support, plugins, note }
+}
+
+/// Every PodSpec field, classified (upstream kube-scheduler v1.37.2, default
+/// plugins and feature gates). Each row covers the fields below it; no row
+/// is below another.
+pub const FIELDS: &[FieldRule] = &[
+    // Resources.
+    rule(
+        "spec.{containers,initContainers}[].resources.requests",
+        RefusedWhen("a name starts with `deviceclass.resource.kubernetes.io/`"),
+        FIT_DRA,
+        "Otherwise evaluated as upstream's `PodRequests` (init containers, sidecars). An extended \
+         resource a DeviceClass provides (`extendedResourceName`) is fitted against node \
+         allocatable only: a node without it rejects the pod (`Insufficient <name>`) where \
+         upstream would allocate a device. Not yet: a running pod being resized in place counts \
+         its spec, where upstream counts the most of spec, allocated and actual (pod status).",
+    ),
+    rule(
+        "spec.{containers,initContainers}[].resources.limits",
+        Ignored,
+        NONE,
+        "API defaulting copies a limit into an unset request.",
+    ),
+    rule("spec.{containers,initContainers}[].resources.claims", Refused, DRA, ""),
+    rule(
+        "spec.initContainers[].restartPolicy",
+        Evaluated,
+        &[NODE_RESOURCES_FIT, NODE_RESOURCES_BALANCED_ALLOCATION, NODE_PORTS],
+        "`Always` makes a sidecar: its requests add to the app containers', its host ports count.",
+    ),
+    rule("spec.containers[].restartPolicy", Ignored, NONE, ""),
+    rule("spec.overhead", Evaluated, FIT, "Added to the requests (set by RuntimeClass admission)."),
+    rule(
+        "spec.resources.requests",
+        Evaluated,
+        FIT,
+        "Pod-level resources (beta, on by default): `cpu`, `memory` and `hugepages-*` replace \
+         the containers' sum.",
+    ),
+    rule("spec.resources.limits", Ignored, NONE, ""),
+    rule("spec.resources.claims", Refused, DRA, ""),
+    rule("spec.resourceClaims", Refused, DRA, ""),
+    rule(
+        "spec.runtimeClassName",
+        Ignored,
+        NONE,
+        "RuntimeClass admission copies the class's overhead, nodeSelector and tolerations into \
+         the pod, where they are evaluated.",
+    ),
+    // Nodes.
+    rule("spec.nodeName", Evaluated, &[NODE_NAME], ""),
+    rule("spec.nodeSelector", Evaluated, &[NODE_AFFINITY], ""),
+    rule("spec.affinity.nodeAffinity", Evaluated, &[NODE_AFFINITY], ""),
+    rule("spec.tolerations", Evaluated, &[TAINT_TOLERATION, NODE_UNSCHEDULABLE], ""),
+    rule(
+        "spec.{containers,initContainers}[].ports",
+        Evaluated,
+        &[NODE_PORTS],
+        "`hostPort` with `hostIP` and `protocol`; an init container's only if it is a sidecar.",
+    ),
+    rule(
+        "spec.hostNetwork",
+        RefusedWhen("`true` with `hostUsers: false`"),
+        NDF,
+        "That pair requires nodes declaring the UserNamespacesHostNetwork feature. Otherwise \
+         nothing to evaluate: API defaulting copies each `containerPort` into `hostPort`.",
+    ),
+    rule("spec.hostUsers", RefusedWhen("`false` with `hostNetwork: true`"), NDF, ""),
+    rule(
+        "spec.{containers,initContainers}[].restartPolicyRules",
+        RefusedWhen("a rule's action is `RestartAllContainers`"),
+        NDF,
+        "Requires nodes declaring the RestartAllContainers feature.",
+    ),
+    rule(
+        "spec.{containers,initContainers,ephemeralContainers}[].volumeMounts[].bindMountOptions",
+        Refused,
+        NDF,
+        "Requires nodes declaring the VolumeBindMountOptions feature.",
+    ),
+    rule("spec.{containers,initContainers}[].image", Evaluated, &[IMAGE_LOCALITY], "Score only."),
+    // Other pods.
+    rule("spec.affinity.{podAffinity,podAntiAffinity}", Evaluated, &[INTER_POD_AFFINITY], ""),
+    rule("spec.topologySpreadConstraints", Evaluated, &[POD_TOPOLOGY_SPREAD], ""),
+    // Queue, profile, gang.
+    rule(
+        "spec.schedulerName",
+        Evaluated,
+        NONE,
+        "Selects the profile; pods of other schedulers are left alone.",
+    ),
+    rule("spec.schedulingGates", Evaluated, &[SCHEDULING_GATES], ""),
+    rule(
+        "spec.schedulingGroup",
+        Evaluated,
+        &[GANG_SCHEDULING],
+        "Workload API PodGroups (upstream: GenericWorkload, off by default); see gang.md.",
+    ),
+    rule(
+        "spec.priority",
+        WithoutPreemption,
+        &[PRIORITY_SORT, DEFAULT_PREEMPTION],
+        "Queue order (PrioritySort) is evaluated. Convoy does not preempt yet: a pod that fits \
+         nowhere waits and evicts nobody.",
+    ),
+    rule(
+        "spec.preemptionPolicy",
+        WithoutPreemption,
+        &[DEFAULT_PREEMPTION],
+        "Convoy does not preempt yet: every pod behaves as `Never`.",
+    ),
+    rule(
+        "spec.priorityClassName",
+        Ignored,
+        NONE,
+        "The Priority admission plugin resolves it into `priority`.",
+    ),
+    // Volumes.
+    rule("spec.volumes[].persistentVolumeClaim", Refused, PVC, ""),
+    rule("spec.volumes[].ephemeral", Refused, EPHEMERAL, "A PVC created for the pod."),
+    rule(
+        "spec.volumes[].{awsElasticBlockStore,gcePersistentDisk}",
+        Refused,
+        DISK,
+        "Disk conflicts between pods on a node; attach limits (CSI migration).",
+    ),
+    rule(
+        "spec.volumes[].{iscsi,rbd}",
+        Refused,
+        RESTRICTIONS,
+        "Disk conflicts between pods on a node.",
+    ),
+    rule(
+        "spec.volumes[].{azureDisk,azureFile,cinder,portworxVolume,vsphereVolume}",
+        Refused,
+        LIMITS,
+        "Counted against the CSI driver's attach limit (CSI migration).",
+    ),
+    rule(
+        "spec.volumes[].{cephfs,configMap,csi,downwardAPI,emptyDir,fc,flexVolume,flocker,gitRepo,\
+         glusterfs,hostPath,image,name,nfs,photonPersistentDisk,projected,quobyte,scaleIO,secret,\
+         storageos}",
+        Ignored,
+        NONE,
+        "Inline `csi` volumes are not counted against attach limits either.",
+    ),
+    // Everything else in containers.
+    rule(
+        "spec.{containers,initContainers,ephemeralContainers}[].{args,command,env,envFrom,\
+         imagePullPolicy,lifecycle,livenessProbe,name,readinessProbe,resizePolicy,securityContext,\
+         startupProbe,stdin,stdinOnce,terminationMessagePath,terminationMessagePolicy,tty,\
+         volumeDevices,workingDir}",
+        Ignored,
+        NONE,
+        "",
+    ),
+    rule(
+        "spec.{containers,initContainers,ephemeralContainers}[].volumeMounts[].{mountPath,\
+         mountPropagation,name,readOnly,recursiveReadOnly,subPath,subPathExpr}",
+        Ignored,
+        NONE,
+        "",
+    ),
+    rule(
+        "spec.ephemeralContainers[].{image,ports,resources,restartPolicy,restartPolicyRules,\
+         targetContainerName}",
+        Ignored,
+        NONE,
+        "Ephemeral containers join running pods; they take no resources or ports.",
+    ),
+    // Everything else in the pod.
+    rule(
+        "spec.{activeDeadlineSeconds,automountServiceAccountToken,dnsConfig,dnsPolicy,\
+         enableServiceLinks,evictionResponders,hostAliases,hostIPC,hostPID,hostname,\
+         hostnameOverride,imagePullSecrets,readinessGates,restartPolicy,securityContext,\
+         serviceAccount,serviceAccountName,setHostnameAsFQDN,shareProcessNamespace,subdomain,\
+         terminationGracePeriodSeconds}",
+        Ignored,
+        NONE,
+        "",
+    ),
+    rule(
+        "spec.os",
+        Ignored,
+        NONE,
+        "Nodes are matched on `kubernetes.io/os` only through nodeSelector or node affinity.",
+    ),
+];
+
+/// The rule that classifies a concrete path (indexes as `[3]` or `[]`), if
+/// any: the row whose path is the path or one of its ancestors.
+pub fn rule_for(path: &str) -> Option<&'static FieldRule> {
+    let path = strip_indexes(path);
+    FIELDS.iter().find(|r| r.paths().iter().any(|p| covers(p, &path)))
+}
+
+/// Whether the row path `row` covers the concrete path `path` (equal, or an
+/// ancestor).
+pub fn covers(row: &str, path: &str) -> bool {
+    path.strip_prefix(row).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// `spec.volumes[0].x[cpu]` → `spec.volumes[].x`: indexes and map keys
+/// become `[]`, and a trailing one goes.
+pub fn strip_indexes(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut depth = 0;
+    for c in path.chars() {
+        match c {
+            '[' => {
+                if depth == 0 {
+                    out.push_str("[]");
+                }
+                depth += 1;
+            }
+            ']' => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out.strip_suffix("[]").map(str::to_string).unwrap_or(out)
+}
+
+/// The docs table (markdown), generated from [`FIELDS`].
+pub fn markdown_table() -> String {
+    let mut out =
+        String::from("| field | Convoy | upstream plugins | notes |\n|---|---|---|---|\n");
+    for r in FIELDS {
+        let plugins = if r.plugins.is_empty() { "—".to_string() } else { r.plugins.join(", ") };
+        let path = r.path.replace(',', ", ");
+        out.push_str(&format!(
+            "| `{path}` | {} | {plugins} | {} |\n",
+            r.support.describe(),
+            r.note
+        ));
+    }
+    out
+}
+
+/// One use, in one pod, of a field Convoy does not evaluate yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnevaluatedField {
+    /// The field, with its indexes: `spec.volumes[0].persistentVolumeClaim`.
+    pub path: String,
+    /// The upstream plugins that would evaluate it: if the profile disables
+    /// all of them, upstream ignores the field as well.
+    pub plugins: &'static [&'static str],
+}
+
+/// The volume sources Convoy does not evaluate, and who would.
+fn unevaluated_volume(v: &Volume) -> Option<(&'static str, &'static [&'static str])> {
+    let sources: [(&'static str, bool, &'static [&'static str]); 11] = [
+        ("persistentVolumeClaim", v.persistent_volume_claim.is_some(), PVC),
+        ("ephemeral", v.ephemeral.is_some(), EPHEMERAL),
+        ("awsElasticBlockStore", v.aws_elastic_block_store.is_some(), DISK),
+        ("gcePersistentDisk", v.gce_persistent_disk.is_some(), DISK),
+        ("iscsi", v.iscsi.is_some(), RESTRICTIONS),
+        ("rbd", v.rbd.is_some(), RESTRICTIONS),
+        ("azureDisk", v.azure_disk.is_some(), LIMITS),
+        ("azureFile", v.azure_file.is_some(), LIMITS),
+        ("cinder", v.cinder.is_some(), LIMITS),
+        ("portworxVolume", v.portworx_volume.is_some(), LIMITS),
+        ("vsphereVolume", v.vsphere_volume.is_some(), LIMITS),
+    ];
+    sources.into_iter().find(|(_, set, _)| *set).map(|(name, _, plugins)| (name, plugins))
+}
+
+fn container_uses(kind: &str, i: usize, c: &Container, out: &mut Vec<UnevaluatedField>) {
+    let at = |field: String| format!("spec.{kind}[{i}].{field}");
+    if let Some(r) = &c.resources {
+        for name in r.requests.iter().flat_map(|m| m.keys()) {
+            if name.starts_with(DEVICE_CLASS_RESOURCE_PREFIX) {
+                out.push(UnevaluatedField {
+                    path: at(format!("resources.requests[{name}]")),
+                    plugins: DRA,
+                });
+            }
+        }
+        if r.claims.as_ref().is_some_and(|c| !c.is_empty()) {
+            out.push(UnevaluatedField { path: at("resources.claims".into()), plugins: DRA });
+        }
+    }
+    for (j, rule) in c.restart_policy_rules.iter().flatten().enumerate() {
+        if rule.action == "RestartAllContainers" {
+            out.push(UnevaluatedField {
+                path: at(format!("restartPolicyRules[{j}]")),
+                plugins: NDF,
+            });
+        }
+    }
+    bind_mount_options(kind, i, c.volume_mounts.as_deref(), out);
+}
+
+fn bind_mount_options(
+    kind: &str,
+    i: usize,
+    mounts: Option<&[k8s_openapi::api::core::v1::VolumeMount]>,
+    out: &mut Vec<UnevaluatedField>,
+) {
+    for (j, m) in mounts.into_iter().flatten().enumerate() {
+        if m.bind_mount_options.as_ref().is_some_and(|o| !o.is_empty()) {
+            out.push(UnevaluatedField {
+                path: format!("spec.{kind}[{i}].volumeMounts[{j}].bindMountOptions"),
+                plugins: NDF,
+            });
+        }
+    }
+}
+
+/// The uses of the fields Convoy does not evaluate yet (the
+/// [refused](Support::refuses) rows of [`FIELDS`]), in field order. Empty
+/// for most pods, without allocating.
+pub fn unevaluated_fields(spec: &PodSpec) -> Vec<UnevaluatedField> {
+    let mut out = Vec::new();
+    for (i, v) in spec.volumes.iter().flatten().enumerate() {
+        if let Some((source, plugins)) = unevaluated_volume(v) {
+            out.push(UnevaluatedField { path: format!("spec.volumes[{i}].{source}"), plugins });
+        }
+    }
+    for (i, _) in spec.resource_claims.iter().flatten().enumerate() {
+        out.push(UnevaluatedField { path: format!("spec.resourceClaims[{i}]"), plugins: DRA });
+    }
+    if spec.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()) {
+        out.push(UnevaluatedField { path: "spec.resources.claims".into(), plugins: DRA });
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        container_uses("containers", i, c, &mut out);
+    }
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        container_uses("initContainers", i, c, &mut out);
+    }
+    for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
+        bind_mount_options("ephemeralContainers", i, c.volume_mounts.as_deref(), &mut out);
+    }
+    if spec.host_network == Some(true) && spec.host_users == Some(false) {
+        out.push(UnevaluatedField { path: "spec.hostUsers".into(), plugins: NDF });
+    }
+    out
+}
+
+/// The refusal message: `pod uses spec.volumes[0].persistentVolumeClaim,
+/// which this scheduler does not evaluate yet` (up to three fields named,
+/// then a count).
+pub fn refusal_message<'a>(paths: impl IntoIterator<Item = &'a str>) -> String {
+    const NAMED: usize = 3;
+    let paths: Vec<&str> = paths.into_iter().collect();
+    let list = match paths.len() {
+        0 => String::new(),
+        1 => paths[0].to_string(),
+        n if n <= NAMED => format!("{} and {}", paths[..n - 1].join(", "), paths[n - 1]),
+        n => format!("{} and {} more", paths[..NAMED].join(", "), n - NAMED),
+    };
+    format!("pod uses {list}, which this scheduler does not evaluate yet")
+}
+
+/// The queueing hint of [`UNEVALUATED_FIELDS`] for an update of the pod
+/// itself: retry only if the fields it uses that Convoy does not evaluate
+/// changed (volumes, claims and these container fields are immutable, so in
+/// practice a refused pod waits for its deletion, or the periodic flush).
+pub fn requeue_hint(
+    _pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let uses = |o: Option<&EventObject>| match o {
+        Some(EventObject::Pod(p)) => p.spec.as_ref().map(unevaluated_fields),
+        _ => None,
+    };
+    if uses(old) == uses(new) { QueueingHint::Skip } else { QueueingHint::Queue }
+}
+
+#[cfg(test)]
+mod tests;
