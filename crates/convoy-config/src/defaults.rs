@@ -20,6 +20,8 @@ pub mod names {
     pub const NODE_PORTS: &str = "NodePorts";
     /// `NodeResourcesFit`.
     pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
+    /// `InterPodAffinity`.
+    pub const INTER_POD_AFFINITY: &str = "InterPodAffinity";
     /// `NodeResourcesBalancedAllocation`.
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
     /// `DefaultBinder`.
@@ -47,6 +49,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::weighted(NODE_AFFINITY, 2),
         PluginRef::new(NODE_PORTS),
         PluginRef::weighted(NODE_RESOURCES_FIT, 1),
+        PluginRef::weighted(INTER_POD_AFFINITY, 2),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
         PluginRef::new(DEFAULT_BINDER),
     ]
@@ -54,9 +57,8 @@ pub fn default_multi_point() -> Vec<PluginRef> {
 
 /// Upstream default plugins that Convoy does not implement. Disabling them is accepted and does
 /// nothing; enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: [&str; 9] = [
+pub const UPSTREAM_ONLY_DEFAULTS: [&str; 8] = [
     "PodTopologySpread",
-    "InterPodAffinity",
     "VolumeBinding",
     "VolumeRestrictions",
     "VolumeZone",
