@@ -5,6 +5,8 @@
 //! `namespaceSelector` against empty namespace labels), not resolved
 //! through the Namespace store.
 
+use std::borrow::Cow;
+
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use convoy_api::labels::{Labels, no_labels};
@@ -28,17 +30,24 @@ fn parse_terms(pod: &Pod, anti: bool) -> Result<Vec<AffinityTerm>, String> {
     terms.into_iter().flatten().map(|t| AffinityTerm::new(namespace, t)).collect()
 }
 
-/// The target pod's required affinity and anti-affinity terms; `None` when
-/// they cannot be parsed (upstream returns Queue with the error).
-fn target_terms(pod: &PodInfo) -> Option<(Vec<AffinityTerm>, Vec<AffinityTerm>)> {
+/// A list of terms, borrowed from a parsed pod or parsed here.
+type Terms<'a> = Cow<'a, [AffinityTerm]>;
+
+/// The target pod's required affinity and anti-affinity terms (borrowed
+/// from its parsed terms); `None` when they cannot be parsed (upstream
+/// returns Queue with the error).
+fn target_terms(pod: &PodInfo) -> Option<(Terms<'_>, Terms<'_>)> {
     match pod.affinity.as_deref() {
-        None => Some((Vec::new(), Vec::new())),
+        None => Some((Cow::Borrowed(&[]), Cow::Borrowed(&[]))),
         Some(a) if a.parse_error.is_none() => {
-            Some((a.required_affinity.clone(), a.required_anti_affinity.clone()))
+            Some((Cow::Borrowed(&a.required_affinity), Cow::Borrowed(&a.required_anti_affinity)))
         }
         // Some list failed: parse the required ones again to tell whether
         // it was one of them.
-        Some(_) => Some((parse_terms(&pod.pod, false).ok()?, parse_terms(&pod.pod, true).ok()?)),
+        Some(_) => Some((
+            Cow::Owned(parse_terms(&pod.pod, false).ok()?),
+            Cow::Owned(parse_terms(&pod.pod, true).ok()?),
+        )),
     }
 }
 
@@ -126,7 +135,7 @@ pub(super) fn is_schedulable_after_node_change(
     let Some(modified) = event_node(new) else { return QueueingHint::Queue };
     let original = event_node(old);
     let Some((terms, anti_terms)) = target_terms(pod) else { return QueueingHint::Queue };
-    for t in &terms {
+    for t in terms.iter() {
         let now = label(modified, &t.topology_key);
         let Some(original) = original else {
             if now.is_some() {
@@ -140,7 +149,7 @@ pub(super) fn is_schedulable_after_node_change(
             _ => {}
         }
     }
-    for t in &anti_terms {
+    for t in anti_terms.iter() {
         let Some(original) = original else { return QueueingHint::Queue };
         match (label(original, &t.topology_key), label(modified, &t.topology_key)) {
             (Some(_), None) => return QueueingHint::Queue,
