@@ -21,6 +21,8 @@ pub enum PluginArgs {
     NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs),
     /// `NodeAffinityArgs`.
     NodeAffinity(NodeAffinityArgs),
+    /// `InterPodAffinityArgs`.
+    InterPodAffinity(InterPodAffinityArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -35,6 +37,7 @@ impl PluginArgs {
                 Some(Self::NodeResourcesBalancedAllocation(Default::default()))
             }
             names::NODE_AFFINITY => Some(Self::NodeAffinity(Default::default())),
+            names::INTER_POD_AFFINITY => Some(Self::InterPodAffinity(Default::default())),
             _ => None,
         }
     }
@@ -45,6 +48,8 @@ impl PluginArgs {
             Self::NodeResourcesFit(args) => args.validate(),
             Self::NodeResourcesBalancedAllocation(args) => args.validate(),
             Self::NodeAffinity(args) => args.validate(),
+            // Its one range check fails at decoding, with the position.
+            Self::InterPodAffinity(_) => Vec::new(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -78,6 +83,18 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
         names::NODE_AFFINITY => {
             let raw = Option::<AffinityArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
             PluginArgs::NodeAffinity(NodeAffinityArgs { added_affinity: raw.added_affinity })
+        }
+        names::INTER_POD_AFFINITY => {
+            let raw =
+                Option::<InterPodAffinityArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            PluginArgs::InterPodAffinity(InterPodAffinityArgs {
+                hard_pod_affinity_weight: raw
+                    .hard_pod_affinity_weight
+                    .unwrap_or(DEFAULT_HARD_POD_AFFINITY_WEIGHT),
+                ignore_preferred_terms_of_existing_pods: raw
+                    .ignore_preferred_terms_of_existing_pods
+                    .unwrap_or(false),
+            })
         }
         _ => PluginArgs::Other(
             Option::<serde_json::Value>::deserialize(deserializer)?
@@ -411,6 +428,40 @@ impl NodeAffinityArgs {
     }
 }
 
+/// Upstream's default `hardPodAffinityWeight` (`v1/defaults.go`).
+pub const DEFAULT_HARD_POD_AFFINITY_WEIGHT: i32 = 1;
+
+/// `InterPodAffinityArgs`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InterPodAffinityArgs {
+    /// Score weight of an existing pod's required affinity term the
+    /// incoming pod matches (symmetry); 0..=100, default 1, 0 disables it.
+    pub hard_pod_affinity_weight: i32,
+    /// Skip scoring existing pods' preferred terms when the incoming pod has
+    /// no preferred terms of its own (default false).
+    pub ignore_preferred_terms_of_existing_pods: bool,
+}
+
+impl Default for InterPodAffinityArgs {
+    fn default() -> Self {
+        Self {
+            hard_pod_affinity_weight: DEFAULT_HARD_POD_AFFINITY_WEIGHT,
+            ignore_preferred_terms_of_existing_pods: false,
+        }
+    }
+}
+
+/// Upstream `validateHardPodAffinityWeight`: `[0, 100]` (null means the
+/// default).
+fn hard_pod_affinity_weight<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i32>, D::Error> {
+    match Option::<i64>::deserialize(d)? {
+        None => Ok(None),
+        Some(w @ 0..=100) => Ok(Some(w as i32)),
+        Some(w) => Err(de::Error::custom(format!("{w} not in valid range [0, 100]"))),
+    }
+}
+
 // Raw forms of the top-level args: they accept `apiVersion` and `kind`.
 
 #[derive(Default, Deserialize)]
@@ -452,6 +503,20 @@ struct AffinityArgsRaw {
     added_affinity: Option<serde_json::Value>,
 }
 
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct InterPodAffinityArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_inter_pod_affinity")]
+    #[allow(dead_code)]
+    kind: (),
+    #[serde(deserialize_with = "hard_pod_affinity_weight")]
+    hard_pod_affinity_weight: Option<i32>,
+    ignore_preferred_terms_of_existing_pods: Option<bool>,
+}
+
 fn expect_str<'de, D: Deserializer<'de>>(d: D, field: &str, want: &str) -> Result<(), D::Error> {
     let got = String::deserialize(d)?;
     if got == want {
@@ -471,6 +536,10 @@ fn kind_fit<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
 
 fn kind_balanced<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "kind", "NodeResourcesBalancedAllocationArgs")
+}
+
+fn kind_inter_pod_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "InterPodAffinityArgs")
 }
 
 fn kind_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use convoy_config::{
-    ConfigError, KnownPlugins, PluginArgs, PluginRef, ResourceSpec, SchedulerConfig,
-    ScoringStrategyType, default_multi_point, load_file, names, parse_str,
+    ConfigError, InterPodAffinityArgs, KnownPlugins, PluginArgs, PluginRef, ResourceSpec,
+    SchedulerConfig, ScoringStrategyType, default_multi_point, load_file, names, parse_str,
 };
 
 fn known() -> KnownPlugins {
@@ -41,7 +41,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 11] = [
+const DEFAULT_MULTI_POINT: [&str; 12] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -51,6 +51,7 @@ const DEFAULT_MULTI_POINT: [&str; 11] = [
     "NodeAffinity:2",
     "NodePorts",
     "NodeResourcesFit:1",
+    "InterPodAffinity:2",
     "NodeResourcesBalancedAllocation:1",
     "DefaultBinder",
 ];
@@ -91,6 +92,7 @@ fn upstream_full_example_loads() {
         PluginArgs::Other(value) => assert_eq!(value["permitWaitingTimeSeconds"], 60),
         other => panic!("{other:?}"),
     }
+    assert!(matches!(first.plugin_args["InterPodAffinity"], PluginArgs::InterPodAffinity(_)));
     // NodeAffinity is enabled by default and has typed args: defaults are filled in.
     assert!(matches!(first.plugin_args["NodeAffinity"], PluginArgs::NodeAffinity(_)));
 
@@ -133,6 +135,7 @@ fn minimal_upstream_config_gets_defaults() {
     assert_eq!(
         profile.plugin_args.keys().collect::<Vec<_>>(),
         [
+            names::INTER_POD_AFFINITY,
             names::NODE_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::NODE_RESOURCES_FIT
@@ -173,6 +176,7 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
                 "DefaultBinder",
             ],
@@ -202,6 +206,7 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
                 "DefaultBinder",
                 "Coscheduling",
@@ -238,6 +243,43 @@ fn args_default_and_decode() {
         panic!()
     };
     assert_eq!(bal.resources, [ResourceSpec::new("cpu", 1)]);
+    // InterPodAffinity is a default with typed args: defaults filled in.
+    let PluginArgs::InterPodAffinity(ipa) = &args["InterPodAffinity"] else { panic!() };
+    assert_eq!(*ipa, InterPodAffinityArgs::default());
+    assert_eq!(ipa.hard_pod_affinity_weight, 1);
+    assert!(!ipa.ignore_preferred_terms_of_existing_pods);
+}
+
+#[test]
+fn inter_pod_affinity_args() {
+    let decode = |args: &str| {
+        let config = ok(&format!(
+            "profiles:\n- pluginConfig:\n  - name: InterPodAffinity\n    args: {args}\n"
+        ));
+        match &config.profiles[0].plugin_args["InterPodAffinity"] {
+            PluginArgs::InterPodAffinity(a) => a.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let cases = [
+        ("{}", 1, false),
+        ("null", 1, false),
+        ("{hardPodAffinityWeight: null}", 1, false),
+        ("{hardPodAffinityWeight: 0}", 0, false),
+        ("{hardPodAffinityWeight: 100, ignorePreferredTermsOfExistingPods: true}", 100, true),
+        (
+            "{kind: InterPodAffinityArgs, apiVersion: kubescheduler.config.k8s.io/v1, hardPodAffinityWeight: 7}",
+            7,
+            false,
+        ),
+    ];
+    for (args, weight, ignore) in cases {
+        let want = InterPodAffinityArgs {
+            hard_pod_affinity_weight: weight,
+            ignore_preferred_terms_of_existing_pods: ignore,
+        };
+        assert_eq!(decode(args), want, "{args}");
+    }
 }
 
 #[test]
@@ -283,6 +325,32 @@ fn errors_name_file_position_and_field() {
             ],
         ),
         (
+            "hardPodAffinityWeight out of range",
+            "profiles:\n- pluginConfig:\n  - name: InterPodAffinity\n    args: {hardPodAffinityWeight: 101}\n",
+            &[
+                "config.yaml:6:35: profiles[0].pluginConfig[0].args.hardPodAffinityWeight: 101 not in valid range [0, 100]",
+            ],
+        ),
+        (
+            "negative hardPodAffinityWeight",
+            "profiles:\n- pluginConfig:\n  - name: InterPodAffinity\n    args: {hardPodAffinityWeight: -1}\n",
+            &[
+                "profiles[0].pluginConfig[0].args.hardPodAffinityWeight: -1 not in valid range [0, 100]",
+            ],
+        ),
+        (
+            "unknown field in InterPodAffinity args",
+            "profiles:\n- pluginConfig:\n  - name: InterPodAffinity\n    args: {hardPodAffinityWieght: 2}\n",
+            &[
+                "profiles[0].pluginConfig[0].args.hardPodAffinityWieght: unknown field `hardPodAffinityWieght`",
+            ],
+        ),
+        (
+            "wrong kind of InterPodAffinity args",
+            "profiles:\n- pluginConfig:\n  - name: InterPodAffinity\n    args: {kind: NodeAffinityArgs}\n",
+            &[r#"args.kind: kind must be "InterPodAffinityArgs", got "NodeAffinityArgs""#],
+        ),
+        (
             "unknown field in plugin set",
             "profiles:\n- plugins:\n    score: {enable: []}\n",
             &["config.yaml:5:13: profiles[0].plugins.score.enable: unknown field `enable`"],
@@ -291,7 +359,7 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
@@ -312,9 +380,9 @@ fn errors_name_file_position_and_field() {
         ),
         (
             "args for unknown plugin",
-            "profiles:\n- pluginConfig: [{name: InterPodAffinity, args: {hardPodAffinityWeight: 1}}]\n",
+            "profiles:\n- pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 600}}]\n",
             &[
-                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "InterPodAffinity"; known plugins:"#,
+                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "VolumeBinding"; known plugins:"#,
             ],
         ),
         (

@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
+use crate::create::prepare_pod_for_create;
 use crate::load::{Objects, default_pod};
 
 /// Why a mutation of the embedded cluster was refused (as the API server
@@ -103,7 +104,8 @@ impl EmbeddedCluster {
     /// every later change.
     ///
     /// The objects are expected to come from [`crate::parse_objects`]
-    /// (unique names, UIDs set, PodGroups valid); a later duplicate
+    /// (unique names, UIDs set, PodGroups valid, pods prepared as created
+    /// with [`prepare_pod_for_create`]); a later duplicate
     /// replaces an earlier one, and a PodGroup that cannot be read is
     /// skipped.
     pub fn new(objects: Objects) -> (Arc<EmbeddedCluster>, mpsc::UnboundedReceiver<ClusterUpdate>) {
@@ -263,7 +265,9 @@ impl EmbeddedCluster {
         Ok(node)
     }
 
-    /// Adds a pod (namespace `default` and a UID when absent); emits
+    /// Creates a pod as the API server would ([`prepare_pod_for_create`]:
+    /// namespace `default` and a UID when absent, `matchLabelKeys` and
+    /// `mismatchLabelKeys` merged into its pod affinity selectors); emits
     /// `PodAdded`.
     pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
         let key = pod_key(&pod)?;
@@ -271,7 +275,7 @@ impl EmbeddedCluster {
         if s.pods.contains_key(&key) {
             return Err(ClusterError::AlreadyExists(format!("pod {key}")));
         }
-        default_pod(&mut pod);
+        prepare_pod_for_create(&mut pod);
         pod.metadata.resource_version = Some(s.next_version());
         let pod = Arc::new(pod);
         s.bound += usize::from(is_bound(&pod));

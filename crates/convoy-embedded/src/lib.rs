@@ -10,14 +10,18 @@
 //! produces the same [`ClusterUpdate`](convoy_api::ClusterUpdate) stream as
 //! the API-server adapter (every node, every pod, then `Synced`), and
 //! implements [`Binder`](convoy_api::Binder) as the API server's
-//! `pods/binding` does, in O(1) and without waiting.
+//! `pods/binding` does, in O(1) and without waiting. Pods are created as
+//! the API server creates them ([`prepare_pod_for_create`]: defaults, and
+//! `matchLabelKeys` merged into pod affinity selectors).
 //!
 //! May depend on: `convoy-api`, `k8s-openapi`, `tokio`'s sync channels, and
 //! the YAML/JSON crates (`serde-saphyr`, `serde_json`,
 //! `serde_path_to_error`). Never on a Kubernetes client.
 
 pub mod cluster;
+pub mod create;
 pub mod load;
 
 pub use cluster::{ClusterError, EmbeddedBinder, EmbeddedCluster};
+pub use create::prepare_pod_for_create;
 pub use load::{InvalidObject, LoadError, Objects, PodGroupObject, load_file, parse_objects};

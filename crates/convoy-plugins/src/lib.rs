@@ -22,6 +22,7 @@ use convoy_api::{Plugin, Registry, names};
 pub mod default_binder;
 pub mod gpu_placement;
 pub mod helper;
+pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
@@ -33,6 +34,7 @@ pub mod taint_toleration;
 
 pub use default_binder::DefaultBinder;
 pub use gpu_placement::GpuPlacement;
+pub use inter_pod_affinity::InterPodAffinity;
 pub use node_affinity::NodeAffinity;
 pub use node_name::NodeName;
 pub use node_ports::NodePorts;
@@ -60,6 +62,9 @@ pub fn registry() -> Registry {
     r.register(names::TAINT_TOLERATION, |_, _| Ok(Arc::new(TaintToleration) as Arc<dyn Plugin>));
     r.register(names::NODE_RESOURCES_FIT, |args, _| {
         Ok(Arc::new(Fit::new(args)?) as Arc<dyn Plugin>)
+    });
+    r.register(names::INTER_POD_AFFINITY, |args, handle| {
+        Ok(Arc::new(InterPodAffinity::new(args, handle.objects.clone())?) as Arc<dyn Plugin>)
     });
     r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
         Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
@@ -90,6 +95,7 @@ mod tests {
             names::NODE_AFFINITY,
             names::TAINT_TOLERATION,
             names::NODE_RESOURCES_FIT,
+            names::INTER_POD_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::DEFAULT_BINDER,
             names::GPU_PLACEMENT,

@@ -36,6 +36,38 @@ fn objects_are_applied_and_deleted_with_updates() {
     assert!(c.apply_object(ClusterObject::Namespace(Arc::new(unnamed))).is_err());
 }
 
+/// `add_pod` merges `matchLabelKeys` as the API server's create does;
+/// `update_pod` (an update) does not merge again.
+#[test]
+fn add_pod_merges_match_label_keys_once() {
+    let (c, _rx) = EmbeddedCluster::new(Objects::default());
+    let affinity = serde_json::from_value(serde_json::json!({"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{
+            "labelSelector": {"matchLabels": {"app": "web"}},
+            "mismatchLabelKeys": ["tenant"],
+            "topologyKey": "zone"
+        }]
+    }}))
+    .unwrap();
+    let pod = PodBuilder::new("p")
+        .label("app", "web")
+        .label("tenant", "t1")
+        .with_spec(|s| s.affinity = Some(affinity))
+        .build();
+    let exprs = |p: &Pod| {
+        let a = p.spec.as_ref().unwrap().affinity.as_ref().unwrap();
+        let terms = a.pod_affinity.as_ref().unwrap();
+        let t = &terms.required_during_scheduling_ignored_during_execution.as_ref().unwrap()[0];
+        t.label_selector.as_ref().unwrap().match_expressions.clone().unwrap_or_default()
+    };
+    let created = c.add_pod(pod).unwrap();
+    let e = exprs(&created);
+    assert_eq!(e.len(), 1);
+    assert_eq!((e[0].key.as_str(), e[0].operator.as_str()), ("tenant", "NotIn"));
+    let updated = c.update_pod((*created).clone()).unwrap();
+    assert_eq!(exprs(&updated).len(), 1, "an update does not merge again");
+}
+
 fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
     let mut out = Vec::new();
     while let Ok(u) = rx.try_recv() {

@@ -134,6 +134,30 @@ fn defaults_namespace_and_uid() {
 }
 
 #[test]
+fn merges_match_label_keys_as_the_api_server_at_creation() {
+    let text = "apiVersion: v1
+kind: Pod
+metadata: {name: w, labels: {app: web, rev: r1}}
+spec:
+  containers: [{name: main}]
+  affinity:
+    podAntiAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+      - labelSelector: {matchLabels: {app: web}}
+        matchLabelKeys: [rev]
+        topologyKey: kubernetes.io/hostname
+";
+    let o = parse_objects(text, "t.yaml").unwrap();
+    let spec = o.pods[0].spec.as_ref().unwrap();
+    let anti = spec.affinity.as_ref().unwrap().pod_anti_affinity.as_ref().unwrap();
+    let term = &anti.required_during_scheduling_ignored_during_execution.as_ref().unwrap()[0];
+    let exprs = term.label_selector.as_ref().unwrap().match_expressions.as_ref().unwrap();
+    assert_eq!(exprs.len(), 1);
+    assert_eq!((exprs[0].key.as_str(), exprs[0].operator.as_str()), ("rev", "In"));
+    assert_eq!(exprs[0].values.as_deref(), Some(&["r1".to_string()][..]));
+}
+
+#[test]
 fn keeps_quantities_and_unknown_fields() {
     let text = "apiVersion: v1
 kind: Node

@@ -1,0 +1,149 @@
+//! InterPodAffinity: required pod affinity and anti-affinity in Filter,
+//! preferred terms (and existing pods' terms, by symmetry) in Score, as
+//! upstream's `pkg/scheduler/framework/plugins/interpodaffinity`
+//! (`plugin.go`, `filtering.go`, `scoring.go`) in kube-scheduler **v1.37.2**,
+//! with that release's default feature gates (`InterPodAffinityHostnameFastPath`
+//! and `InPlacePodVerticalScalingSchedulerPreemption` off).
+//!
+//! - [`filtering`]: PreFilter counts matching pods per topology pair once per
+//!   cycle; Filter looks the node's pairs up (upstream's order, messages and
+//!   codes); PreFilterExtensions update the counts for preemption.
+//! - [`scoring`]: PreScore sums term weights per topology pair; Score reads
+//!   the node's pairs; NormalizeScore is upstream's min-max in `f64`.
+//! - `hints`: the events that can make a rejected pod schedulable.
+//!
+//! Pods are taken from the snapshot as they are: assumed (not yet bound)
+//! and terminating pods count, as upstream. The incoming pod's
+//! `namespaceSelector` is resolved through the watched Namespaces
+//! ([`ClusterObjects`]); existing pods' terms are matched against the labels
+//! of the incoming pod's namespace. `matchLabelKeys`/`mismatchLabelKeys`
+//! are not read here: the API server merges them into `labelSelector` when
+//! the pod is created (the embedded cluster does the same).
+//!
+//! Cost: a pod without pod affinity, in a cluster where no pod has required
+//! anti-affinity, is skipped by PreFilter after two length checks, and by
+//! PreScore when no node hosts a pod with affinity. Filter and Score never
+//! allocate.
+
+mod counts;
+pub mod filtering;
+mod hints;
+pub mod scoring;
+
+use std::sync::Arc;
+
+use convoy_api::labels::{Labels, Selector, no_labels};
+use convoy_api::{
+    ActionType, AffinityTerm, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin,
+    Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
+};
+use convoy_config::{InterPodAffinityArgs, PluginArgs};
+
+pub use filtering::{
+    ERR_REASON_AFFINITY_RULES_NOT_MATCH, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
+    ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+};
+
+/// The InterPodAffinity plugin.
+#[derive(Debug)]
+pub struct InterPodAffinity {
+    args: InterPodAffinityArgs,
+    objects: Arc<ClusterObjects>,
+}
+
+impl InterPodAffinity {
+    /// Builds the plugin from `InterPodAffinityArgs` (None: the defaults)
+    /// and the cluster's Namespaces.
+    pub fn new(args: Option<&PluginArgs>, objects: Arc<ClusterObjects>) -> Result<Self, String> {
+        let args = match args {
+            None => InterPodAffinityArgs::default(),
+            Some(PluginArgs::InterPodAffinity(a)) => a.clone(),
+            Some(other) => {
+                return Err(format!("want args to be of type InterPodAffinityArgs, got {other:?}"));
+            }
+        };
+        let w = args.hard_pod_affinity_weight;
+        if !(0..=100).contains(&w) {
+            return Err(format!(
+                "hardPodAffinityWeight: Invalid value: {w}: not in valid range [0, 100]"
+            ));
+        }
+        Ok(Self { args, objects })
+    }
+
+    /// Upstream `mergeAffinityTermNamespacesIfNotEmpty`, for the incoming
+    /// pod's terms: a `namespaceSelector` other than `{}` is replaced by the
+    /// names of the namespaces it selects now (added to `namespaces`).
+    fn merge_namespaces(&self, term: &AffinityTerm) -> AffinityTerm {
+        let mut t = term.clone();
+        if t.namespace_selector.is_everything() {
+            return t;
+        }
+        if !t.namespace_selector.is_nothing() {
+            let mut namespaces = t.namespaces.into_vec();
+            namespaces.extend(self.objects.namespaces_matching(&t.namespace_selector));
+            namespaces.sort();
+            namespaces.dedup();
+            t.namespaces = namespaces.into_boxed_slice();
+        }
+        t.namespace_selector = Selector::Nothing;
+        t
+    }
+}
+
+/// Upstream `AffinityTerm.Matches` for a pod of the snapshot.
+fn term_matches(t: &AffinityTerm, pod: &PodInfo, namespace_labels: &Labels) -> bool {
+    t.matches(pod.namespace(), pod.labels(), namespace_labels)
+}
+
+/// Upstream `podMatchesAllAffinityTerms`: false for no terms. The terms are
+/// the incoming pod's (namespaces resolved), so no namespace labels.
+fn pod_matches_all(terms: &[AffinityTerm], pod: &PodInfo) -> bool {
+    !terms.is_empty() && terms.iter().all(|t| term_matches(t, pod, no_labels()))
+}
+
+impl Plugin for InterPodAffinity {
+    fn name(&self) -> &'static str {
+        names::INTER_POD_AFFINITY
+    }
+
+    /// Upstream's three registrations. Upstream's `TargetPod` (the pending
+    /// pod's own update) is Convoy's `UnscheduledPod`: the queue reports a
+    /// pending pod's update as that event and no other unscheduled-pod
+    /// event.
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::AssignedPod,
+                ActionType::ADD | ActionType::UPDATE_POD_LABEL | ActionType::DELETE,
+                hints::is_schedulable_after_assigned_pod_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::UnscheduledPod,
+                ActionType::UPDATE_POD_LABEL,
+                hints::is_schedulable_after_target_pod_update_label,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD | ActionType::UPDATE_NODE_LABEL,
+                hints::is_schedulable_after_node_change,
+            ),
+        ]
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests;
