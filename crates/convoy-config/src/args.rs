@@ -7,6 +7,7 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use crate::names;
+use crate::spread_args::PodTopologySpreadArgs;
 
 /// `apiVersion` that plugin args may carry.
 const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
@@ -21,6 +22,8 @@ pub enum PluginArgs {
     NodeResourcesBalancedAllocation(NodeResourcesBalancedAllocationArgs),
     /// `NodeAffinityArgs`.
     NodeAffinity(NodeAffinityArgs),
+    /// `PodTopologySpreadArgs`.
+    PodTopologySpread(PodTopologySpreadArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -35,6 +38,7 @@ impl PluginArgs {
                 Some(Self::NodeResourcesBalancedAllocation(Default::default()))
             }
             names::NODE_AFFINITY => Some(Self::NodeAffinity(Default::default())),
+            names::POD_TOPOLOGY_SPREAD => Some(Self::PodTopologySpread(Default::default())),
             _ => None,
         }
     }
@@ -45,6 +49,7 @@ impl PluginArgs {
             Self::NodeResourcesFit(args) => args.validate(),
             Self::NodeResourcesBalancedAllocation(args) => args.validate(),
             Self::NodeAffinity(args) => args.validate(),
+            Self::PodTopologySpread(args) => args.validate(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -78,6 +83,13 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
         names::NODE_AFFINITY => {
             let raw = Option::<AffinityArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
             PluginArgs::NodeAffinity(NodeAffinityArgs { added_affinity: raw.added_affinity })
+        }
+        names::POD_TOPOLOGY_SPREAD => {
+            let raw = Option::<SpreadArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            PluginArgs::PodTopologySpread(PodTopologySpreadArgs {
+                default_constraints: raw.default_constraints.unwrap_or_default(),
+                defaulting_type: raw.defaulting_type,
+            })
         }
         _ => PluginArgs::Other(
             Option::<serde_json::Value>::deserialize(deserializer)?
@@ -452,6 +464,19 @@ struct AffinityArgsRaw {
     added_affinity: Option<serde_json::Value>,
 }
 
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct SpreadArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_spread")]
+    #[allow(dead_code)]
+    kind: (),
+    default_constraints: Option<Vec<crate::spread_args::DefaultConstraint>>,
+    defaulting_type: crate::spread_args::DefaultingType,
+}
+
 fn expect_str<'de, D: Deserializer<'de>>(d: D, field: &str, want: &str) -> Result<(), D::Error> {
     let got = String::deserialize(d)?;
     if got == want {
@@ -475,4 +500,8 @@ fn kind_balanced<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
 
 fn kind_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "kind", "NodeAffinityArgs")
+}
+
+fn kind_spread<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "PodTopologySpreadArgs")
 }

@@ -20,6 +20,8 @@ pub mod names {
     pub const NODE_PORTS: &str = "NodePorts";
     /// `NodeResourcesFit`.
     pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
+    /// `PodTopologySpread`.
+    pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
     /// `NodeResourcesBalancedAllocation`.
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
     /// `DefaultBinder`.
@@ -47,6 +49,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::weighted(NODE_AFFINITY, 2),
         PluginRef::new(NODE_PORTS),
         PluginRef::weighted(NODE_RESOURCES_FIT, 1),
+        PluginRef::weighted(POD_TOPOLOGY_SPREAD, 2),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
         PluginRef::new(DEFAULT_BINDER),
     ]
@@ -54,8 +57,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
 
 /// Upstream default plugins that Convoy does not implement. Disabling them is accepted and does
 /// nothing; enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: [&str; 9] = [
-    "PodTopologySpread",
+pub const UPSTREAM_ONLY_DEFAULTS: [&str; 8] = [
     "InterPodAffinity",
     "VolumeBinding",
     "VolumeRestrictions",
