@@ -6,6 +6,7 @@
 mod args;
 mod filtering;
 mod hints;
+mod pre_filter;
 mod scoring;
 
 use std::collections::BTreeMap;
