@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
-use crate::load::{Objects, default_pod};
+use crate::load::{Objects, default_pod, merge_spread_match_label_keys};
 
 /// Why a mutation of the embedded cluster was refused (as the API server
 /// would refuse it).
@@ -105,7 +105,8 @@ impl EmbeddedCluster {
     /// The objects are expected to come from [`crate::parse_objects`]
     /// (unique names, UIDs set, PodGroups valid); a later duplicate
     /// replaces an earlier one, and a PodGroup that cannot be read is
-    /// skipped.
+    /// skipped. Pods are created as the API server creates them
+    /// (see [`crate::load::merge_spread_match_label_keys`]).
     pub fn new(objects: Objects) -> (Arc<EmbeddedCluster>, mpsc::UnboundedReceiver<ClusterUpdate>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let cluster = Arc::new(EmbeddedCluster {
@@ -135,6 +136,7 @@ impl EmbeddedCluster {
             }
             for mut pod in objects.pods {
                 default_pod(&mut pod);
+                merge_spread_match_label_keys(&mut pod);
                 pod.metadata.resource_version = Some(s.next_version());
                 let pod = Arc::new(pod);
                 if let Some(old) = s.pods.insert(PodKey::of(&pod), Arc::clone(&pod)) {
@@ -263,8 +265,9 @@ impl EmbeddedCluster {
         Ok(node)
     }
 
-    /// Adds a pod (namespace `default` and a UID when absent); emits
-    /// `PodAdded`.
+    /// Adds a pod (namespace `default` and a UID when absent; spread
+    /// constraints' `matchLabelKeys` merged into their selectors, as the
+    /// API server does on creation); emits `PodAdded`.
     pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
         let key = pod_key(&pod)?;
         let mut s = self.state.lock();
@@ -272,6 +275,7 @@ impl EmbeddedCluster {
             return Err(ClusterError::AlreadyExists(format!("pod {key}")));
         }
         default_pod(&mut pod);
+        merge_spread_match_label_keys(&mut pod);
         pod.metadata.resource_version = Some(s.next_version());
         let pod = Arc::new(pod);
         s.bound += usize::from(is_bound(&pod));
