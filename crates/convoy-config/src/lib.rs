@@ -30,10 +30,10 @@ pub use args::{
     RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy, ScoringStrategyType,
     UtilizationShapePoint,
 };
-pub use spread_args::{DefaultConstraint, DefaultingType, PodTopologySpreadArgs};
 pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
 pub use duration::{format_go_duration, parse_go_duration};
 pub use error::{ConfigError, Problem};
+pub use spread_args::{DefaultConstraint, DefaultingType, PodTopologySpreadArgs};
 pub use types::{
     ClientConnection, EXTENSION_POINTS, LeaderElection, PluginRef, PluginSet, Plugins, Profile,
     SchedulerConfig,

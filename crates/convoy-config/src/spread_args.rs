@@ -95,8 +95,7 @@ impl PodTopologySpreadArgs {
     /// Upstream's `ValidatePodTopologySpreadArgs`: `(field path below args, message)` pairs.
     pub(crate) fn validate(&self) -> Vec<(String, String)> {
         let mut problems = Vec::new();
-        if self.defaulting_type == DefaultingType::System && !self.default_constraints.is_empty()
-        {
+        if self.defaulting_type == DefaultingType::System && !self.default_constraints.is_empty() {
             problems.push((
                 "defaultingType".to_owned(),
                 "Invalid value: \"System\": when .defaultConstraints are not empty".to_owned(),
@@ -165,14 +164,16 @@ impl PodTopologySpreadArgs {
 const LABEL_KEY_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
 const LABEL_KEY_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
 const LABEL_KEY_EXAMPLES: &str = "(e.g. 'MyName',  or 'my.name',  or '123-abc', ";
-const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_FMT: &str =
+    "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
 
 /// Upstream `content.IsLabelKey` (a qualified name, `[prefix/]name`): its messages, none when
 /// the key is valid.
 fn label_key_errors(key: &str) -> Vec<String> {
-    let key_regex_error =
-        format!("{LABEL_KEY_MSG} {LABEL_KEY_EXAMPLES}regex used for validation is '{LABEL_KEY_FMT}')");
+    let key_regex_error = format!(
+        "{LABEL_KEY_MSG} {LABEL_KEY_EXAMPLES}regex used for validation is '{LABEL_KEY_FMT}')"
+    );
     let parts: Vec<&str> = key.split('/').collect();
     let mut errs = Vec::new();
     let name = match parts[..] {
@@ -247,7 +248,8 @@ mod tests {
             default_constraints: cs,
             defaulting_type: DefaultingType::List,
         };
-        let cases: Vec<(&str, PodTopologySpreadArgs, Vec<(&str, &str)>)> = vec![
+        type Case = (&'static str, PodTopologySpreadArgs, Vec<(&'static str, &'static str)>);
+        let cases: Vec<Case> = vec![
             ("system, empty", PodTopologySpreadArgs::default(), vec![]),
             (
                 "list, valid",
@@ -270,7 +272,10 @@ mod tests {
             ),
             (
                 "maxSkew",
-                list(vec![DefaultConstraint { max_skew: 0, ..constraint("zone", "DoNotSchedule") }]),
+                list(vec![DefaultConstraint {
+                    max_skew: 0,
+                    ..constraint("zone", "DoNotSchedule")
+                }]),
                 vec![(
                     "defaultConstraints[0].maxSkew",
                     "Invalid value: 0: not in valid range (0, inf)",
@@ -281,10 +286,7 @@ mod tests {
                 list(vec![constraint("", "")]),
                 vec![
                     ("defaultConstraints[0].topologyKey", "Required value: can not be empty"),
-                    (
-                        "defaultConstraints[0].whenUnsatisfiable",
-                        "Required value: can not be empty",
-                    ),
+                    ("defaultConstraints[0].whenUnsatisfiable", "Required value: can not be empty"),
                 ],
             ),
             (

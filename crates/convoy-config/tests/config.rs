@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use convoy_config::{
     ConfigError, DefaultingType, KnownPlugins, PluginArgs, PluginRef, PodTopologySpreadArgs,
-    ResourceSpec, SchedulerConfig,
-    ScoringStrategyType, default_multi_point, load_file, names, parse_str,
+    ResourceSpec, SchedulerConfig, ScoringStrategyType, default_multi_point, load_file, names,
+    parse_str,
 };
 
 fn known() -> KnownPlugins {
@@ -291,7 +291,8 @@ fn pod_topology_spread_args_decode() {
     assert_eq!(c.node_taints_policy.as_deref(), Some("Honor"));
     assert_eq!(c.match_label_keys, ["app"]);
     // Defaults: System, no constraints; an empty defaultingType is System too.
-    let config = ok("profiles:\n- pluginConfig: [{name: PodTopologySpread, args: {defaultingType: ''}}]\n");
+    let config =
+        ok("profiles:\n- pluginConfig: [{name: PodTopologySpread, args: {defaultingType: ''}}]\n");
     assert_eq!(
         config.profiles[0].plugin_args["PodTopologySpread"],
         PluginArgs::PodTopologySpread(PodTopologySpreadArgs::default())
