@@ -149,20 +149,23 @@ impl Inner {
 
     /// Upstream `buildDefaultConstraints`: the default constraints with
     /// this action, all with the pod's default selector; none when that
-    /// selector selects everything.
+    /// selector selects everything. (The selector is deduced before the
+    /// constraints are built, which allocates nothing for the usual pod
+    /// without Services or controller; upstream builds them first, which
+    /// changes nothing: default constraints have no selector to fail on.)
     fn default_constraints_for(
         &self,
         pod: &PodInfo,
         action: &str,
     ) -> Result<Vec<Constraint>, String> {
-        let mut constraints = filter_constraints(&self.default_constraints, pod.labels(), action)?;
-        if constraints.is_empty() {
-            return Ok(constraints);
+        if !self.default_constraints.iter().any(|c| c.when_unsatisfiable == action) {
+            return Ok(Vec::new());
         }
         let selector = default_selector(pod, &self.objects);
         if selector.is_everything() {
             return Ok(Vec::new());
         }
+        let mut constraints = filter_constraints(&self.default_constraints, pod.labels(), action)?;
         for c in &mut constraints {
             c.selector = selector.clone();
         }
