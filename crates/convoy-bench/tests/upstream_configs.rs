@@ -2,8 +2,9 @@
 //! `tests/fixtures/upstream/`, see its README), loaded unchanged: every
 //! workload plans, and the small `integration-test` workloads run on the
 //! embedded target. SchedulingWithNodeInclusionPolicy's pods carry a
-//! topology spread constraint; Convoy has no PodTopologySpread plugin yet,
-//! so the constraint does not filter, and the taint does.
+//! hostname spread constraint with `nodeTaintsPolicy: Honor`: the tainted
+//! node is left out of the spread (and filtered by its taint), so the four
+//! pods land one per untainted node.
 
 use std::path::PathBuf;
 use std::time::Duration;

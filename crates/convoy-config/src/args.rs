@@ -7,6 +7,7 @@ use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
 use crate::names;
+use crate::spread_args::PodTopologySpreadArgs;
 
 /// `apiVersion` that plugin args may carry.
 const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
@@ -23,6 +24,8 @@ pub enum PluginArgs {
     NodeAffinity(NodeAffinityArgs),
     /// `InterPodAffinityArgs`.
     InterPodAffinity(InterPodAffinityArgs),
+    /// `PodTopologySpreadArgs`.
+    PodTopologySpread(PodTopologySpreadArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -38,6 +41,7 @@ impl PluginArgs {
             }
             names::NODE_AFFINITY => Some(Self::NodeAffinity(Default::default())),
             names::INTER_POD_AFFINITY => Some(Self::InterPodAffinity(Default::default())),
+            names::POD_TOPOLOGY_SPREAD => Some(Self::PodTopologySpread(Default::default())),
             _ => None,
         }
     }
@@ -50,6 +54,7 @@ impl PluginArgs {
             Self::NodeAffinity(args) => args.validate(),
             // Its one range check fails at decoding, with the position.
             Self::InterPodAffinity(_) => Vec::new(),
+            Self::PodTopologySpread(args) => args.validate(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -94,6 +99,13 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
                 ignore_preferred_terms_of_existing_pods: raw
                     .ignore_preferred_terms_of_existing_pods
                     .unwrap_or(false),
+            })
+        }
+        names::POD_TOPOLOGY_SPREAD => {
+            let raw = Option::<SpreadArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            PluginArgs::PodTopologySpread(PodTopologySpreadArgs {
+                default_constraints: raw.default_constraints.unwrap_or_default(),
+                defaulting_type: raw.defaulting_type,
             })
         }
         _ => PluginArgs::Other(
@@ -517,6 +529,19 @@ struct InterPodAffinityArgsRaw {
     ignore_preferred_terms_of_existing_pods: Option<bool>,
 }
 
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct SpreadArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_spread")]
+    #[allow(dead_code)]
+    kind: (),
+    default_constraints: Option<Vec<crate::spread_args::DefaultConstraint>>,
+    defaulting_type: crate::spread_args::DefaultingType,
+}
+
 fn expect_str<'de, D: Deserializer<'de>>(d: D, field: &str, want: &str) -> Result<(), D::Error> {
     let got = String::deserialize(d)?;
     if got == want {
@@ -544,4 +569,8 @@ fn kind_inter_pod_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Err
 
 fn kind_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "kind", "NodeAffinityArgs")
+}
+
+fn kind_spread<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "PodTopologySpreadArgs")
 }

@@ -22,6 +22,8 @@ pub mod names {
     pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
     /// `InterPodAffinity`.
     pub const INTER_POD_AFFINITY: &str = "InterPodAffinity";
+    /// `PodTopologySpread`.
+    pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
     /// `NodeResourcesBalancedAllocation`.
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
     /// `DefaultBinder`.
@@ -39,8 +41,6 @@ pub mod names {
     // by the pod-field table (`convoy_api::pod_fields`) and the framework,
     // which refuses the pods they would have to evaluate.
 
-    /// `PodTopologySpread`.
-    pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
     /// `ImageLocality`.
     pub const IMAGE_LOCALITY: &str = "ImageLocality";
     /// `VolumeBinding`: PVCs and generic ephemeral volumes.
@@ -73,6 +73,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::weighted(NODE_AFFINITY, 2),
         PluginRef::new(NODE_PORTS),
         PluginRef::weighted(NODE_RESOURCES_FIT, 1),
+        PluginRef::weighted(POD_TOPOLOGY_SPREAD, 2),
         PluginRef::weighted(INTER_POD_AFFINITY, 2),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
         PluginRef::new(DEFAULT_BINDER),
@@ -83,8 +84,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
 /// Disabling them is accepted and kept in the profile's `disabled` lists: the pods whose fields
 /// only they read are then scheduled without them, as upstream would (see
 /// `convoy_api::pod_fields`). Enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: [&str; 9] = [
-    names::POD_TOPOLOGY_SPREAD,
+pub const UPSTREAM_ONLY_DEFAULTS: [&str; 8] = [
     names::VOLUME_BINDING,
     names::VOLUME_RESTRICTIONS,
     names::VOLUME_ZONE,

@@ -18,6 +18,7 @@ mod defaults;
 mod duration;
 mod error;
 mod raw;
+mod spread_args;
 mod summary;
 mod types;
 
@@ -33,6 +34,7 @@ pub use args::{
 pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
 pub use duration::{format_go_duration, parse_go_duration};
 pub use error::{ConfigError, Problem};
+pub use spread_args::{DefaultConstraint, DefaultingType, PodTopologySpreadArgs};
 pub use types::{
     ClientConnection, EXTENSION_POINTS, LeaderElection, PluginRef, PluginSet, Plugins, Profile,
     SchedulerConfig,

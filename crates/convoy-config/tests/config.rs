@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use convoy_config::{
-    ConfigError, InterPodAffinityArgs, KnownPlugins, PluginArgs, PluginRef, ResourceSpec,
-    SchedulerConfig, ScoringStrategyType, default_multi_point, load_file, names, parse_str,
+    ConfigError, DefaultingType, InterPodAffinityArgs, KnownPlugins, PluginArgs, PluginRef,
+    PodTopologySpreadArgs, ResourceSpec, SchedulerConfig, ScoringStrategyType, default_multi_point,
+    load_file, names, parse_str,
 };
 
 fn known() -> KnownPlugins {
@@ -41,7 +42,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 12] = [
+const DEFAULT_MULTI_POINT: [&str; 13] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -51,6 +52,7 @@ const DEFAULT_MULTI_POINT: [&str; 12] = [
     "NodeAffinity:2",
     "NodePorts",
     "NodeResourcesFit:1",
+    "PodTopologySpread:2",
     "InterPodAffinity:2",
     "NodeResourcesBalancedAllocation:1",
     "DefaultBinder",
@@ -138,7 +140,8 @@ fn minimal_upstream_config_gets_defaults() {
             names::INTER_POD_AFFINITY,
             names::NODE_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
-            names::NODE_RESOURCES_FIT
+            names::NODE_RESOURCES_FIT,
+            names::POD_TOPOLOGY_SPREAD
         ]
     );
 }
@@ -176,6 +179,7 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
                 "DefaultBinder",
@@ -183,9 +187,28 @@ fn merges_plugins_with_defaults() {
         ),
         (
             "disable upstream plugins Convoy lacks",
-            "multiPoint: {disabled: [{name: PodTopologySpread}, {name: VolumeBinding}, {name: DefaultPreemption}]}",
+            "multiPoint: {disabled: [{name: VolumeBinding}, {name: DefaultPreemption}]}",
             "multiPoint",
             &DEFAULT_MULTI_POINT,
+        ),
+        (
+            "disable PodTopologySpread",
+            "multiPoint: {disabled: [{name: PodTopologySpread}]}",
+            "multiPoint",
+            &[
+                "SchedulingGates",
+                "PrioritySort",
+                "GangScheduling",
+                "NodeUnschedulable",
+                "NodeName",
+                "TaintToleration:3",
+                "NodeAffinity:2",
+                "NodePorts",
+                "NodeResourcesFit:1",
+                "InterPodAffinity:2",
+                "NodeResourcesBalancedAllocation:1",
+                "DefaultBinder",
+            ],
         ),
         (
             "disable all multiPoint defaults, keep binder",
@@ -206,6 +229,7 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
                 "DefaultBinder",
@@ -280,6 +304,43 @@ fn inter_pod_affinity_args() {
         };
         assert_eq!(decode(args), want, "{args}");
     }
+}
+
+#[test]
+fn pod_topology_spread_args_decode() {
+    let config = ok("profiles:
+- schedulerName: s
+  pluginConfig:
+  - name: PodTopologySpread
+    args:
+      kind: PodTopologySpreadArgs
+      defaultingType: List
+      defaultConstraints:
+      - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}
+      - maxSkew: 2
+        topologyKey: kubernetes.io/hostname
+        whenUnsatisfiable: DoNotSchedule
+        minDomains: 3
+        nodeTaintsPolicy: Honor
+        matchLabelKeys: [app]
+");
+    let PluginArgs::PodTopologySpread(args) = &config.profiles[0].plugin_args["PodTopologySpread"]
+    else {
+        panic!()
+    };
+    assert_eq!(args.defaulting_type, DefaultingType::List);
+    assert_eq!(args.default_constraints.len(), 2);
+    let c = &args.default_constraints[1];
+    assert_eq!((c.max_skew, c.min_domains), (2, Some(3)));
+    assert_eq!(c.node_taints_policy.as_deref(), Some("Honor"));
+    assert_eq!(c.match_label_keys, ["app"]);
+    // Defaults: System, no constraints; an empty defaultingType is System too.
+    let config =
+        ok("profiles:\n- pluginConfig: [{name: PodTopologySpread, args: {defaultingType: ''}}]\n");
+    assert_eq!(
+        config.profiles[0].plugin_args["PodTopologySpread"],
+        PluginArgs::PodTopologySpread(PodTopologySpreadArgs::default())
+    );
 }
 
 #[test]
@@ -359,7 +420,7 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
@@ -515,6 +576,44 @@ fn errors_name_file_position_and_field() {
             "extenders",
             "extenders: [{urlPrefix: 'http://x'}]\n",
             &["extenders: scheduler extenders are not supported by Convoy"],
+        ),
+        (
+            "unsupported defaultingType",
+            "profiles:\n- pluginConfig:\n  - name: PodTopologySpread\n    args: {defaultingType: Lists}\n",
+            &[
+                r#"config.yaml:6:28: profiles[0].pluginConfig[0].args.defaultingType: Unsupported value: "Lists": supported values: "System", "List""#,
+            ],
+        ),
+        (
+            "System defaulting with constraints",
+            "profiles:\n- pluginConfig:\n  - name: PodTopologySpread\n    args:\n      defaultConstraints: [{maxSkew: 1, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}]\n",
+            &[
+                r#"profiles[0].pluginConfig[0].args.defaultingType: Invalid value: "System": when .defaultConstraints are not empty"#,
+            ],
+        ),
+        (
+            "default constraints as upstream validates them",
+            "profiles:
+- pluginConfig:
+  - name: PodTopologySpread
+    args:
+      defaultingType: List
+      defaultConstraints:
+      - {maxSkew: 0, topologyKey: zone, whenUnsatisfiable: DoNotSchedule, labelSelector: {}}
+      - {maxSkew: 2, topologyKey: zone, whenUnsatisfiable: DoNotSchedule}
+",
+            &[
+                "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew: Invalid value: 0: not in valid range (0, inf)",
+                "profiles[0].pluginConfig[0].args.defaultConstraints[0].labelSelector: Forbidden: constraint must not define a selector, as they deduced for each pod",
+                r#"profiles[0].pluginConfig[0].args.defaultConstraints[1]: Duplicate value: "{zone, DoNotSchedule}""#,
+            ],
+        ),
+        (
+            "unknown field in a default constraint",
+            "profiles:\n- pluginConfig:\n  - name: PodTopologySpread\n    args: {defaultingType: List, defaultConstraints: [{maxSkew: 1, topologyKeys: zone}]}\n",
+            &[
+                "profiles[0].pluginConfig[0].args.defaultConstraints[0].topologyKeys: unknown field `topologyKeys`",
+            ],
         ),
         ("YAML syntax", "profiles: [\n", &["config.yaml:3:"]),
     ];

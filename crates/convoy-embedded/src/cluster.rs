@@ -267,7 +267,8 @@ impl EmbeddedCluster {
 
     /// Creates a pod as the API server would ([`prepare_pod_for_create`]:
     /// namespace `default` and a UID when absent, `matchLabelKeys` and
-    /// `mismatchLabelKeys` merged into its pod affinity selectors); emits
+    /// `mismatchLabelKeys` merged into its pod affinity selectors and
+    /// `matchLabelKeys` into its spread constraints' selectors); emits
     /// `PodAdded`.
     pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
         let key = pod_key(&pod)?;

@@ -3,7 +3,10 @@
 //! terms merged into their `labelSelector` (kube-apiserver v1.37.2,
 //! `pkg/registry/core/pod/strategy.go`, `PrepareForCreate` →
 //! `mutatePodAffinity`; gate `MatchLabelKeysInPodAffinity`, GA and locked
-//! on since 1.33). The scheduler never reads those two fields itself.
+//! on since 1.33; the scheduler never reads those two fields itself), and
+//! the `matchLabelKeys` of topology spread constraints merged into theirs
+//! (`mutateTopologySpreadConstraints`, gate
+//! `MatchLabelKeysInPodTopologySpreadSelectorMerge`, beta and on).
 //!
 //! Only at creation: an update of the pod does not merge again.
 
@@ -18,6 +21,7 @@ use crate::load::default_pod;
 pub fn prepare_pod_for_create(pod: &mut Pod) {
     default_pod(pod);
     mutate_pod_affinity(pod);
+    crate::load::merge_spread_match_label_keys(pod);
 }
 
 /// Upstream `mutatePodAffinity`: every preferred and required term of

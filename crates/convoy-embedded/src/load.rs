@@ -31,6 +31,7 @@ use convoy_api::resource::Resource;
 use convoy_api::{ClusterObject, PodInfo};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use serde_json::Value;
 
 /// The API versions of the PodGroup kinds Convoy understands (the
@@ -589,6 +590,37 @@ pub fn default_pod(pod: &mut Pod) {
         let name = pod.metadata.name.as_deref().unwrap_or("");
         pod.metadata.uid =
             Some(format!("sim-{}-{name}", pod.metadata.namespace.as_deref().unwrap_or("")));
+    }
+}
+
+/// What the API server does to a new pod's topology spread constraints
+/// (upstream `pkg/registry/core/pod/strategy.go`, `mutateTopologySpreadConstraints`,
+/// v1.37.2; gates MatchLabelKeysInPodTopologySpread and
+/// MatchLabelKeysInPodTopologySpreadSelectorMerge, both on by default): for
+/// each constraint with `matchLabelKeys` and a `labelSelector`, `key In
+/// (value)` is appended to the selector's `matchExpressions` for every key
+/// the pod has a label for. Applied once, when the pod is created (not on
+/// updates, as upstream's `PrepareForCreate`).
+pub fn merge_spread_match_label_keys(pod: &mut Pod) {
+    let labels = pod.metadata.labels.as_ref();
+    let Some(constraints) = pod.spec.as_mut().and_then(|s| s.topology_spread_constraints.as_mut())
+    else {
+        return;
+    };
+    for c in constraints {
+        let keys = c.match_label_keys.as_deref().unwrap_or(&[]);
+        let Some(selector) = c.label_selector.as_mut() else { continue };
+        for key in keys {
+            if let Some(value) = labels.and_then(|l| l.get(key)) {
+                selector.match_expressions.get_or_insert_with(Vec::new).push(
+                    LabelSelectorRequirement {
+                        key: key.clone(),
+                        operator: "In".to_string(),
+                        values: Some(vec![value.clone()]),
+                    },
+                );
+            }
+        }
     }
 }
 

@@ -28,6 +28,7 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
@@ -40,6 +41,7 @@ pub use node_name::NodeName;
 pub use node_ports::NodePorts;
 pub use node_resources::{BalancedAllocation, Fit};
 pub use node_unschedulable::NodeUnschedulable;
+pub use pod_topology_spread::PodTopologySpread;
 pub use priority_sort::PrioritySort;
 pub use scheduling_gates::SchedulingGates;
 pub use taint_toleration::TaintToleration;
@@ -65,6 +67,9 @@ pub fn registry() -> Registry {
     });
     r.register(names::INTER_POD_AFFINITY, |args, handle| {
         Ok(Arc::new(InterPodAffinity::new(args, handle.objects.clone())?) as Arc<dyn Plugin>)
+    });
+    r.register(names::POD_TOPOLOGY_SPREAD, |args, handle| {
+        Ok(Arc::new(PodTopologySpread::new(args, handle)?) as Arc<dyn Plugin>)
     });
     r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
         Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
@@ -96,6 +101,7 @@ mod tests {
             names::TAINT_TOLERATION,
             names::NODE_RESOURCES_FIT,
             names::INTER_POD_AFFINITY,
+            names::POD_TOPOLOGY_SPREAD,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::DEFAULT_BINDER,
             names::GPU_PLACEMENT,

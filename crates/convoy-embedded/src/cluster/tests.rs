@@ -338,3 +338,61 @@ fn updates_are_delivered_to_an_async_consumer() {
         assert_eq!(task.await.unwrap(), 7);
     });
 }
+
+/// As upstream's `strategy.go` (`mutateTopologySpreadConstraints`, v1.37.2):
+/// on creation only, `key In (value)` for each `matchLabelKeys` key the pod
+/// has, only into a non-nil selector.
+#[test]
+fn creation_merges_match_label_keys_into_spread_selectors() {
+    use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
+    let constraint = |selector: bool, keys: &[&str]| TopologySpreadConstraint {
+        max_skew: 1,
+        topology_key: "zone".to_string(),
+        when_unsatisfiable: "DoNotSchedule".to_string(),
+        label_selector: selector.then(|| convoy_api::testing::match_labels(&[("app", "web")])),
+        match_label_keys: Some(keys.iter().map(|k| k.to_string()).collect()),
+        ..Default::default()
+    };
+    let pod = PodBuilder::new("p")
+        .label("app", "web")
+        .label("pod-template-hash", "abc")
+        .with_spec(|s| {
+            s.topology_spread_constraints = Some(vec![
+                constraint(true, &["pod-template-hash", "missing"]),
+                constraint(false, &["pod-template-hash"]),
+                constraint(true, &[]),
+            ])
+        })
+        .build();
+    let (c, _rx) = EmbeddedCluster::new(Objects::default());
+    let created = c.add_pod(pod).unwrap();
+    let got: Vec<_> = created
+        .spec
+        .as_ref()
+        .unwrap()
+        .topology_spread_constraints
+        .iter()
+        .flatten()
+        .map(|c| c.label_selector.as_ref().map(|s| s.match_expressions.clone()))
+        .collect();
+    let merged = LabelSelectorRequirement {
+        key: "pod-template-hash".to_string(),
+        operator: "In".to_string(),
+        values: Some(vec!["abc".to_string()]),
+    };
+    assert_eq!(got, [Some(Some(vec![merged])), None, Some(None)]);
+    // An update keeps the object as given: no second merge.
+    let updated = c.update_pod((*created).clone()).unwrap();
+    assert_eq!(updated.spec, created.spec);
+    // The initial objects are taken as created (`parse_objects` prepared
+    // them): a pod already merged is not merged twice.
+    let (c, _rx) =
+        EmbeddedCluster::new(Objects { pods: vec![Pod::clone(&created)], ..Objects::default() });
+    let q = c.pod("default", "p").unwrap();
+    let sel = q.spec.as_ref().unwrap().topology_spread_constraints.as_ref().unwrap()[0]
+        .label_selector
+        .clone()
+        .unwrap();
+    assert_eq!(sel.match_expressions.unwrap().len(), 1);
+}

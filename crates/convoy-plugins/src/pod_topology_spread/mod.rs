@@ -1,0 +1,223 @@
+//! PodTopologySpread: spreads pods over topology domains (zones, nodes, ...)
+//! as their `spec.topologySpreadConstraints` ask; upstream
+//! `pkg/scheduler/framework/plugins/podtopologyspread` and
+//! `plugins/helper/spread.go` of kube-scheduler **v1.37.2**, with 1.37's
+//! default feature gates (NodeInclusionPolicyInPodTopologySpread GA,
+//! MatchLabelKeysInPodTopologySpread beta on, TaintTolerationComparisonOperators
+//! and InPlacePodVerticalScalingSchedulerPreemption alpha off).
+//!
+//! * `DoNotSchedule` constraints filter: PreFilter counts the matching pods
+//!   per domain over every node of the snapshot that has all the topology
+//!   keys and passes the node inclusion policies; Filter rejects a node whose
+//!   domain would exceed `maxSkew` over the global minimum (0 while fewer than
+//!   `minDomains` domains exist) — `node(s) didn't match pod topology spread
+//!   constraints` (Unschedulable), or `... (missing required label)`
+//!   (UnschedulableAndUnresolvable) for a node without a key.
+//! * `ScheduleAnyway` constraints score: `Σ count·ln(size+2) + maxSkew−1`
+//!   per node (fewer is better), normalized as upstream (integer division).
+//! * Pods without constraints get the default ones: with `defaultingType:
+//!   System` hostname maxSkew 3 and zone maxSkew 5 (ScheduleAnyway), with
+//!   `List` the args' `defaultConstraints`; their selector is deduced from
+//!   the pod's Services and controller (upstream `DefaultSelector`); none
+//!   deduced, no constraint.
+//!
+//! Topology values are interned once per cycle, so Filter is a label lookup,
+//! a hash lookup and a comparison, without allocating; a pod without
+//! constraints (and without defaults) costs a Skip.
+
+mod common;
+mod filtering;
+mod hints;
+mod scoring;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::TopologySpreadConstraint;
+
+use convoy_api::{
+    ActionType, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin, Handle, Plugin,
+    PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
+};
+use convoy_config::{DefaultingType, PluginArgs, PodTopologySpreadArgs};
+
+pub use common::{
+    Constraint, DO_NOT_SCHEDULE, LABEL_HOSTNAME, LABEL_TOPOLOGY_ZONE, SCHEDULE_ANYWAY,
+};
+
+use common::{default_selector, filter_constraints};
+
+/// Filter reason when the skew would exceed `maxSkew` (Unschedulable).
+pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints";
+/// Filter reason when the node lacks a topology key (UnschedulableAndUnresolvable).
+pub const ERR_REASON_NODE_LABEL_NOT_MATCH: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
+
+/// The PodTopologySpread plugin.
+#[derive(Clone)]
+pub struct PodTopologySpread {
+    inner: Arc<Inner>,
+}
+
+/// What the extension points and the hints share.
+struct Inner {
+    /// Constraints for pods without their own (their selectors are deduced).
+    default_constraints: Vec<TopologySpreadConstraint>,
+    /// `defaultingType: System`: nodes missing a key are still scored.
+    system_defaulted: bool,
+    /// Services and controllers, for the default constraints' selector.
+    objects: Arc<ClusterObjects>,
+}
+
+/// Kubernetes' built-in default constraints (`defaultingType: System`).
+fn system_default_constraints() -> Vec<TopologySpreadConstraint> {
+    let c = |key: &str, max_skew| TopologySpreadConstraint {
+        topology_key: key.to_string(),
+        when_unsatisfiable: SCHEDULE_ANYWAY.to_string(),
+        max_skew,
+        ..Default::default()
+    };
+    vec![c(LABEL_HOSTNAME, 3), c(LABEL_TOPOLOGY_ZONE, 5)]
+}
+
+impl PodTopologySpread {
+    /// Builds the plugin from `PodTopologySpreadArgs` (None: the defaults,
+    /// `System`); the Handle's cluster objects give the default selector.
+    pub fn new(args: Option<&PluginArgs>, handle: &Handle) -> Result<Self, String> {
+        let default_args = PodTopologySpreadArgs::default();
+        let args = match args {
+            None => &default_args,
+            Some(PluginArgs::PodTopologySpread(a)) => a,
+            Some(other) => {
+                return Err(format!(
+                    "want args to be of type PodTopologySpreadArgs, got {other:?}"
+                ));
+            }
+        };
+        let system_defaulted = args.defaulting_type == DefaultingType::System;
+        let default_constraints = if system_defaulted {
+            system_default_constraints()
+        } else {
+            let mut out = Vec::with_capacity(args.default_constraints.len());
+            for (i, c) in args.default_constraints.iter().enumerate() {
+                let label_selector = match &c.label_selector {
+                    None | Some(serde_json::Value::Null) => None,
+                    Some(v) => Some(
+                        serde_json::from_value(v.clone())
+                            .map_err(|e| format!("defaultConstraints[{i}].labelSelector: {e}"))?,
+                    ),
+                };
+                out.push(TopologySpreadConstraint {
+                    max_skew: c.max_skew,
+                    topology_key: c.topology_key.clone(),
+                    when_unsatisfiable: c.when_unsatisfiable.clone(),
+                    label_selector,
+                    min_domains: c.min_domains,
+                    node_affinity_policy: c.node_affinity_policy.clone(),
+                    node_taints_policy: c.node_taints_policy.clone(),
+                    match_label_keys: (!c.match_label_keys.is_empty())
+                        .then(|| c.match_label_keys.clone()),
+                });
+            }
+            out
+        };
+        Ok(Self {
+            inner: Arc::new(Inner {
+                default_constraints,
+                system_defaulted,
+                objects: handle.objects.clone(),
+            }),
+        })
+    }
+}
+
+impl Inner {
+    /// Upstream `getConstraints` / `initPreScoreState`'s choice: the pod's
+    /// own constraints with this `whenUnsatisfiable`, or, for a pod with
+    /// none, the default ones. Errors say which (`obtaining pod's hard
+    /// topology spread constraints: ...`).
+    fn constraints(&self, pod: &PodInfo, action: &str) -> Result<Vec<Constraint>, String> {
+        let kind = if action == DO_NOT_SCHEDULE { "hard" } else { "soft" };
+        let own = pod.spec().topology_spread_constraints.as_deref().unwrap_or(&[]);
+        if !own.is_empty() {
+            return filter_constraints(own, pod.labels(), action)
+                .map_err(|e| format!("obtaining pod's {kind} topology spread constraints: {e}"));
+        }
+        self.default_constraints_for(pod, action)
+            .map_err(|e| format!("setting default {kind} topology spread constraints: {e}"))
+    }
+
+    /// Upstream `buildDefaultConstraints`: the default constraints with
+    /// this action, all with the pod's default selector; none when that
+    /// selector selects everything. (The selector is deduced before the
+    /// constraints are built, which allocates nothing for the usual pod
+    /// without Services or controller; upstream builds them first, which
+    /// changes nothing: default constraints have no selector to fail on.)
+    fn default_constraints_for(
+        &self,
+        pod: &PodInfo,
+        action: &str,
+    ) -> Result<Vec<Constraint>, String> {
+        if !self.default_constraints.iter().any(|c| c.when_unsatisfiable == action) {
+            return Ok(Vec::new());
+        }
+        let selector = default_selector(pod, &self.objects);
+        if selector.is_everything() {
+            return Ok(Vec::new());
+        }
+        let mut constraints = filter_constraints(&self.default_constraints, pod.labels(), action)?;
+        for c in &mut constraints {
+            c.selector = selector.clone();
+        }
+        Ok(constraints)
+    }
+}
+
+impl Plugin for PodTopologySpread {
+    fn name(&self) -> &'static str {
+        names::POD_TOPOLOGY_SPREAD
+    }
+
+    /// Upstream's three registrations. Its `TargetPod` (an update of the
+    /// rejected pod itself) is Convoy's `UnscheduledPod`: the queue sends
+    /// that event only to the pod that changed.
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        let (a, t, n) = (self.inner.clone(), self.inner.clone(), self.inner.clone());
+        vec![
+            ClusterEventWithHint::with_hint(
+                EventResource::AssignedPod,
+                ActionType::ADD | ActionType::UPDATE_POD_LABEL | ActionType::DELETE,
+                move |pod, old, new| hints::after_assigned_pod_change(&a, pod, old, new),
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::UnscheduledPod,
+                ActionType::UPDATE_POD_TOLERATION | ActionType::UPDATE_POD_LABEL,
+                move |pod, old, new| hints::after_target_pod_change(&t, pod, old, new),
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::Node,
+                ActionType::ADD
+                    | ActionType::DELETE
+                    | ActionType::UPDATE_NODE_LABEL
+                    | ActionType::UPDATE_NODE_TAINT,
+                move |pod, old, new| hints::after_node_change(&n, pod, old, new),
+            ),
+        ]
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+}
+
+#[cfg(test)]
+mod tests;
