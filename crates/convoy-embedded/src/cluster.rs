@@ -135,6 +135,7 @@ impl EmbeddedCluster {
             }
             for mut pod in objects.pods {
                 default_pod(&mut pod);
+                set_scheduling_gated(&mut pod);
                 pod.metadata.resource_version = Some(s.next_version());
                 let pod = Arc::new(pod);
                 if let Some(old) = s.pods.insert(PodKey::of(&pod), Arc::clone(&pod)) {
@@ -263,8 +264,9 @@ impl EmbeddedCluster {
         Ok(node)
     }
 
-    /// Adds a pod (namespace `default` and a UID when absent); emits
-    /// `PodAdded`.
+    /// Adds a pod (namespace `default` and a UID when absent; with
+    /// scheduling gates, `PodScheduled=False`, reason `SchedulingGated`, as
+    /// the API server sets on create); emits `PodAdded`.
     pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
         let key = pod_key(&pod)?;
         let mut s = self.state.lock();
@@ -272,6 +274,7 @@ impl EmbeddedCluster {
             return Err(ClusterError::AlreadyExists(format!("pod {key}")));
         }
         default_pod(&mut pod);
+        set_scheduling_gated(&mut pod);
         pod.metadata.resource_version = Some(s.next_version());
         let pod = Arc::new(pod);
         s.bound += usize::from(is_bound(&pod));
@@ -404,6 +407,31 @@ fn set_scheduled(status: &mut PodStatus) {
         Some(c) => *c = scheduled,
         None => conditions.push(scheduled),
     }
+}
+
+/// The API server's `applySchedulingGatedCondition` (pod strategy,
+/// `PrepareForCreate`, v1.37): a pod created with scheduling gates and no
+/// `PodScheduled` condition gets `PodScheduled=False`, reason
+/// `SchedulingGated`. (What upstream scheduler_perf's `Attempted` barrier
+/// counts a gated pod by.)
+fn set_scheduling_gated(pod: &mut Pod) {
+    let gated =
+        pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+    if !gated {
+        return;
+    }
+    let conditions =
+        pod.status.get_or_insert_with(PodStatus::default).conditions.get_or_insert_with(Vec::new);
+    if conditions.iter().any(|c| c.type_ == "PodScheduled") {
+        return;
+    }
+    conditions.push(PodCondition {
+        type_: "PodScheduled".to_string(),
+        status: "False".to_string(),
+        reason: Some("SchedulingGated".to_string()),
+        message: Some("Scheduling is blocked due to non-empty scheduling gates".to_string()),
+        ..Default::default()
+    });
 }
 
 impl Binder for EmbeddedCluster {
