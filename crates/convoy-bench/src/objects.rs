@@ -274,6 +274,33 @@ pub fn literal_object(t: &TemplateSource) -> Result<Value, String> {
     Ok(v)
 }
 
+/// Renders and decodes the first object of each template `plan` uses
+/// (node, pod, `createAny` object; `churn`'s as written): a template
+/// convoy-bench cannot render or decode is found without running anything.
+pub fn render_first(plan: &crate::plan::Plan) -> Result<(), String> {
+    use crate::plan::Step;
+    for step in &plan.steps {
+        match step {
+            Step::CreateNodes(s) if s.count > 0 => {
+                build_nodes(&NodesStep { count: 1, ..s.clone() }, &mut 0)?;
+            }
+            Step::CreatePods(s) if s.count > 0 => {
+                PodFactory::new(s, "default-scheduler").build(0, 0)?;
+            }
+            Step::CreateAny(s) | Step::CreatePodGroups(s) if s.count > 0 => {
+                render_objects(&AnyStep { count: 1, ..s.clone() })?;
+            }
+            Step::Churn(s) => {
+                for t in &s.templates {
+                    literal_object(t)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
