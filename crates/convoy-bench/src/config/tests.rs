@@ -261,6 +261,16 @@ fn shipped_config_is_valid() {
         "SchedulingWithTaints/500Nodes",
         "SchedulingWithMixedChurn/5000Nodes_10000Pods",
         "SchedulingSteadyState/5000Nodes",
+        "SchedulingPodAffinity/5000Nodes",
+        "SchedulingPodAntiAffinity/5000Nodes",
+        "SchedulingPreferredPodAffinity/5000Nodes",
+        "SchedulingPreferredPodAntiAffinity/5000Nodes",
+        "SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes",
+        "SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes",
+        "SchedulingRequiredPodAffinityWithNSSelector/5000Nodes",
+        "SchedulingPreferredAffinityWithNSSelector/5000Nodes",
+        "TopologySpreading/5000Nodes",
+        "PreferredTopologySpreading/5000Nodes",
     ] {
         assert!(plans.contains_key(name), "{name}");
     }
