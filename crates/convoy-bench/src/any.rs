@@ -3,12 +3,16 @@
 //! holds, and manifest files.
 //!
 //! The API target creates any kind through the dynamic API (see
-//! [`crate::dynamic`]); the embedded cluster holds nodes, pods and
-//! PodGroups only, so anything else is refused there with an error naming
-//! the kind.
+//! [`crate::dynamic`]); the embedded cluster holds nodes, pods, PodGroups
+//! and the other kinds the scheduler reads ([`ClusterObject`]: Namespaces,
+//! Services, ReplicationControllers, ReplicaSets, StatefulSets), so
+//! anything else is refused there with an error naming the kind.
 
 use std::path::Path;
 
+use std::sync::Arc;
+
+use convoy_api::ClusterObject;
 use convoy_embedded::PodGroupObject;
 use convoy_embedded::load::POD_GROUP_API_VERSIONS;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -86,18 +90,23 @@ pub enum EmbeddedObject {
     Pod(Box<Pod>),
     /// A PodGroup (either supported API version).
     PodGroup(PodGroupObject),
+    /// A Namespace, Service, ReplicationController, ReplicaSet or
+    /// StatefulSet (`EmbeddedCluster::apply_object`).
+    Object(ClusterObject),
 }
 
 /// The kinds the embedded target creates, for messages.
-pub const EMBEDDED_KINDS: &str =
-    "Node, Pod, and PodGroup (scheduling.x-k8s.io/v1alpha1, scheduling.k8s.io/v1beta1)";
+pub const EMBEDDED_KINDS: &str = "Node, Pod, PodGroup (scheduling.x-k8s.io/v1alpha1, \
+     scheduling.k8s.io/v1beta1), Namespace, Service, ReplicationController, ReplicaSet and \
+     StatefulSet (apps/v1)";
 
 /// Whether `v`'s kind is namespaced on the embedded target; an error
 /// naming the kind when the embedded cluster cannot hold it.
 pub fn embedded_scope(v: &Value) -> Result<bool, String> {
     match type_of(v)? {
-        ("v1", "Node") => Ok(false),
-        ("v1", "Pod") => Ok(true),
+        ("v1", "Node" | "Namespace") => Ok(false),
+        ("v1", "Pod" | "Service" | "ReplicationController") => Ok(true),
+        ("apps/v1", "ReplicaSet" | "StatefulSet") => Ok(true),
         (a, "PodGroup") if POD_GROUP_API_VERSIONS.contains(&a) => Ok(true),
         (a, k) => Err(format!(
             "kind {k} ({a}) is not supported on the embedded target (it holds {EMBEDDED_KINDS}); \
@@ -149,6 +158,21 @@ pub fn embedded_object(
     Ok(match kind.as_str() {
         "Node" => EmbeddedObject::Node(Box::new(typed(v).map_err(at)?)),
         "Pod" => EmbeddedObject::Pod(Box::new(typed(v).map_err(at)?)),
+        "Namespace" => {
+            EmbeddedObject::Object(ClusterObject::Namespace(Arc::new(typed(v).map_err(at)?)))
+        }
+        "Service" => {
+            EmbeddedObject::Object(ClusterObject::Service(Arc::new(typed(v).map_err(at)?)))
+        }
+        "ReplicationController" => EmbeddedObject::Object(ClusterObject::ReplicationController(
+            Arc::new(typed(v).map_err(at)?),
+        )),
+        "ReplicaSet" => {
+            EmbeddedObject::Object(ClusterObject::ReplicaSet(Arc::new(typed(v).map_err(at)?)))
+        }
+        "StatefulSet" => {
+            EmbeddedObject::Object(ClusterObject::StatefulSet(Arc::new(typed(v).map_err(at)?)))
+        }
         _ => EmbeddedObject::PodGroup(PodGroupObject {
             api_version,
             name,
@@ -233,9 +257,27 @@ mod tests {
             };
             assert_eq!((g.name.as_str(), g.namespace.as_str()), ("g", "a"));
         }
-        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}});
-        let e = embedded_object(svc, Some("a"), "s", "", 1).unwrap_err();
-        assert!(e.starts_with("kind Service (v1) is not supported on the embedded target"), "{e}");
+        let svc = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"},
+            "spec": {"selector": {"app": "a"}}});
+        let EmbeddedObject::Object(o) = embedded_object(svc, Some("a"), "s", "", 1).unwrap() else {
+            panic!()
+        };
+        assert_eq!((o.kind(), o.key().as_str()), ("Service", "a/s"));
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"generateName": "ns-", "labels": {"team": "devops"}}});
+        let EmbeddedObject::Object(o) = embedded_object(ns.clone(), None, "s", "", 2).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((o.kind(), o.key().as_str()), ("Namespace", "ns-2"));
+        let e = embedded_object(ns, Some("a"), "s", "", 1).unwrap_err();
+        assert!(e.contains("namespace a was set for an object of kind Namespace"), "{e}");
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}});
+        let e = embedded_object(cm, Some("a"), "s", "", 1).unwrap_err();
+        assert!(
+            e.starts_with("kind ConfigMap (v1) is not supported on the embedded target"),
+            "{e}"
+        );
         let e = embedded_object(json!({"kind": "Pod"}), None, "s", "", 1).unwrap_err();
         assert_eq!(e, "apiVersion is required");
     }

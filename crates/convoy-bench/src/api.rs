@@ -24,6 +24,7 @@ use kube::runtime::watcher;
 use parking_lot::Mutex;
 
 use crate::any::{POD_GROUP_API_VERSION, complete, type_of};
+use crate::config::Stage;
 use crate::dataitems::DataItem;
 use crate::dynamic::{Dynamic, Placement};
 use crate::embedded::{RunError, Window};
@@ -32,7 +33,7 @@ use crate::objects::{PodFactory, build_nodes, build_pods, literal_object, render
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
 use crate::progress::Progress;
 use crate::throughput::{SampleInterval, UPSTREAM_INTERVAL};
-use crate::tracker::{Created, PodTracker};
+use crate::tracker::{Created, PodTracker, selected_pods};
 use convoy_api::PodKey;
 
 /// Requests in flight when creating, deleting or binding objects.
@@ -508,8 +509,10 @@ async fn null_binder(client: kube::Client, profile: &'static str) {
                 continue;
             };
             let spec = p.spec.as_ref();
+            // The API server refuses to bind a pod with scheduling gates.
             if spec.and_then(|s| s.scheduler_name.as_deref()) != Some(profile)
                 || p.metadata.deletion_timestamp.is_some()
+                || spec.and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty())
             {
                 continue;
             }
@@ -630,20 +633,29 @@ where
 }
 
 impl Exec {
+    /// Creates a namespace with no labels unless it exists.
     async fn ensure_namespace(&mut self, name: &str) -> Result<(), String> {
-        if self.namespaces.contains(name) {
-            return Ok(());
-        }
         let ns = Namespace {
             metadata: ObjectMeta { name: Some(name.into()), ..Default::default() },
             ..Default::default()
         };
+        self.add_namespace(ns).await
+    }
+
+    /// Creates the namespace (with the labels of `createNamespaces`'
+    /// template) unless it exists; as upstream, one that already exists
+    /// is kept as it is.
+    async fn add_namespace(&mut self, ns: Namespace) -> Result<(), String> {
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        if self.namespaces.contains(&name) {
+            return Ok(());
+        }
         match Api::<Namespace>::all(self.client.clone()).create(&PostParams::default(), &ns).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(format!("creating namespace {name}: {e}")),
         }
-        self.namespaces.insert(name.into());
+        self.namespaces.insert(name);
         Ok(())
     }
 
@@ -653,9 +665,9 @@ impl Exec {
                 let nodes = build_nodes(s, &mut self.serial)?;
                 create_all(Api::<Node>::all(self.client.clone()), nodes).await?;
             }
-            Step::CreateNamespaces(names) => {
-                for n in names {
-                    self.ensure_namespace(n).await?;
+            Step::CreateNamespaces(s) => {
+                for ns in s.namespaces() {
+                    self.add_namespace(ns).await?;
                 }
             }
             Step::CreatePods(s) if s.steady.is_some() => self.steady_state(s).await?,
@@ -685,8 +697,11 @@ impl Exec {
             Step::CreateAny(s) => self.create_any(s, None).await?,
             Step::CreatePodGroups(s) => self.create_any(s, Some(POD_GROUP_API_VERSION)).await?,
             Step::Churn(s) => self.churn(s).await?,
-            Step::Barrier { namespaces, selector } => {
+            Step::Barrier { namespaces, selector, stage: Stage::Scheduled } => {
                 self.wait_scheduled(namespaces, selector).await?;
+            }
+            Step::Barrier { namespaces, selector, stage: Stage::Attempted } => {
+                self.wait_attempted(namespaces, selector).await?;
             }
             Step::Sleep(d) => tokio::time::sleep(*d).await,
             Step::DeletePods { namespace, selector, skip_wait, per_second } => {
@@ -891,21 +906,31 @@ impl Exec {
         namespaces: &[String],
         selector: &Selector,
     ) -> Result<(), String> {
-        let all = namespaces.is_empty();
-        let keys: Vec<PodKey> = self
-            .created
-            .iter()
-            .filter(|(ns, _)| all || namespaces.contains(ns))
-            .flat_map(|(ns, pods)| {
-                pods.iter()
-                    .filter(|c| selector.matches(c.labels.as_ref()))
-                    .map(|c| PodKey::new(ns, &c.name))
-            })
-            .collect();
+        let keys = selected_pods(&self.created, namespaces, selector);
         self.wait_until("pods to be scheduled", || {
             let s = self.tracker.state.lock();
             let got = keys.iter().filter(|k| s.bound.contains(*k)).count();
             (got >= keys.len(), format!("{got}/{} scheduled", keys.len()))
+        })
+        .await
+    }
+
+    /// Waits until every pod the benchmark created in `namespaces` (all when
+    /// empty) that matches `selector` is bound or was attempted, as
+    /// upstream's `isAttempted` reads it from its pod informer: the watch
+    /// saw a `PodScheduled` condition on it (written by the scheduler after
+    /// a failed cycle, or by the API server on a pod created with
+    /// scheduling gates).
+    async fn wait_attempted(
+        &self,
+        namespaces: &[String],
+        selector: &Selector,
+    ) -> Result<(), String> {
+        let keys = selected_pods(&self.created, namespaces, selector);
+        self.wait_until("pods to be attempted", || {
+            let s = self.tracker.state.lock();
+            let got = keys.iter().filter(|k| s.is_attempted(k)).count();
+            (got >= keys.len(), format!("{got}/{} attempted", keys.len()))
         })
         .await
     }

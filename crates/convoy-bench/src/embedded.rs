@@ -1,15 +1,16 @@
 //! The embedded target: Convoy's real scheduler (`run_leader`, the live
 //! loop, on a multi-threaded runtime with the real clock) against an
-//! [`EmbeddedCluster`], with no API server. The ops create nodes and pods
-//! in the cluster while the scheduler runs; binds are observed on the
-//! scheduler's own update stream, as upstream's collector observes its
-//! pod informer.
+//! [`EmbeddedCluster`], with no API server. The ops create nodes,
+//! namespaces, pods and the other objects the scheduler reads in the
+//! cluster while the scheduler runs; binds are observed on the scheduler's
+//! own update stream, as upstream's collector observes its pod informer,
+//! and failed attempts on its decision sink.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convoy_api::{ClusterUpdate, PodKey, RealClock};
+use convoy_api::{ClusterObject, ClusterUpdate, PodKey, RealClock};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::{Decision, DecisionSink, GroupDecision, Outcome};
 use convoy_scheduler::{Scheduler, SchedulerOptions};
@@ -18,7 +19,8 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, watch};
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::ObjectMeta;
 use serde_json::Value;
 
 use crate::any::{
@@ -26,12 +28,13 @@ use crate::any::{
     manifest_namespace, type_of,
 };
 use crate::churn::Churner;
+use crate::config::Stage;
 use crate::labels::Selector;
 use crate::objects::{PodFactory, build_nodes, literal_object, render_objects};
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
 use crate::progress::Progress;
 use crate::throughput::{SampleInterval, Sampled};
-use crate::tracker::{Created, PodTracker};
+use crate::tracker::{Created, PodTracker, selected_pods};
 
 /// Requests in flight in a steady state (the embedded cluster answers at
 /// once, so this only bounds the futures).
@@ -198,8 +201,10 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
     result.map(|()| exec.windows)
 }
 
-/// Keeps the last failure, to explain a timeout, and hands group cycles
-/// to the group metrics.
+/// Keeps the last failure, to explain a timeout, marks pods attempted
+/// (a failed cycle: what the scheduler would report as
+/// `PodScheduled=False` to an API server) and hands group cycles to the
+/// group metrics.
 #[derive(Debug)]
 struct Attempts {
     last_failure: Mutex<Option<(PodKey, String)>>,
@@ -212,6 +217,7 @@ impl DecisionSink for Attempts {
             Outcome::Scheduled { .. } => {}
             Outcome::Unschedulable { message } | Outcome::Error { message } => {
                 *self.last_failure.lock() = Some((d.pod.clone(), message.clone()));
+                self.tracker.state.lock().attempt(&d.pod);
             }
         }
     }
@@ -255,7 +261,8 @@ struct Exec {
     pod_groups: std::collections::HashSet<(String, String, String)>,
 }
 
-/// `churn` on the embedded target: nodes and pods.
+/// `churn` on the embedded target: nodes, pods and the kinds of
+/// [`ClusterObject`].
 struct EmbeddedChurner {
     cluster: Arc<EmbeddedCluster>,
     templates: Vec<Value>,
@@ -280,7 +287,12 @@ impl Churner for EmbeddedChurner {
             Ok(EmbeddedObject::Pod(p)) => {
                 self.cluster.add_pod(*p).map(|p| p.metadata.name.clone()).map_err(|e| e.to_string())
             }
-            // Checked when the churn op started: only nodes and pods.
+            // Deleted by kind and key (`namespace/name`).
+            Ok(EmbeddedObject::Object(o)) => {
+                let key = o.key();
+                self.cluster.apply_object(o).map(|()| Some(key)).map_err(|e| e.to_string())
+            }
+            // Checked when the churn op started: no PodGroups.
             Ok(EmbeddedObject::PodGroup(_)) => Ok(None),
             Err(e) => Err(e),
         };
@@ -293,7 +305,9 @@ impl Churner for EmbeddedChurner {
     fn delete(&self, template: usize, name: String) -> BoxFuture<'_, ()> {
         let deleted = match type_of(&self.templates[template]) {
             Ok((_, "Node")) => self.cluster.delete_node(&name).map(drop),
-            _ => self.cluster.delete_pod(&self.namespace, &name).map(drop),
+            Ok((_, "Pod")) => self.cluster.delete_pod(&self.namespace, &name).map(drop),
+            Ok((_, kind)) => self.cluster.delete_object(kind, &name).map(drop),
+            Err(_) => Ok(()),
         };
         if let Err(e) = deleted {
             tracing::warn!("churn: {e}");
@@ -310,15 +324,19 @@ impl Exec {
                     self.cluster.add_node(node).map_err(|e| e.to_string())?;
                 }
             }
-            Step::CreateNamespaces(names) => self.namespaces.extend(names.iter().cloned()),
+            Step::CreateNamespaces(s) => {
+                for ns in s.namespaces() {
+                    self.add_namespace(ns)?;
+                }
+            }
             Step::CreatePods(s) if s.steady.is_some() => self.steady_state(s).await?,
             Step::CreatePods(s) => {
                 // Built before the window opens: rendering is not measured.
                 let pods = crate::objects::build_pods(s, &self.scheduler_name, &mut self.serial)?;
+                self.ensure_namespace(&s.namespace)?;
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
-                self.namespaces.insert(s.namespace.clone());
                 let created = self.created.entry(s.namespace.clone()).or_default();
                 for pod in pods {
                     created.push(Created::of(&pod));
@@ -335,8 +353,11 @@ impl Exec {
             Step::CreateAny(s) => self.create_any(s, None)?,
             Step::CreatePodGroups(s) => self.create_any(s, Some(POD_GROUP_API_VERSION))?,
             Step::Churn(s) => self.churn(s)?,
-            Step::Barrier { namespaces, selector } => {
+            Step::Barrier { namespaces, selector, stage: Stage::Scheduled } => {
                 self.wait_scheduled(namespaces, selector).await?;
+            }
+            Step::Barrier { namespaces, selector, stage: Stage::Attempted } => {
+                self.wait_attempted(namespaces, selector).await?;
             }
             Step::Sleep(d) => tokio::time::sleep(*d).await,
             Step::DeletePods { namespace, selector, skip_wait, per_second } => {
@@ -349,7 +370,7 @@ impl Exec {
                     gone.into_iter().map(|c: Created| c.name).collect()
                 };
                 for name in &victims {
-                    self.cluster.delete_pod(namespace, name).map_err(|e| e.to_string())?;
+                    self.delete_pod(namespace, name)?;
                     if *per_second > 0 {
                         tokio::time::sleep(Duration::from_secs_f64(1.0 / f64::from(*per_second)))
                             .await;
@@ -371,7 +392,7 @@ impl Exec {
             }
             Step::StopCollecting => self.stop_window()?,
             Step::CreateGpuJobs(s) => {
-                self.namespaces.insert(s.namespace.clone());
+                self.ensure_namespace(&s.namespace)?;
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
@@ -395,6 +416,9 @@ impl Exec {
                 continue;
             }
             let ns = manifest_namespace(v)?;
+            if let Some(ns) = &ns {
+                self.ensure_namespace(ns)?;
+            }
             self.tracker.state.lock().groups.register([v], ns.as_deref());
             self.create_object(v.clone(), ns.as_deref(), "prepare-")?;
         }
@@ -407,13 +431,67 @@ impl Exec {
             EmbeddedObject::Node(n) => self.cluster.add_node(*n).map(drop),
             EmbeddedObject::Pod(p) => {
                 let ns = p.metadata.namespace.clone().unwrap_or_default();
-                self.namespaces.insert(ns.clone());
+                self.ensure_namespace(&ns)?;
                 self.created.entry(ns).or_default().push(Created::of(&p));
                 self.cluster.add_pod(*p).map(drop)
             }
             EmbeddedObject::PodGroup(g) => return self.add_pod_group(g),
+            EmbeddedObject::Object(ClusterObject::Namespace(ns)) => {
+                return self.add_namespace(Namespace::clone(&ns));
+            }
+            EmbeddedObject::Object(o) => self.cluster.apply_object(o),
         }
         .map_err(|e| e.to_string())
+    }
+
+    /// Creates the namespace unless it exists; as upstream's
+    /// `createNamespaceIfNotPresent`, an existing one is kept as it is.
+    /// The scheduler sees it (`ObjectApplied`): its labels are what pod
+    /// affinity's `namespaceSelector` matches.
+    fn add_namespace(&mut self, ns: Namespace) -> Result<(), String> {
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        if self.namespaces.contains(&name) {
+            return Ok(());
+        }
+        self.cluster
+            .apply_object(ClusterObject::Namespace(Arc::new(ns)))
+            .map_err(|e| format!("creating namespace {name}: {e}"))?;
+        self.namespaces.insert(name);
+        Ok(())
+    }
+
+    /// Creates a namespace with no labels unless it exists.
+    fn ensure_namespace(&mut self, name: &str) -> Result<(), String> {
+        if self.namespaces.contains(name) {
+            return Ok(());
+        }
+        self.add_namespace(Namespace {
+            metadata: ObjectMeta { name: Some(name.to_string()), ..Default::default() },
+            ..Default::default()
+        })
+    }
+
+    /// Deletes a pod as the API server does: one with finalizers is only
+    /// marked (`deletionTimestamp`, grace period 0) and stays until they
+    /// are removed, which nothing here does (upstream's
+    /// SchedulingDeletedPodsWithFinalizers relies on that).
+    fn delete_pod(&self, namespace: &str, name: &str) -> Result<(), String> {
+        let Some(pod) = self.cluster.pod(namespace, name) else {
+            return Err(format!("pod {namespace}/{name} not found"));
+        };
+        if pod.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
+            return self.cluster.delete_pod(namespace, name).map(drop).map_err(|e| e.to_string());
+        }
+        if pod.metadata.deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let mut marked = Pod::clone(&pod);
+        marked.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ));
+        marked.metadata.deletion_grace_period_seconds = Some(0);
+        self.cluster.update_pod(marked).map(drop).map_err(|e| e.to_string())
     }
 
     /// Adds a PodGroup; as the API server, refuses one whose name is
@@ -437,7 +515,7 @@ impl Exec {
         let objects = render_objects(s)?;
         crate::any::check_expected_kind(&objects, expect)?;
         if let Some(ns) = &s.namespace {
-            self.namespaces.insert(ns.clone());
+            self.ensure_namespace(ns)?;
         }
         let prefix = format!("object-{}-", s.op_index);
         self.tracker.state.lock().groups.register(&objects, s.namespace.as_deref());
@@ -452,17 +530,16 @@ impl Exec {
         let templates: Vec<Value> =
             s.templates.iter().map(literal_object).collect::<Result<_, _>>()?;
         for t in &templates {
-            match type_of(t)? {
-                ("v1", "Node" | "Pod") => {}
-                (a, k) => {
-                    return Err(format!(
-                        "churn: kind {k} ({a}) is not supported on the embedded target (Node and \
-                         Pod are); run against an API server with --kubeconfig"
-                    ));
-                }
+            let (a, k) = type_of(t)?;
+            if k == "PodGroup" {
+                return Err(format!(
+                    "churn: kind {k} ({a}) is not supported on the embedded target; run against \
+                     an API server with --kubeconfig"
+                ));
             }
+            embedded_scope(t).map_err(|e| format!("churn: {e}"))?;
         }
-        self.namespaces.insert(s.namespace.clone());
+        self.ensure_namespace(&s.namespace)?;
         let churner = EmbeddedChurner {
             cluster: self.cluster.clone(),
             templates,
@@ -480,10 +557,10 @@ impl Exec {
     async fn steady_state(&mut self, s: &PodsStep) -> Result<(), String> {
         let duration = s.steady.expect("checked by the caller");
         let mut factory = PodFactory::new(s, &self.scheduler_name);
+        self.ensure_namespace(&s.namespace)?;
         if s.collect_metrics {
             self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
         }
-        self.namespaces.insert(s.namespace.clone());
         let cluster = &self.cluster;
         let outcome = crate::steady::run(
             &self.tracker.state,
@@ -571,6 +648,25 @@ impl Exec {
         .await
     }
 
+    /// Waits until every pod the benchmark created in `namespaces` (all when
+    /// empty) that matches `selector` is bound or was attempted: it carries
+    /// a `PodScheduled` condition (gated pods get one when created, as
+    /// from the API server), or the scheduler reported a failed cycle for
+    /// it (see [`Attempts`]).
+    async fn wait_attempted(
+        &self,
+        namespaces: &[String],
+        selector: &Selector,
+    ) -> Result<(), String> {
+        let keys = selected_pods(&self.created, namespaces, selector);
+        self.wait_until("pods to be attempted", || {
+            let s = self.tracker.state.lock();
+            let got = keys.iter().filter(|k| s.is_attempted(k)).count();
+            (got >= keys.len(), format!("{got}/{} attempted", keys.len()))
+        })
+        .await
+    }
+
     async fn wait_until(
         &self,
         what: &str,
@@ -594,5 +690,115 @@ impl Exec {
             }
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::plan::{NamespacesStep, TemplateSource};
+
+    fn exec(cluster: Arc<EmbeddedCluster>) -> Exec {
+        let tracker = Arc::new(Tracker::default());
+        Exec {
+            cluster,
+            attempts: Arc::new(Attempts {
+                last_failure: Mutex::default(),
+                tracker: tracker.clone(),
+            }),
+            tracker,
+            scheduler_name: "convoy-scheduler".into(),
+            opts: EmbeddedOptions::default(),
+            serial: 0,
+            created: HashMap::new(),
+            namespaces: BTreeSet::new(),
+            windows: Vec::new(),
+            churns: Vec::new(),
+            pod_groups: Default::default(),
+        }
+    }
+
+    fn labelled(team: &str) -> Namespace {
+        Namespace {
+            metadata: ObjectMeta {
+                labels: Some(BTreeMap::from([("team".to_string(), team.to_string())])),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// The namespaces the cluster holds, with their `team` label.
+    fn namespaces(cluster: &EmbeddedCluster) -> BTreeMap<String, Option<String>> {
+        cluster
+            .objects()
+            .into_iter()
+            .filter_map(|o| match o {
+                ClusterObject::Namespace(ns) => Some((
+                    ns.metadata.name.clone().unwrap_or_default(),
+                    ns.metadata.labels.as_ref().and_then(|l| l.get("team").cloned()),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn namespaces_reach_the_cluster_with_their_labels() {
+        let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
+        let mut exec = exec(cluster.clone());
+        let create = |names: &[&str], team: &str| {
+            Step::CreateNamespaces(NamespacesStep {
+                names: names.iter().map(|n| n.to_string()).collect(),
+                template: Box::new(labelled(team)),
+            })
+        };
+        exec.step(&create(&["team-0", "team-1"], "devops")).await.unwrap();
+        // Pods in a namespace nobody created: created plain, as upstream's
+        // createNamespaceIfNotPresent.
+        let pods = PodsStep {
+            op_index: 1,
+            count: 1,
+            namespace: "namespace-1".into(),
+            template: TemplateSource::Builtin,
+            params: Default::default(),
+            collect_metrics: false,
+            skip_wait: true,
+            steady: None,
+        };
+        exec.step(&Step::CreatePods(pods)).await.unwrap();
+        // An existing namespace is kept as it is.
+        exec.step(&create(&["team-1", "team-2"], "qa")).await.unwrap();
+        let want = BTreeMap::from([
+            ("namespace-1".to_string(), None),
+            ("team-0".to_string(), Some("devops".to_string())),
+            ("team-1".to_string(), Some("devops".to_string())),
+            ("team-2".to_string(), Some("qa".to_string())),
+        ]);
+        assert_eq!(namespaces(&cluster), want);
+    }
+
+    #[tokio::test]
+    async fn deleting_a_pod_with_finalizers_only_marks_it() {
+        let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
+        let exec = exec(cluster.clone());
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("p".into());
+        pod.metadata.namespace = Some("ns".into());
+        pod.metadata.finalizers = Some(vec!["test.k8s.io/finalizer".into()]);
+        cluster.add_pod(pod.clone()).unwrap();
+        pod.metadata.name = Some("q".into());
+        pod.metadata.finalizers = None;
+        cluster.add_pod(pod).unwrap();
+        exec.delete_pod("ns", "p").unwrap();
+        exec.delete_pod("ns", "q").unwrap();
+        let p = cluster.pod("ns", "p").expect("kept until its finalizers are removed");
+        assert!(p.metadata.deletion_timestamp.is_some());
+        assert_eq!(p.metadata.deletion_grace_period_seconds, Some(0));
+        assert!(cluster.pod("ns", "q").is_none());
+        exec.delete_pod("ns", "p").unwrap();
+        assert!(exec.delete_pod("ns", "q").unwrap_err().contains("not found"));
     }
 }

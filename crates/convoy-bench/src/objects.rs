@@ -142,8 +142,15 @@ pub fn build_nodes(step: &NodesStep, serial: &mut u64) -> Result<Vec<Node>, Stri
             v["metadata"]["generateName"] = json!(prefix);
         }
         *serial += 1;
-        name_object(&mut v, &prefix, *serial);
+        let name = name_object(&mut v, &prefix, *serial);
         let mut node: Node = typed(v).map_err(err)?;
+        // Upstream's `IntegrationTestNodePreparer` creates every node "with
+        // the usual kubernetes.io/hostname label" (node_util.go, v1.37.2),
+        // before the op's strategy patches it.
+        node.metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert("kubernetes.io/hostname".to_string(), name);
         let status = node.status.get_or_insert_with(Default::default);
         // The API server does not default allocatable; the kubelet would
         // report it equal to capacity, and nodes here have no kubelet.
@@ -272,6 +279,33 @@ pub fn literal_object(t: &TemplateSource) -> Result<Value, String> {
     let v: Value = serde_saphyr::from_str(&text).map_err(|e| err(e.to_string()))?;
     crate::any::type_of(&v).map_err(err)?;
     Ok(v)
+}
+
+/// Renders and decodes the first object of each template `plan` uses
+/// (node, pod, `createAny` object; `churn`'s as written): a template
+/// convoy-bench cannot render or decode is found without running anything.
+pub fn render_first(plan: &crate::plan::Plan) -> Result<(), String> {
+    use crate::plan::Step;
+    for step in &plan.steps {
+        match step {
+            Step::CreateNodes(s) if s.count > 0 => {
+                build_nodes(&NodesStep { count: 1, ..s.clone() }, &mut 0)?;
+            }
+            Step::CreatePods(s) if s.count > 0 => {
+                PodFactory::new(s, "default-scheduler").build(0, 0)?;
+            }
+            Step::CreateAny(s) | Step::CreatePodGroups(s) if s.count > 0 => {
+                render_objects(&AnyStep { count: 1, ..s.clone() })?;
+            }
+            Step::Churn(s) => {
+                for t in &s.templates {
+                    literal_object(t)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

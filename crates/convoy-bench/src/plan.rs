@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::{Config, CreatePodsOp, Op, Params, TestCase, Workload, parse_duration};
+use k8s_openapi::api::core::v1::Namespace;
+
+use crate::config::{Config, CreatePodsOp, Op, Params, Stage, TestCase, Workload, parse_duration};
 use crate::labels::Selector;
 use crate::template::{Env, Value};
 
@@ -99,6 +101,27 @@ pub struct AnyStep {
     pub params: Env,
 }
 
+/// A resolved `createNamespaces`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespacesStep {
+    /// `<prefix>-0` … `<prefix>-(n-1)`.
+    pub names: Vec<String>,
+    /// The `namespaceTemplatePath` object each namespace copies (its
+    /// name replaced); an empty Namespace without a template.
+    pub template: Box<Namespace>,
+}
+
+impl NamespacesStep {
+    /// The namespaces to create, named.
+    pub fn namespaces(&self) -> impl Iterator<Item = Namespace> + '_ {
+        self.names.iter().map(|n| {
+            let mut ns = Namespace::clone(&self.template);
+            ns.metadata.name = Some(n.clone());
+            ns
+        })
+    }
+}
+
 /// How `churn` treats the objects it creates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ChurnMode {
@@ -137,8 +160,8 @@ pub struct ChurnStep {
 pub enum Step {
     /// `createNodes`.
     CreateNodes(NodesStep),
-    /// `createNamespaces`: the names.
-    CreateNamespaces(Vec<String>),
+    /// `createNamespaces`.
+    CreateNamespaces(NamespacesStep),
     /// `createPods` (also each pod set of `createPodSets`).
     CreatePods(PodsStep),
     /// `createAny`.
@@ -153,6 +176,8 @@ pub enum Step {
         namespaces: Vec<String>,
         /// Pods to wait for.
         selector: Selector,
+        /// Bound, or only attempted.
+        stage: Stage,
     },
     /// `sleep`.
     Sleep(Duration),
@@ -255,7 +280,16 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
             }),
             Op::CreateNamespaces(o) => {
                 let n = count(&mut params, o.count, &o.count_param).map_err(at)?;
-                Step::CreateNamespaces((0..n).map(|j| format!("{}-{j}", o.prefix)).collect())
+                let template = match o.namespace_template_path.as_deref() {
+                    None => Box::default(),
+                    Some(p) => {
+                        Box::new(namespace_template(&template(Some(p)).map_err(at)?).map_err(at)?)
+                    }
+                };
+                Step::CreateNamespaces(NamespacesStep {
+                    names: (0..n).map(|j| format!("{}-{j}", o.prefix)).collect(),
+                    template,
+                })
             }
             Op::CreatePods(o) => {
                 let ns = o.namespace.clone().unwrap_or_else(|| format!("namespace-{i}"));
@@ -335,6 +369,7 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
             Op::Barrier(o) => Step::Barrier {
                 namespaces: o.namespaces.clone(),
                 selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
+                stage: Stage::parse(o.stage_requirement.as_deref()).map_err(at)?,
             },
             Op::Sleep(o) => Step::Sleep(match (&o.duration, &o.duration_param) {
                 (Some(d), _) => parse_duration(d).map_err(at)?,
@@ -373,6 +408,22 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
         steps,
         origins,
     })
+}
+
+/// A `namespaceTemplatePath` file: plain YAML decoded into a Namespace
+/// (upstream's `getSpecFromFile`, no Go template).
+fn namespace_template(t: &TemplateSource) -> Result<Namespace, String> {
+    let TemplateSource::File { path, text } = t else {
+        return Ok(Namespace::default());
+    };
+    let at = |e: String| format!("namespace template {}: {e}", path.display());
+    let v: serde_json::Value = serde_saphyr::from_str(text).map_err(|e| at(e.to_string()))?;
+    if let Some(kind) = v.get("kind").and_then(serde_json::Value::as_str)
+        && kind != "Namespace"
+    {
+        return Err(at(format!("kind {kind}, expected Namespace")));
+    }
+    crate::objects::typed(v).map_err(at)
 }
 
 /// Resolves a `createPods` op (also one pod set of `createPodSets`).

@@ -41,6 +41,24 @@ impl Created {
     }
 }
 
+/// The pods the benchmark created in `namespaces` (all when empty) that
+/// `selector` matches: what a `barrier` waits for.
+pub(crate) fn selected_pods(
+    created: &HashMap<String, Vec<Created>>,
+    namespaces: &[String],
+    selector: &Selector,
+) -> Vec<PodKey> {
+    created
+        .iter()
+        .filter(|(ns, _)| namespaces.is_empty() || namespaces.contains(ns))
+        .flat_map(|(ns, pods)| {
+            pods.iter()
+                .filter(|c| selector.matches(c.labels.as_ref()))
+                .map(|c| PodKey::new(ns, &c.name))
+        })
+        .collect()
+}
+
 /// Where a steady-state `createPods` learns that a pod of its namespace
 /// was bound.
 #[derive(Debug)]
@@ -54,6 +72,10 @@ pub(crate) struct SteadyHook {
 pub(crate) struct PodTracker {
     pub(crate) present: HashSet<PodKey>,
     pub(crate) bound: HashSet<PodKey>,
+    /// Pods not bound that were attempted (`barrier` with
+    /// `stageRequirement: Attempted`): seen with a `PodScheduled`
+    /// condition, or reported by the scheduler (embedded target).
+    pub(crate) attempted: HashSet<PodKey>,
     pub(crate) bound_per_ns: HashMap<Arc<str>, usize>,
     /// Binds seen since the start (deleted pods included).
     pub(crate) binds_total: u64,
@@ -61,6 +83,17 @@ pub(crate) struct PodTracker {
     pub(crate) steady: Option<SteadyHook>,
     /// Pod-group progress (gang workloads).
     pub(crate) groups: GroupTracker,
+}
+
+/// Upstream's `isAttempted`: the pod has a `PodScheduled` condition,
+/// whatever its status (the scheduler sets `False` after a failed cycle,
+/// the API server sets `False`/`SchedulingGated` on a pod created with
+/// scheduling gates, a bind sets `True`).
+pub(crate) fn has_scheduled_condition(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "PodScheduled"))
 }
 
 /// Whether the pod has a node.
@@ -80,6 +113,7 @@ impl PodTracker {
             self.groups.pod(pod, new, newly_bound, Instant::now());
         }
         if is_bound(pod) && self.bound.insert(key.clone()) {
+            self.attempted.remove(&key);
             *self.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
             self.binds_total += 1;
             if let Some(h) = &self.steady
@@ -95,13 +129,31 @@ impl PodTracker {
                 w.binds.push(w.start.elapsed());
             }
         }
+        if has_scheduled_condition(pod) && !self.bound.contains(&key) {
+            self.attempted.insert(key.clone());
+        }
         self.present.insert(key);
+    }
+
+    /// The scheduler went through a cycle for the pod (the embedded
+    /// target's stand-in for the `PodScheduled=False` status write, which
+    /// it does not make). Ignored for a pod not present (deleted since).
+    pub(crate) fn attempt(&mut self, key: &PodKey) {
+        if self.present.contains(key) && !self.bound.contains(key) {
+            self.attempted.insert(key.clone());
+        }
+    }
+
+    /// Whether the pod is bound or was attempted.
+    pub(crate) fn is_attempted(&self, key: &PodKey) -> bool {
+        self.bound.contains(key) || self.attempted.contains(key)
     }
 
     /// The pod is gone.
     pub(crate) fn deleted(&mut self, pod: &Pod) {
         let key = PodKey::of(pod);
         self.present.remove(&key);
+        self.attempted.remove(&key);
         if self.bound.remove(&key)
             && let Some(n) = self.bound_per_ns.get_mut(&key.namespace)
         {

@@ -2,8 +2,11 @@
 //! control plane) with the null binder, so that no scheduler binary is
 //! needed: `--prepare` with a CRD waited for until Established and a
 //! custom resource of it, `createAny` of a ConfigMap and of pods,
-//! `createPodGroups`, `churn` of a Service (a kind the embedded target
-//! cannot hold), `createPodSets` and a steady-state `createPods`.
+//! `createPodGroups`, `churn` of a Service, `createPodSets`, a
+//! steady-state `createPods`, `createNamespaces` with a
+//! `namespaceTemplatePath` (labelled namespaces) and a `barrier` with
+//! `stageRequirement: Attempted` over gated pods (the API server marks
+//! them `PodScheduled=False`, `SchedulingGated`).
 
 use std::time::Duration;
 
@@ -29,6 +32,15 @@ const CONFIG: &str = r#"
     namespacePrefix: set
     createPodsOp: {opcode: createPods, count: 5, podTemplatePath: pod.yaml}
   - {opcode: createPods, count: 10, steadyState: true, duration: 2s, namespace: steady, podTemplatePath: pod.yaml, collectMetrics: true}
+  workloads:
+  - {name: w}
+- name: Labelled
+  # Runs after Ops, on its nodes.
+  workloadTemplate:
+  - {opcode: createNamespaces, prefix: team, count: 2, namespaceTemplatePath: namespace.yaml}
+  - {opcode: createPods, count: 3, namespace: team-0, podTemplatePath: gated-pod.yaml, skipWaitToCompletion: true}
+  - {opcode: barrier, stageRequirement: Attempted}
+  - {opcode: createPods, count: 2, namespace: team-1, podTemplatePath: pod.yaml, collectMetrics: true}
   workloads:
   - {name: w}
 - name: PodGroups
@@ -84,6 +96,14 @@ fn new_ops_on_a_real_api_server() {
             "apiVersion: v1\nkind: Service\nmetadata: {generateName: svc-}\nspec:\n  ports: [{port: 80}]\n",
         ),
         (
+            "namespace.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  labels: {team: devops}\n",
+        ),
+        (
+            "gated-pod.yaml",
+            "apiVersion: v1\nkind: Pod\nmetadata: {generateName: gated-}\nspec:\n  schedulingGates: [{name: example.com/hold}]\n  containers:\n  - {name: c, image: registry.k8s.io/pause:3.10.1}\n",
+        ),
+        (
             "podgroup.yaml",
             "apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g}\nspec:\n  schedulingPolicy: {basic: {}}\n",
         ),
@@ -133,6 +153,21 @@ fn new_ops_on_a_real_api_server() {
         for ns in ["set-0", "set-1"] {
             let pods = Api::<Pod>::namespaced(client.clone(), ns);
             assert_eq!(pods.list(&ListParams::default()).await.unwrap().items.len(), 5, "{ns}");
+        }
+    });
+
+    // Labelled namespaces; the barrier passed over the gated pods.
+    let report = convoy_bench::run::run_api(&config, &opts("Labelled"), &api).unwrap();
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 2);
+    rt.block_on(async {
+        use k8s_openapi::api::core::v1::Namespace;
+        use kube::api::Api;
+        let client = env.client().await.unwrap();
+        for name in ["team-0", "team-1"] {
+            let ns = Api::<Namespace>::all(client.clone()).get(name).await.unwrap();
+            assert_eq!(ns.metadata.labels.unwrap_or_default()["team"], "devops", "{name}");
         }
     });
 

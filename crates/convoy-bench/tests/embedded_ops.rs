@@ -65,6 +65,39 @@ spec:
   ports: [{port: 80}]
 "#;
 
+const CONFIG_MAP: &str = r#"
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cm}
+"#;
+
+const LABELLED_NAMESPACE: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata:
+  labels: {team: devops}
+"#;
+
+const GATED_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {generateName: gated-}
+spec:
+  schedulingGates: [{name: example.com/hold}]
+  containers: [{name: pause, image: registry.k8s.io/pause:3.10.1}]
+"#;
+
+const HUGE_POD: &str = r#"
+apiVersion: v1
+kind: Pod
+metadata: {generateName: huge-}
+spec:
+  containers:
+  - name: pause
+    image: registry.k8s.io/pause:3.10.1
+    resources: {requests: {cpu: "64"}}
+"#;
+
 const POD_GROUP: &str = r#"
 apiVersion: scheduling.k8s.io/v1beta1
 kind: PodGroup
@@ -134,10 +167,52 @@ const CONFIG: &str = r#"
 
 - name: ChurnUnsupportedKind
   workloadTemplate:
-  - {opcode: churn, mode: create, templatePaths: [service.yaml]}
+  - {opcode: churn, mode: create, templatePaths: [config-map.yaml]}
   - {opcode: createPods, count: 1, collectMetrics: true}
   workloads:
+  - {name: w, labels: [churn-config-map]}
+
+- name: ChurnServices
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - {opcode: createNodes, count: 1}
+  - {opcode: churn, mode: recreate, number: 2, intervalMilliseconds: 10, templatePaths: [service.yaml, labelled-namespace.yaml]}
+  - {opcode: sleep, duration: 100ms}
+  - {opcode: createPods, count: 5, collectMetrics: true}
+  workloads:
   - {name: w, labels: [churn-service]}
+
+- name: LabelledNamespaces
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - {opcode: createNodes, count: 1}
+  - {opcode: createNamespaces, prefix: team, count: 2, namespaceTemplatePath: labelled-namespace.yaml}
+  - {opcode: createAny, templatePath: service.yaml, namespace: team-0}
+  - {opcode: createPods, count: 5, namespace: team-1, collectMetrics: true}
+  workloads:
+  - {name: w, labels: [namespaces]}
+
+- name: AttemptedBarrier
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - {opcode: createNodes, count: 1}
+  - {opcode: createPods, count: 3, podTemplatePath: gated-pod.yaml, skipWaitToCompletion: true}
+  - {opcode: createPods, count: 2, podTemplatePath: huge-pod.yaml, skipWaitToCompletion: true}
+  - {opcode: createPods, count: 2, skipWaitToCompletion: true}
+  - {opcode: barrier, stageRequirement: Attempted}
+  - {opcode: createPods, count: 5, collectMetrics: true}
+  workloads:
+  - {name: w, labels: [attempted]}
+
+- name: ScheduledBarrier
+  defaultPodTemplatePath: pod.yaml
+  workloadTemplate:
+  - {opcode: createNodes, count: 1}
+  - {opcode: createPods, count: 3, podTemplatePath: gated-pod.yaml, skipWaitToCompletion: true}
+  - {opcode: barrier}
+  - {opcode: createPods, count: 5, collectMetrics: true}
+  workloads:
+  - {name: w, labels: [scheduled]}
 
 - name: CreateAny
   defaultPodTemplatePath: pod.yaml
@@ -158,7 +233,7 @@ const CONFIG: &str = r#"
   - {opcode: createAny, templatePath: $template, namespace: $namespace}
   - {opcode: createPods, count: 1, collectMetrics: true}
   workloads:
-  - {name: Service, labels: [any-service], params: {}}
+  - {name: ConfigMap, labels: [any-config-map], params: {}}
 
 - name: PodGroups
   workloadTemplate:
@@ -201,6 +276,10 @@ fn setup(dir: &Path) -> PathBuf {
         ("churn-pod.yaml", CHURN_POD),
         ("any-node.yaml", ANY_NODE),
         ("service.yaml", SERVICE),
+        ("config-map.yaml", CONFIG_MAP),
+        ("labelled-namespace.yaml", LABELLED_NAMESPACE),
+        ("gated-pod.yaml", GATED_POD),
+        ("huge-pod.yaml", HUGE_POD),
         ("pod-group.yaml", POD_GROUP),
         ("pod-group-xk8s.yaml", POD_GROUP_XK8S),
     ];
@@ -211,7 +290,7 @@ fn setup(dir: &Path) -> PathBuf {
     // error workload names them literally.
     let config = CONFIG.replace(
         "templatePath: $template, namespace: $namespace",
-        "templatePath: service.yaml, namespace: a",
+        "templatePath: config-map.yaml, namespace: a",
     );
     let path = dir.join("perf.yaml");
     std::fs::write(&path, config).unwrap();
@@ -225,7 +304,10 @@ fn run_label(label: &str, embedded: EmbeddedOptions) -> Report {
         filter: None,
         labels: LabelFilter::parse(label),
         topic: "test".into(),
-        embedded: EmbeddedOptions { timeout: Duration::from_secs(60), ..embedded },
+        embedded: EmbeddedOptions {
+            timeout: embedded.timeout.min(Duration::from_secs(60)),
+            ..embedded
+        },
     };
     let report = run(&config, &opts).unwrap();
     assert_eq!(report.results.len(), 1, "{label}");
@@ -265,9 +347,42 @@ fn churn_runs_in_the_background_in_both_modes() {
 
 #[test]
 fn churn_refuses_kinds_the_embedded_target_cannot_hold() {
-    let report = run_label("churn-service", EmbeddedOptions::default());
+    let report = run_label("churn-config-map", EmbeddedOptions::default());
     let e = report.results[0].error.as_deref().unwrap();
-    assert!(e.starts_with("workloadTemplate[0]: churn: kind Service (v1) is not supported"), "{e}");
+    assert!(
+        e.starts_with("workloadTemplate[0]: churn: kind ConfigMap (v1) is not supported"),
+        "{e}"
+    );
+}
+
+#[test]
+fn churn_services_and_namespaces() {
+    let report = run_label("churn-service", EmbeddedOptions::default());
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 5);
+}
+
+#[test]
+fn labelled_namespaces_and_services_are_created() {
+    let report = run_label("namespaces", EmbeddedOptions::default());
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 5);
+}
+
+#[test]
+fn attempted_barrier_passes_on_gated_and_unschedulable_pods() {
+    let report = run_label("attempted", EmbeddedOptions::default());
+    let r = &report.results[0];
+    assert_eq!(r.error, None, "gated pods carry PodScheduled=False, unschedulable ones were tried");
+    assert_eq!(r.windows[0].pods, 5);
+
+    // The default stage waits for the gated pods to be bound: never.
+    let short = EmbeddedOptions { timeout: Duration::from_millis(300), ..Default::default() };
+    let report = run_label("scheduled", short);
+    let e = report.results[0].error.as_deref().unwrap();
+    assert!(e.starts_with("workloadTemplate[2]: timed out") && e.contains("0/3 scheduled"), "{e}");
 }
 
 #[test]
@@ -280,11 +395,11 @@ fn create_any_makes_nodes_and_pods_from_templates() {
 
 #[test]
 fn create_any_refuses_other_kinds_naming_them() {
-    let report = run_label("any-service", EmbeddedOptions::default());
+    let report = run_label("any-config-map", EmbeddedOptions::default());
     let e = report.results[0].error.as_deref().unwrap();
     assert!(
         e.starts_with(
-            "workloadTemplate[1]: kind Service (v1) is not supported on the embedded target"
+            "workloadTemplate[1]: kind ConfigMap (v1) is not supported on the embedded target"
         ),
         "{e}"
     );

@@ -268,8 +268,9 @@ impl EmbeddedCluster {
     /// Creates a pod as the API server would ([`prepare_pod_for_create`]:
     /// namespace `default` and a UID when absent, `matchLabelKeys` and
     /// `mismatchLabelKeys` merged into its pod affinity selectors and
-    /// `matchLabelKeys` into its spread constraints' selectors); emits
-    /// `PodAdded`.
+    /// `matchLabelKeys` into its spread constraints' selectors; with
+    /// scheduling gates, `PodScheduled=False`, reason `SchedulingGated`);
+    /// emits `PodAdded`.
     pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
         let key = pod_key(&pod)?;
         let mut s = self.state.lock();

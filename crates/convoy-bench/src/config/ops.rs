@@ -135,7 +135,9 @@ pub struct CreateNamespacesOp {
     pub count: Option<i64>,
     /// `$param` giving the number.
     pub count_param: Option<String>,
-    /// Namespace template (not supported yet).
+    /// Namespace template (plain YAML, not a Go template, as upstream's
+    /// `getSpecFromFile`): each namespace is a copy named `<prefix>-<i>`,
+    /// so its labels reach `namespaceSelector`s.
     pub namespace_template_path: Option<String>,
 }
 
@@ -288,8 +290,35 @@ pub struct BarrierOp {
     pub namespaces: Vec<String>,
     /// Label selector (`key: value` map, as upstream).
     pub label_selector: Option<BTreeMap<String, String>>,
-    /// `Scheduled` (default); `Attempted` is not supported yet.
+    /// `Scheduled` (default): the pods are bound; `Attempted`: each pod
+    /// is bound or went through a scheduling cycle at least once.
     pub stage_requirement: Option<String>,
+}
+
+/// What a `barrier` waits for (upstream `SchedulingStage`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Stage {
+    /// Every pod is bound (`Scheduled`, the default).
+    #[default]
+    Scheduled,
+    /// Every pod is bound or was attempted: upstream's `isAttempted`, a
+    /// `PodScheduled` condition of any status (set by the scheduler after
+    /// a failed cycle, or by the API server on a pod created with
+    /// scheduling gates).
+    Attempted,
+}
+
+impl Stage {
+    /// `stageRequirement` as written (`None`: the default).
+    pub fn parse(s: Option<&str>) -> Result<Stage, String> {
+        match s {
+            None | Some("" | "Scheduled") => Ok(Stage::Scheduled),
+            Some("Attempted") => Ok(Stage::Attempted),
+            Some(other) => Err(format!(
+                "barrier.stageRequirement must be Scheduled or Attempted, got {other:?}"
+            )),
+        }
+    }
 }
 
 /// `sleep`.
@@ -322,7 +351,8 @@ pub struct DeletePodsOp {
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StartCollectingMetricsOp {
-    /// Suffix of the result's `Name` label.
+    /// Suffix of the result's `Name` label (optional, as upstream).
+    #[serde(default)]
     pub name: String,
     /// Namespaces whose pods are counted (required).
     pub namespaces: Vec<String>,
@@ -437,13 +467,7 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::CreateNamespaces(o) => {
-                count(o.count, &o.count_param)?;
-                if o.namespace_template_path.is_some() {
-                    return unsupported("namespaceTemplatePath");
-                }
-                Ok(())
-            }
+            Op::CreateNamespaces(o) => count(o.count, &o.count_param),
             Op::CreatePods(o) => validate_create_pods(op, o),
             Op::CreatePodSets(o) => {
                 count(o.count, &o.count_param)?;
@@ -498,13 +522,7 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::Barrier(o) => match o.stage_requirement.as_deref() {
-                None | Some("Scheduled") => Ok(()),
-                Some("Attempted") => unsupported("stageRequirement: Attempted"),
-                Some(other) => Err(format!(
-                    "{op}.stageRequirement must be Scheduled or Attempted, got {other:?}"
-                )),
-            },
+            Op::Barrier(o) => Stage::parse(o.stage_requirement.as_deref()).map(drop),
             Op::Sleep(o) => match (&o.duration, &o.duration_param) {
                 (Some(d), _) => crate::config::parse_duration(d).map(drop),
                 (None, Some(p)) if p.starts_with('$') => Ok(()),

@@ -75,14 +75,29 @@ impl Params {
     }
 
     /// A template parameter: a literal, or `$name` resolved from the
-    /// workload's parameters.
+    /// workload's parameters, or `$name|default` (upstream's
+    /// `resolveTemplateParams`: the default, YAML after the first `|`,
+    /// when the workload does not define `name`).
     pub fn template_value(&mut self, v: &serde_json::Value) -> Result<Value, String> {
         let resolved = match v.as_str() {
-            Some(s) if s.starts_with('$') => self.lookup(s)?.clone(),
+            Some(s) if s.starts_with('$') => match s.split_once('|') {
+                Some((name, default))
+                    if name.len() > 1 && !self.values.contains_key(&name[1..]) =>
+                {
+                    serde_saphyr::from_str::<serde_json::Value>(default)
+                        .map_err(|e| format!("parameter {} default {default:?}: {e}", &name[1..]))?
+                }
+                Some((name, _)) if name.len() > 1 => self.lookup(name)?.clone(),
+                _ => self.lookup(s)?.clone(),
+            },
             _ => v.clone(),
         };
-        Value::from_json(&resolved)
-            .ok_or_else(|| format!("template parameter {v} must be a scalar, got {resolved}"))
+        Value::from_json(&resolved).ok_or_else(|| {
+            format!(
+                "template parameter {v}: {resolved}: list and map values are not supported yet \
+                 (only scalars)"
+            )
+        })
     }
 
     /// The parameters nobody used, sorted.
@@ -177,5 +192,12 @@ mod tests {
         assert!(p.int("nodes").unwrap_err().contains("must start with \"$\""));
         assert!(p.int("$nope").unwrap_err().contains("parameter nope is undefined"));
         assert_eq!(p.unused(), vec!["unused"]);
+
+        // `$name|default`: the parameter when defined, else the default.
+        let mut p = Params::new(serde_json::from_str(r#"{"n": 5}"#).unwrap());
+        assert_eq!(p.template_value(&"$n|64".into()).unwrap(), Value::Int(5));
+        assert_eq!(p.template_value(&"$m|64".into()).unwrap(), Value::Int(64));
+        assert_eq!(p.template_value(&"$m|abc".into()).unwrap(), Value::Str("abc".into()));
+        assert!(p.unused().is_empty());
     }
 }

@@ -80,7 +80,9 @@ fn plans_resolve_params_and_defaults() {
     assert_eq!(nodes.count, 5);
     assert_eq!(nodes.template, TemplateSource::Builtin);
     assert!(matches!(&nodes.strategy, Some(NodeStrategy::Label { key, .. }) if key == "zone"));
-    assert_eq!(p.steps[1], Step::CreateNamespaces(vec!["sched-0".into(), "sched-1".into()]));
+    let Step::CreateNamespaces(ns) = &p.steps[1] else { panic!("{:?}", p.steps[1]) };
+    assert_eq!(ns.names, ["sched-0", "sched-1"]);
+    assert_eq!(ns.template, Default::default(), "no template: plain namespaces");
     let Step::CreatePods(measured) = &p.steps[5] else { panic!() };
     assert_eq!(measured.count, 6, "countMultiplierParam multiplies");
     assert_eq!(measured.namespace, "namespace-5", "default namespace is namespace-<opIndex>");
@@ -141,8 +143,8 @@ fn unknown_opcodes_and_fields_are_errors_naming_them() {
         ("{opcode: createNodes, count: -1}", "count must be >= 0"),
         ("{opcode: sleep, duration: forever}", "invalid duration \"forever\""),
         (
-            "{opcode: barrier, stageRequirement: Attempted}",
-            "stageRequirement: Attempted is an upstream field",
+            "{opcode: barrier, stageRequirement: Bound}",
+            "barrier.stageRequirement must be Scheduled or Attempted, got \"Bound\"",
         ),
         (
             "{opcode: createPods, count: 1, collectMetrics: true, skipWaitToCompletion: true}",
@@ -214,6 +216,40 @@ fn template_paths_are_relative_to_the_config() {
 }
 
 #[test]
+fn namespace_templates_and_attempted_barriers_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  labels:\n    team: devops\n";
+    std::fs::write(dir.path().join("ns.yaml"), ns).unwrap();
+    let text = "- name: T\n  workloadTemplate:\n  - {opcode: createNamespaces, prefix: init-ns, countParam: $n, namespaceTemplatePath: ns.yaml}\n  - {opcode: createPods, count: 1, skipWaitToCompletion: true}\n  - {opcode: barrier, stageRequirement: Attempted}\n  - {opcode: barrier, namespaces: [init-ns-0], stageRequirement: Scheduled}\n  - {opcode: createPods, count: 1, collectMetrics: true}\n  workloads:\n  - {name: w, params: {n: 2}}\n";
+    let cfg = dir.path().join("perf.yaml");
+    std::fs::write(&cfg, text).unwrap();
+    let c = load_file(&cfg).unwrap();
+    let p = plan(&c, &c.test_cases[0], &c.test_cases[0].workloads[0]).unwrap();
+    let Step::CreateNamespaces(s) = &p.steps[0] else { panic!("{:?}", p.steps[0]) };
+    let made: Vec<_> = s
+        .namespaces()
+        .map(|n| (n.metadata.name.unwrap(), n.metadata.labels.unwrap()["team"].clone()))
+        .collect();
+    assert_eq!(
+        made,
+        [("init-ns-0".into(), "devops".into()), ("init-ns-1".into(), "devops".into())]
+    );
+    assert!(matches!(p.steps[2], Step::Barrier { stage: Stage::Attempted, .. }));
+    assert!(matches!(p.steps[3], Step::Barrier { stage: Stage::Scheduled, .. }));
+
+    // A template of another kind, or fields a Namespace does not have.
+    for (body, want) in [
+        ("kind: Pod\nmetadata: {}\n", "kind Pod, expected Namespace"),
+        ("metadata: {labels: [a]}\n", "metadata.labels"),
+    ] {
+        std::fs::write(dir.path().join("ns.yaml"), body).unwrap();
+        let c = load_file(&cfg).unwrap();
+        let e = plan(&c, &c.test_cases[0], &c.test_cases[0].workloads[0]).unwrap_err();
+        assert!(e.contains("(createNamespaces): namespace template") && e.contains(want), "{e}");
+    }
+}
+
+#[test]
 fn shipped_config_is_valid() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../benches/config/performance-config.yaml");
@@ -225,6 +261,16 @@ fn shipped_config_is_valid() {
         "SchedulingWithTaints/500Nodes",
         "SchedulingWithMixedChurn/5000Nodes_10000Pods",
         "SchedulingSteadyState/5000Nodes",
+        "SchedulingPodAffinity/5000Nodes",
+        "SchedulingPodAntiAffinity/5000Nodes",
+        "SchedulingPreferredPodAffinity/5000Nodes",
+        "SchedulingPreferredPodAntiAffinity/5000Nodes",
+        "SchedulingRequiredPodAntiAffinityWithNSSelector/5000Nodes",
+        "SchedulingPreferredAntiAffinityWithNSSelector/5000Nodes",
+        "SchedulingRequiredPodAffinityWithNSSelector/5000Nodes",
+        "SchedulingPreferredAffinityWithNSSelector/5000Nodes",
+        "TopologySpreading/5000Nodes",
+        "PreferredTopologySpreading/5000Nodes",
     ] {
         assert!(plans.contains_key(name), "{name}");
     }

@@ -200,6 +200,26 @@ fn bind_sets_node_name_and_condition() {
 }
 
 #[test]
+fn gated_pods_are_created_with_the_scheduling_gated_condition() {
+    let (cluster, mut rx) = EmbeddedCluster::new(Objects {
+        pods: vec![PodBuilder::new("gated-at-start").gate("g").build()],
+        ..Objects::default()
+    });
+    drain(&mut rx);
+    cluster.add_pod(PodBuilder::new("gated").gate("g").build()).unwrap();
+    cluster.add_pod(PodBuilder::new("free").build()).unwrap();
+    let condition = |name: &str| {
+        let pod = cluster.pod("default", name).unwrap();
+        let c = pod.status.as_ref()?.conditions.as_ref()?.first()?.clone();
+        Some((c.type_, c.status, c.reason.unwrap_or_default()))
+    };
+    let gated = Some(("PodScheduled".into(), "False".into(), "SchedulingGated".into()));
+    assert_eq!(condition("gated-at-start"), gated);
+    assert_eq!(condition("gated"), gated);
+    assert_eq!(condition("free"), None);
+}
+
+#[test]
 fn mutations_emit_updates() {
     let (cluster, mut rx) = EmbeddedCluster::new(Objects::default());
     assert_eq!(drain(&mut rx), ["Synced"]);
