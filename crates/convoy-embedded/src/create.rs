@@ -84,6 +84,31 @@ fn apply_label_keys(
     }
 }
 
+/// The API server's `applySchedulingGatedCondition` (pod strategy,
+/// `PrepareForCreate`, v1.37): a pod created with scheduling gates and no
+/// `PodScheduled` condition gets `PodScheduled=False`, reason
+/// `SchedulingGated`. (What upstream scheduler_perf's `Attempted` barrier
+/// counts a gated pod by.)
+fn set_scheduling_gated(pod: &mut Pod) {
+    let gated =
+        pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
+    if !gated {
+        return;
+    }
+    let conditions =
+        pod.status.get_or_insert_with(PodStatus::default).conditions.get_or_insert_with(Vec::new);
+    if conditions.iter().any(|c| c.type_ == "PodScheduled") {
+        return;
+    }
+    conditions.push(PodCondition {
+        type_: "PodScheduled".to_string(),
+        status: "False".to_string(),
+        reason: Some("SchedulingGated".to_string()),
+        message: Some("Scheduling is blocked due to non-empty scheduling gates".to_string()),
+        ..Default::default()
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,29 +185,4 @@ mod tests {
         mutate_pod_affinity(&mut p);
         assert_eq!(p.spec, before);
     }
-}
-
-/// The API server's `applySchedulingGatedCondition` (pod strategy,
-/// `PrepareForCreate`, v1.37): a pod created with scheduling gates and no
-/// `PodScheduled` condition gets `PodScheduled=False`, reason
-/// `SchedulingGated`. (What upstream scheduler_perf's `Attempted` barrier
-/// counts a gated pod by.)
-fn set_scheduling_gated(pod: &mut Pod) {
-    let gated =
-        pod.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref()).is_some_and(|g| !g.is_empty());
-    if !gated {
-        return;
-    }
-    let conditions =
-        pod.status.get_or_insert_with(PodStatus::default).conditions.get_or_insert_with(Vec::new);
-    if conditions.iter().any(|c| c.type_ == "PodScheduled") {
-        return;
-    }
-    conditions.push(PodCondition {
-        type_: "PodScheduled".to_string(),
-        status: "False".to_string(),
-        reason: Some("SchedulingGated".to_string()),
-        message: Some("Scheduling is blocked due to non-empty scheduling gates".to_string()),
-        ..Default::default()
-    });
 }
