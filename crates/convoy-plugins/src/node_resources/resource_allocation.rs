@@ -1,6 +1,8 @@
-//! What the resource scorers share (upstream `resource_allocation.go`): the
-//! pod's request and the node's allocatable/requested amount of each scored
-//! resource.
+//! What the resource scorers share (upstream
+//! `noderesources/resource_allocation.go`, v1.37.2): the pod's request and
+//! the node's allocatable and allocated amount of each scored resource.
+//! Resources backed by DRA (`DRAExtendedResource`) are not scored: Convoy
+//! does not implement DynamicResources.
 
 use std::sync::Arc;
 
@@ -89,8 +91,9 @@ impl ResourceAllocationScorer {
     }
 
     /// Upstream `calculateResourceAllocatableRequest`: (allocatable,
-    /// requested including the pod); (0, 0) means "not scored".
-    fn allocatable_request(
+    /// allocated on the node); (0, 0) means "not scored". Ephemeral storage
+    /// and scalar resources always read real requests.
+    fn allocatable_allocated(
         &self,
         node: &NodeInfo,
         kind: &ResourceKind,
@@ -99,37 +102,52 @@ impl ResourceAllocationScorer {
         let requested = if self.use_requested { &node.requested } else { &node.non_zero_requested };
         match kind {
             ResourceKind::Other { scalar: true, .. } if pod_request == 0 => (0, 0),
-            ResourceKind::Cpu => (node.allocatable.milli_cpu, requested.milli_cpu + pod_request),
-            ResourceKind::Memory => (node.allocatable.memory, requested.memory + pod_request),
+            ResourceKind::Cpu => (node.allocatable.milli_cpu, requested.milli_cpu),
+            ResourceKind::Memory => (node.allocatable.memory, requested.memory),
             ResourceKind::EphemeralStorage => {
-                (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request)
+                (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage)
             }
             ResourceKind::Other { name, .. } => match node.allocatable.scalar.get(name) {
-                Some(&alloc) => {
-                    (alloc, node.requested.scalar.get(name).copied().unwrap_or(0) + pod_request)
-                }
+                Some(&alloc) => (alloc, node.requested.scalar.get(name).copied().unwrap_or(0)),
                 None => (0, 0),
             },
         }
     }
 
-    /// Requested and allocatable of each scored resource on the node; both
-    /// 0 for a resource that is not scored (allocatable 0).
-    pub fn requested_allocatable(&self, node: &NodeInfo, pod_requests: &[i64]) -> (Values, Values) {
+    /// Upstream `calculateNodeAllocatableRequest`: each scored resource's
+    /// amounts on the node; all 0 for a resource that is not scored (a
+    /// scalar resource the pod does not request, or allocatable 0).
+    pub fn node_amounts(&self, node: &NodeInfo, pod_requests: &[i64]) -> NodeAmounts {
         let n = self.resources.len();
-        let mut requested = Values::from_elem(0, n);
-        let mut allocatable = Values::from_elem(0, n);
+        let mut a = NodeAmounts {
+            requested: Values::from_elem(0, n),
+            allocated: Values::from_elem(0, n),
+            allocatable: Values::from_elem(0, n),
+        };
         for (i, kind) in self.resources.iter().enumerate() {
-            let (alloc, req) =
-                self.allocatable_request(node, kind, pod_requests.get(i).copied().unwrap_or(0));
+            let pod = pod_requests.get(i).copied().unwrap_or(0);
+            let (alloc, allocated) = self.allocatable_allocated(node, kind, pod);
             if alloc == 0 {
                 continue;
             }
-            allocatable[i] = alloc;
-            requested[i] = req;
+            a.allocatable[i] = alloc;
+            a.allocated[i] = allocated;
+            a.requested[i] = allocated + pod;
         }
-        (requested, allocatable)
+        a
     }
+}
+
+/// A node's amounts of each scored resource, in configuration order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeAmounts {
+    /// Allocated plus the pod's request.
+    pub requested: Values,
+    /// What the pods on the node request (non-zero amounts for CPU and
+    /// memory unless the scorer reads real requests).
+    pub allocated: Values,
+    /// Allocatable.
+    pub allocatable: Values,
 }
 
 /// The weighted mean of `per_resource(requested, allocatable)` over the
