@@ -22,6 +22,8 @@ pub mod names {
     pub const NODE_RESOURCES_FIT: &str = "NodeResourcesFit";
     /// `NodeResourcesBalancedAllocation`.
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
+    /// `ImageLocality` (Score).
+    pub const IMAGE_LOCALITY: &str = "ImageLocality";
     /// `DefaultBinder`.
     pub const DEFAULT_BINDER: &str = "DefaultBinder";
     /// `GangScheduling` (PreEnqueue, PreFilter, Reserve, Permit): gangs of
@@ -48,20 +50,20 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::new(NODE_PORTS),
         PluginRef::weighted(NODE_RESOURCES_FIT, 1),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
+        PluginRef::weighted(IMAGE_LOCALITY, 1),
         PluginRef::new(DEFAULT_BINDER),
     ]
 }
 
 /// Upstream default plugins that Convoy does not implement. Disabling them is accepted and does
 /// nothing; enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: [&str; 9] = [
+pub const UPSTREAM_ONLY_DEFAULTS: &[&str] = &[
     "PodTopologySpread",
     "InterPodAffinity",
     "VolumeBinding",
     "VolumeRestrictions",
     "VolumeZone",
     "NodeVolumeLimits",
-    "ImageLocality",
     "DefaultPreemption",
     "DynamicResources",
 ];

@@ -41,7 +41,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 11] = [
+const DEFAULT_MULTI_POINT: [&str; 12] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -52,6 +52,7 @@ const DEFAULT_MULTI_POINT: [&str; 11] = [
     "NodePorts",
     "NodeResourcesFit:1",
     "NodeResourcesBalancedAllocation:1",
+    "ImageLocality:1",
     "DefaultBinder",
 ];
 
@@ -77,8 +78,8 @@ fn upstream_full_example_loads() {
     assert_eq!(enabled(&first.plugins.multi_point), want);
     assert_eq!(first.plugins.multi_point.disabled, vec![PluginRef::new("PrioritySort")]);
     assert_eq!(enabled(&first.plugins.score), ["NodeResourcesFit:5"]);
-    // ImageLocality is not Convoy's: nothing to disable, dropped.
-    assert!(first.plugins.score.disabled.is_empty());
+    // ImageLocality stays enabled at multiPoint and is disabled at score.
+    assert_eq!(first.plugins.score.disabled, vec![PluginRef::new("ImageLocality")]);
     match &first.plugin_args["NodeResourcesFit"] {
         PluginArgs::NodeResourcesFit(args) => {
             assert_eq!(args.ignored_resource_groups, ["example.com"]);
@@ -173,6 +174,7 @@ fn merges_plugins_with_defaults() {
                 "NodePorts",
                 "NodeResourcesFit:1",
                 "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1",
                 "DefaultBinder",
             ],
         ),
@@ -202,6 +204,7 @@ fn merges_plugins_with_defaults() {
                 "NodePorts",
                 "NodeResourcesFit:1",
                 "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1",
                 "DefaultBinder",
                 "Coscheduling",
             ],
@@ -290,7 +293,7 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, ImageLocality, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PrioritySort, SchedulingGates, TaintToleration"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),

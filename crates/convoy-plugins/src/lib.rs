@@ -22,6 +22,7 @@ use convoy_api::{Plugin, Registry, names};
 pub mod default_binder;
 pub mod gpu_placement;
 pub mod helper;
+pub mod image_locality;
 pub mod node_affinity;
 pub mod node_name;
 pub mod node_ports;
@@ -33,6 +34,7 @@ pub mod taint_toleration;
 
 pub use default_binder::DefaultBinder;
 pub use gpu_placement::GpuPlacement;
+pub use image_locality::ImageLocality;
 pub use node_affinity::NodeAffinity;
 pub use node_name::NodeName;
 pub use node_ports::NodePorts;
@@ -64,6 +66,7 @@ pub fn registry() -> Registry {
     r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
         Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
     });
+    r.register(names::IMAGE_LOCALITY, |_, _| Ok(Arc::new(ImageLocality) as Arc<dyn Plugin>));
     r.register(names::DEFAULT_BINDER, |_, handle| {
         Ok(Arc::new(DefaultBinder::new(handle.binder.clone())) as Arc<dyn Plugin>)
     });
@@ -91,6 +94,7 @@ mod tests {
             names::TAINT_TOLERATION,
             names::NODE_RESOURCES_FIT,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
+            names::IMAGE_LOCALITY,
             names::DEFAULT_BINDER,
             names::GPU_PLACEMENT,
         ];
