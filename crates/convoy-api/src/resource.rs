@@ -237,17 +237,6 @@ pub struct PodRequests {
     /// 200Mi for each container that omits a memory request, with the same
     /// pod-level exception as CPU.
     pub non_zero_memory: i64,
-    /// CPU of the pod being scheduled for NodeResourcesFit's scoring
-    /// strategies (upstream `resourceAllocationScorer.calculatePodResourceRequest`,
-    /// `noderesources/resource_allocation.go`): every container that omits a
-    /// CPU request counts 100m, then pod-level requests and the overhead
-    /// apply. Differs from `non_zero_milli_cpu` only for some pods with
-    /// pod-level requests.
-    pub scoring_milli_cpu: i64,
-    /// Memory of the pod being scheduled for NodeResourcesFit's scoring
-    /// strategies (200Mi per container without a memory request; see
-    /// `scoring_milli_cpu`).
-    pub scoring_memory: i64,
 }
 
 /// Upstream `NonMissingContainerRequests`: what a container whose request
@@ -367,9 +356,8 @@ fn aggregate(spec: &PodSpec, defaults: Defaults, pod: &PodLevel) -> Result<Aggre
 }
 
 /// Computes a pod's requests as kube-scheduler v1.37.2 does (upstream
-/// `PodInfo.CalculateResource`, `framework/types.go`, and
-/// `resourceAllocationScorer.calculatePodResourceRequest`): see
-/// [`PodRequests`]'s fields. Status resources of in-place resized pods
+/// `PodInfo.CalculateResource`, `framework/types.go`): see [`PodRequests`]'s
+/// fields. Status resources of in-place resized pods
 /// (`InPlacePodVerticalScaling`) are not read: requests come from the spec.
 ///
 /// Errors name the field (`spec.containers[0].resources.requests[cpu]`).
@@ -409,21 +397,29 @@ pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
         let a = aggregate(spec, node_defaults, &pod)?;
         (a.requests.milli_cpu, a.requests.memory)
     };
-    let scoring = if node_defaults == Defaults::BOTH {
-        non_zero
-    } else {
-        let a = aggregate(spec, Defaults::BOTH, &pod)?;
-        (a.requests.milli_cpu, a.requests.memory)
-    };
     let mut requests = plain.requests;
     requests.allowed_pods = 1;
-    Ok(PodRequests {
-        requests,
-        non_zero_milli_cpu: non_zero.0,
-        non_zero_memory: non_zero.1,
-        scoring_milli_cpu: scoring.0,
-        scoring_memory: scoring.1,
-    })
+    Ok(PodRequests { requests, non_zero_milli_cpu: non_zero.0, non_zero_memory: non_zero.1 })
+}
+
+/// What NodeResourcesFit's scoring strategies count for the pod being
+/// scheduled, as v1.37.2 (`resourceAllocationScorer.calculatePodResourceRequest`
+/// for the scorer `NewFit` builds): the containers' requests, 100m CPU and
+/// 200Mi memory for each container whose list omits them, plus the
+/// overhead, and **no pod-level requests**: `NewFit` never sets its scorer's
+/// `enablePodLevelResources`, so the scorer skips them even though the
+/// `PodLevelResources` gate is on (the pods already on a node do count
+/// them, through [`PodRequests::non_zero_milli_cpu`]; BalancedAllocation's
+/// scorer counts them too). Measured against kube-scheduler v1.37.2: a pod
+/// asking 750m/5376Mi in containers and 3300m/12416Mi at pod level scores
+/// 86 on an empty 8-CPU/32Gi node (the containers' amounts), not 60.
+///
+/// The spec was checked by [`pod_requests`]; an unparsable quantity counts
+/// as 0 here.
+pub fn fit_scoring_requests(spec: &PodSpec) -> Resource {
+    let overhead = spec.overhead.as_ref().and_then(|o| Resource::from_list(o).ok());
+    let pod = PodLevel { requests: Vec::new(), overhead };
+    aggregate(spec, Defaults::BOTH, &pod).map(|a| a.requests).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -595,29 +591,35 @@ mod tests {
         ]})))
         .unwrap();
         assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (100, DEFAULT_MEMORY_REQUEST));
-        assert_eq!((r.scoring_milli_cpu, r.scoring_memory), (100, DEFAULT_MEMORY_REQUEST));
+        let f = fit_scoring_requests(&spec(serde_json::json!({"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "0", "memory": "0"}}},
+            {"name": "b"}
+        ]})));
+        assert_eq!((f.milli_cpu, f.memory), (100, DEFAULT_MEMORY_REQUEST));
     }
 
     #[test]
     fn pod_level_requests_only_for_supported_resources() {
         // Pod-level cpu; one container names memory: the node's non-zero sum
-        // takes no memory default (the pod names memory), the scorer of the
-        // incoming pod gives the other container 200Mi. Ephemeral storage at
-        // the pod level is not a supported pod-level resource: ignored.
-        let r = pod_requests(&spec(serde_json::json!({
+        // takes no memory default (the pod names memory). Ephemeral storage
+        // at the pod level is not a supported pod-level resource: ignored.
+        let s = spec(serde_json::json!({
             "containers": [
                 {"name": "a", "resources": {"requests": {"memory": "100Mi"}}},
                 {"name": "b"}
             ],
             "resources": {"requests": {"cpu": "2", "ephemeral-storage": "1Gi"}},
             "overhead": {"cpu": "10m"}
-        })))
-        .unwrap();
+        }));
+        let r = pod_requests(&s).unwrap();
         assert_eq!(r.requests.milli_cpu, 2010);
         assert_eq!(r.requests.memory, 100 << 20);
         assert_eq!(r.requests.ephemeral_storage, 0);
         assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (2010, 100 << 20));
-        assert_eq!((r.scoring_milli_cpu, r.scoring_memory), (2010, (100 << 20) + (200 << 20)));
+        // NodeResourcesFit's scorer ignores the pod level: 100m for b, the
+        // overhead, 100Mi + 200Mi.
+        let f = fit_scoring_requests(&s);
+        assert_eq!((f.milli_cpu, f.memory), (210, (100 << 20) + (200 << 20)));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! NodeResourcesFit (upstream `noderesources/fit.go`): Filter rejects nodes
 //! without enough free pods/cpu/memory/ephemeral-storage/extended resources;
 //! Score ranks nodes with the configured strategy, as v1.37.2: the incoming
-//! pod counts its non-zero CPU and memory (`PodRequests::scoring_*`: 100m
-//! and 200Mi for each container that omits them), the node its pods'
-//! `non_zero_requested`; other resources count real requests, and a scalar
-//! resource the pod does not request is not scored. Upstream's tables:
-//! `parity::fit`.
+//! pod counts its containers' non-zero CPU and memory (100m and 200Mi for
+//! each container that omits them) and not its pod-level requests
+//! ([`fit_scoring_requests`](convoy_api::resource::fit_scoring_requests)),
+//! the node its pods' `non_zero_requested`; other resources count real
+//! requests, and a scalar resource the pod does not request is not scored.
+//! Upstream's tables: `parity::fit`.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};

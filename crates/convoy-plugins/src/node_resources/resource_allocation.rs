@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use convoy_api::resource::{CPU, EPHEMERAL_STORAGE, MEMORY};
+use convoy_api::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, fit_scoring_requests};
 use convoy_api::{NodeInfo, PodInfo};
 use convoy_config::ResourceSpec;
 
@@ -72,20 +72,26 @@ impl ResourceAllocationScorer {
     }
 
     /// The pod's request of each scored resource (upstream
-    /// `calculatePodResourceRequestList`).
+    /// `calculatePodResourceRequestList`, v1.37.2): with `use_requested`
+    /// (BalancedAllocation) its requests, pod-level requests included;
+    /// otherwise (NodeResourcesFit) [`fit_scoring_requests`]: non-zero CPU
+    /// and memory per container, pod-level requests not applied, as
+    /// upstream's Fit scorer.
     pub fn pod_requests(&self, pod: &PodInfo) -> Values {
-        let r = &pod.requests;
+        let computed;
+        let r = if self.use_requested {
+            &pod.requests.requests
+        } else {
+            computed = fit_scoring_requests(pod.spec());
+            &computed
+        };
         self.resources
             .iter()
             .map(|k| match k {
-                ResourceKind::Cpu if !self.use_requested => r.non_zero_milli_cpu,
-                ResourceKind::Memory if !self.use_requested => r.non_zero_memory,
-                ResourceKind::Cpu => r.requests.milli_cpu,
-                ResourceKind::Memory => r.requests.memory,
-                ResourceKind::EphemeralStorage => r.requests.ephemeral_storage,
-                ResourceKind::Other { name, .. } => {
-                    r.requests.scalar.get(name).copied().unwrap_or(0)
-                }
+                ResourceKind::Cpu => r.milli_cpu,
+                ResourceKind::Memory => r.memory,
+                ResourceKind::EphemeralStorage => r.ephemeral_storage,
+                ResourceKind::Other { name, .. } => r.scalar.get(name).copied().unwrap_or(0),
             })
             .collect()
     }

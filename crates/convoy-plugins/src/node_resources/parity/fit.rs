@@ -601,3 +601,32 @@ fn resource_allocation_scorer_calculate_requests() {
         assert_eq!(scorer.pod_requests(&spec(v)).as_slice(), want, "{name}");
     }
 }
+
+/// Measured against kube-scheduler v1.37.2 (no upstream table covers it):
+/// NodeResourcesFit's scorer ignores pod-level requests, BalancedAllocation's
+/// counts them. An empty 8-CPU/32Gi node, a pod of 450m/2688Mi and
+/// 300m/2688Mi containers with pod-level 3300m/12416Mi: upstream scored
+/// NodeResourcesFit 86 ((90 + 83) / 2, the containers) and
+/// NodeResourcesBalancedAllocation 74 (the pod level).
+#[test]
+fn pod_level_requests_count_for_balance_not_for_fit() {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [
+                {"name": "c0", "resources": {"requests": {"cpu": "450m", "memory": "2688Mi"}}},
+                {"name": "c1", "resources": {"requests": {"cpu": "300m", "memory": "2688Mi"}}}
+            ],
+            "resources": {"requests": {"cpu": "3300m", "memory": "12416Mi"}}
+        }
+    }))
+    .unwrap();
+    let pod = PodInfo::new(Arc::new(pod)).unwrap();
+    let nodes = snapshot(vec![node(NODE1, &[("cpu", "8"), ("memory", "32Gi")])], vec![]);
+    let least = fit(ScoringStrategyType::LeastAllocated, default_resources(), &[]);
+    assert_eq!(scores(&least, &pod, &nodes, true), [86]);
+    let ba = crate::node_resources::BalancedAllocation::new(None).unwrap();
+    let mut state = CycleState::new();
+    assert!(ba.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default()).is_success());
+    assert_eq!(ba.score(&state, &pod, &nodes[0]).unwrap(), 74);
+}
