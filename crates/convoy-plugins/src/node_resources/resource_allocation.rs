@@ -97,8 +97,10 @@ impl ResourceAllocationScorer {
     }
 
     /// Upstream `calculateResourceAllocatableRequest`: (allocatable,
-    /// allocated on the node); (0, 0) means "not scored". Ephemeral storage
-    /// and scalar resources always read real requests.
+    /// allocated on the node); (0, 0) means "not scored" (also for a name
+    /// that is neither cpu, memory, ephemeral-storage nor a scalar resource,
+    /// such as `pods` or `storage`). Ephemeral storage and scalar resources
+    /// always read real requests.
     fn allocatable_allocated(
         &self,
         node: &NodeInfo,
@@ -108,6 +110,9 @@ impl ResourceAllocationScorer {
         let requested = if self.use_requested { &node.requested } else { &node.non_zero_requested };
         match kind {
             ResourceKind::Other { scalar: true, .. } if pod_request == 0 => (0, 0),
+            // Upstream reads other resources from the node's scalar
+            // resources, which hold scalar names only (`Resource.Add`).
+            ResourceKind::Other { scalar: false, .. } => (0, 0),
             ResourceKind::Cpu => (node.allocatable.milli_cpu, requested.milli_cpu),
             ResourceKind::Memory => (node.allocatable.memory, requested.memory),
             ResourceKind::EphemeralStorage => {
@@ -173,4 +178,31 @@ pub fn weighted_mean(
         weight_sum += weights[i];
     }
     if weight_sum == 0 { 0 } else { node_score / weight_sum }
+}
+
+#[cfg(test)]
+mod tests {
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+
+    use super::*;
+
+    #[test]
+    fn names_that_are_not_scalar_resources_are_not_scored() {
+        // `storage` and `pods` are in the node's allocatable, but upstream's
+        // NodeInfo keeps only cpu, memory, ephemeral-storage, pods (as a
+        // count) and scalar resources: neither is scored.
+        let scorer = ResourceAllocationScorer::new(
+            &[
+                ResourceSpec::new("cpu", 1),
+                ResourceSpec::new("storage", 1),
+                ResourceSpec::new("pods", 1),
+            ],
+            false,
+        );
+        let node = NodeBuilder::new("n").cpu("2").allocatable("storage", "100").info();
+        let pod = PodBuilder::new("p").cpu("1").resource("storage", "50").info();
+        let a = scorer.node_amounts(&node, &scorer.pod_requests(&pod));
+        assert_eq!(a.allocatable.as_slice(), [2000, 0, 0]);
+        assert_eq!(a.requested.as_slice(), [1000, 0, 0]);
+    }
 }
