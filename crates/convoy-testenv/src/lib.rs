@@ -156,16 +156,24 @@ impl TestEnv {
     /// control plane with the given `KubeSchedulerConfiguration` file. The
     /// scheduler stops when the returned handle is dropped.
     pub fn start_kube_scheduler(&self, config: &Path) -> Result<KubeScheduler> {
+        self.start_kube_scheduler_with_flags(config, &[])
+    }
+
+    /// As [`TestEnv::start_kube_scheduler`], with extra kube-scheduler
+    /// command-line flags (`-v=10` logs every plugin's score of every node).
+    /// The log is `<dir>/kube-scheduler.log`.
+    pub fn start_kube_scheduler_with_flags(
+        &self,
+        config: &Path,
+        flags: &[&str],
+    ) -> Result<KubeScheduler> {
         let log = std::fs::File::create(self.dir().join("kube-scheduler.log"))?;
-        let child = Command::new(script())
-            .args(["kube-scheduler", "--dir"])
-            .arg(self.dir())
-            .arg("--config")
-            .arg(config)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
+        let mut cmd = Command::new(script());
+        cmd.args(["kube-scheduler", "--dir"]).arg(self.dir()).arg("--config").arg(config);
+        if !flags.is_empty() {
+            cmd.arg("--").args(flags);
+        }
+        let child = cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log).spawn()?;
         Ok(KubeScheduler { child, pid_file: self.dir().join("kube-scheduler.pid") })
     }
 }
