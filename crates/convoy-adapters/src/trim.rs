@@ -168,7 +168,8 @@ mod tests {
             "metadata": { "name": "n", "labels": { "a": "b" },
                           "managedFields": [{ "manager": "kubelet" }] },
             "spec": { "taints": [{ "key": "k", "effect": "NoSchedule" }] },
-            "status": { "allocatable": { "cpu": "4" } }
+            "status": { "allocatable": { "cpu": "4" },
+                        "images": [{ "names": ["img:1"], "sizeBytes": 300 }] }
         }))
         .unwrap();
         trim_node(&mut node);
@@ -179,7 +180,9 @@ mod tests {
                 "kind": "Node",
                 "metadata": { "name": "n", "labels": { "a": "b" } },
                 "spec": { "taints": [{ "key": "k", "effect": "NoSchedule" }] },
-                "status": { "allocatable": { "cpu": "4" } }
+                // status.images stays: ImageLocality reads it.
+                "status": { "allocatable": { "cpu": "4" },
+                            "images": [{ "names": ["img:1"], "sizeBytes": 300 }] }
             })
         );
     }

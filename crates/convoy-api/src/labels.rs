@@ -246,7 +246,7 @@ fn valid_subdomain(s: &str) -> bool {
 }
 
 /// Upstream `validateLabelKey` (a qualified name: `[prefix/]name`).
-fn validate_key(key: &str) -> Result<(), String> {
+pub fn validate_key(key: &str) -> Result<(), String> {
     let ok = match key.split_once('/') {
         Some((prefix, name)) => valid_subdomain(prefix) && valid_name(name),
         None => valid_name(key),
@@ -261,7 +261,7 @@ fn validate_key(key: &str) -> Result<(), String> {
 }
 
 /// Upstream `validateLabelValue` (empty, or a name part).
-fn validate_value(key: &str, v: &str) -> Result<(), String> {
+pub fn validate_value(key: &str, v: &str) -> Result<(), String> {
     if v.is_empty() || valid_name(v) {
         Ok(())
     } else {

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod cluster;
 pub mod cycle_state;
 pub mod events;
+pub mod images;
 pub mod labels;
 pub mod lister;
 pub mod names;
@@ -35,6 +36,7 @@ pub use events::{
     ActionType, ClusterEvent, ClusterEventWithHint, EventObject, EventResource, QueueingHint,
     QueueingHintFn,
 };
+pub use images::{ImageStateSummary, ImageStates, NodeImage};
 pub use labels::{Labels, Selector};
 pub use lister::{NodeInfoLister, NodeList};
 pub use node_info::{NodeInfo, next_generation};

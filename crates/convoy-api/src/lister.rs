@@ -1,11 +1,14 @@
 //! What plugins read about the nodes of the cluster during one cycle
 //! (upstream `SharedLister().NodeInfos()`): every node of the cycle's
-//! snapshot, and the short lists of nodes hosting pods with pod affinity,
-//! which the inter-pod affinity plugin walks instead of every node.
+//! snapshot, the short lists of nodes hosting pods with pod affinity, which
+//! the inter-pod affinity plugin walks instead of every node, and the number
+//! of nodes holding each container image, which ImageLocality reads instead
+//! of scanning every node.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use crate::images::{ImageStateSummary, ImageStates};
 use crate::node_info::NodeInfo;
 
 /// The nodes of one cycle's snapshot. Implemented by the scheduler cache's
@@ -21,6 +24,11 @@ pub trait NodeInfoLister: Sync {
     fn have_pods_with_required_anti_affinity_list(&self) -> &[Arc<NodeInfo>];
     /// A node by name.
     fn get(&self, name: &str) -> Option<&Arc<NodeInfo>>;
+    /// The size of an image name and the number of nodes of the snapshot
+    /// that have it (upstream's `ImageStateSummary` with `NumNodes`), `None`
+    /// when no node has it. O(1): kept up to date as nodes change, not
+    /// counted per call.
+    fn image_state(&self, name: &str) -> Option<ImageStateSummary>;
 }
 
 /// An owned [`NodeInfoLister`] over a list of nodes.
@@ -30,6 +38,7 @@ pub struct NodeList {
     with_affinity: Vec<Arc<NodeInfo>>,
     with_required_anti_affinity: Vec<Arc<NodeInfo>>,
     index: HashMap<Arc<str>, usize>,
+    images: ImageStates,
 }
 
 impl NodeList {
@@ -39,6 +48,7 @@ impl NodeList {
         l.with_affinity = affinity_lists(&l.all).0;
         l.with_required_anti_affinity = affinity_lists(&l.all).1;
         l.index = l.all.iter().enumerate().map(|(i, n)| (n.name_arc().clone(), i)).collect();
+        l.images = ImageStates::of(l.all.iter().map(|n| &n.images()[..]));
         l
     }
 
@@ -74,6 +84,9 @@ impl NodeInfoLister for NodeList {
     fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
         self.index.get(name).map(|&i| &self.all[i])
     }
+    fn image_state(&self, name: &str) -> Option<ImageStateSummary> {
+        self.images.get(name)
+    }
 }
 
 #[cfg(test)]
@@ -96,5 +109,17 @@ mod tests {
         assert_eq!(names(l.have_pods_with_required_anti_affinity_list()), ["a"]);
         assert_eq!(l.get("c").unwrap().name(), "c");
         assert!(l.get("zzz").is_none());
+    }
+
+    #[test]
+    fn counts_nodes_per_image() {
+        let l = NodeList::of([
+            NodeBuilder::new("a").image("x:1", 10).image("y:1", 5).info(),
+            NodeBuilder::new("b").image("x:1", 10).info(),
+            NodeBuilder::new("c").info(),
+        ]);
+        assert_eq!(l.image_state("x:1"), Some(ImageStateSummary { size: 10, num_nodes: 2 }));
+        assert_eq!(l.image_state("y:1"), Some(ImageStateSummary { size: 5, num_nodes: 1 }));
+        assert_eq!(l.image_state("z:1"), None);
     }
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use k8s_openapi::api::core::v1::{Node, Taint};
 
+use crate::images::{NodeImage, node_images};
 use crate::pod_info::{HostPort, PodInfo};
 use crate::resource::Resource;
 
@@ -48,6 +49,9 @@ pub struct NodeInfo {
     taints: Vec<Taint>,
     /// `spec.unschedulable`, copied for the same reason.
     unschedulable: bool,
+    /// The names of `status.images`, sorted, each once (see
+    /// [`node_images`]); shared, so copying the node info does not copy them.
+    images: Arc<[NodeImage]>,
 }
 
 impl NodeInfo {
@@ -75,6 +79,7 @@ impl NodeInfo {
             invalid: None,
             taints: Vec::new(),
             unschedulable: false,
+            images: Arc::from([]),
         }
     }
 
@@ -95,6 +100,10 @@ impl NodeInfo {
         let spec = node.spec.as_ref();
         self.taints = spec.and_then(|s| s.taints.clone()).unwrap_or_default();
         self.unschedulable = spec.and_then(|s| s.unschedulable).unwrap_or(false);
+        let images = node_images(&node);
+        if *self.images != *images {
+            self.images = Arc::from(images);
+        }
         self.node = Some(node);
         self.generation = next_generation();
     }
@@ -122,6 +131,17 @@ impl NodeInfo {
     /// `spec.unschedulable`.
     pub fn unschedulable(&self) -> bool {
         self.unschedulable
+    }
+
+    /// The node's image names (`status.images`), sorted by name, each once
+    /// with the size of the first image listing it.
+    pub fn images(&self) -> &Arc<[NodeImage]> {
+        &self.images
+    }
+
+    /// The node's entry for an image name, if the node has it.
+    pub fn image(&self, name: &str) -> Option<&NodeImage> {
+        self.images.binary_search_by(|i| (*i.name).cmp(name)).ok().map(|i| &self.images[i])
     }
 
     /// A label value.

@@ -221,74 +221,120 @@ impl Resource {
 }
 
 /// A pod's effective requests, as upstream's `resource.PodRequests` computes
-/// them, plus the "non-zero" CPU and memory used for scoring.
+/// them, plus the "non-zero" CPU and memory used for scoring (kube-scheduler
+/// v1.37.2 with its default feature gates: `PodLevelResources` on).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodRequests {
     /// What the pod takes from a node (`allowed_pods` is 1).
     pub requests: Resource,
-    /// CPU for scoring: containers without a CPU request count 100m.
+    /// CPU the pod adds to a node's `non_zero_requested` (upstream
+    /// `PodInfo.CalculateResource().Non0CPU`, `framework/types.go`): each
+    /// container that omits a CPU request counts 100m, unless the pod has
+    /// pod-level requests and names CPU somewhere (a container, the pod
+    /// level or the overhead).
     pub non_zero_milli_cpu: i64,
-    /// Memory for scoring: containers without a memory request count 200Mi.
+    /// Memory the pod adds to a node's `non_zero_requested` (`Non0Mem`):
+    /// 200Mi for each container that omits a memory request, with the same
+    /// pod-level exception as CPU.
     pub non_zero_memory: i64,
 }
 
-fn container_requests(c: &Container) -> Result<Resource, (String, QuantityError)> {
-    match c.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        Some(list) => Resource::from_list(list),
-        None => Ok(Resource::default()),
-    }
+/// Upstream `NonMissingContainerRequests`: what a container whose request
+/// list omits CPU or memory counts for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Defaults {
+    milli_cpu: Option<i64>,
+    memory: Option<i64>,
 }
 
-/// Whether pod-level `spec.resources` may set this resource (upstream
-/// `IsSupportedPodLevelResource`: cpu, memory, hugepages-*); the others are
-/// ignored there.
-pub fn is_supported_pod_level_resource(name: &str) -> bool {
-    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+impl Defaults {
+    const NONE: Self = Self { milli_cpu: None, memory: None };
+    const BOTH: Self =
+        Self { milli_cpu: Some(DEFAULT_MILLI_CPU_REQUEST), memory: Some(DEFAULT_MEMORY_REQUEST) };
+}
+
+fn request_list(c: &Container) -> Option<&BTreeMap<String, Quantity>> {
+    c.resources.as_ref().and_then(|r| r.requests.as_ref())
+}
+
+/// A container's requests, completed by `defaults` for CPU and memory when
+/// its list omits them (upstream `applyNonMissing`: a request written as
+/// `0` stays 0).
+fn container_requests(
+    c: &Container,
+    defaults: Defaults,
+) -> Result<Resource, (String, QuantityError)> {
+    let list = request_list(c);
+    let mut r = match list {
+        Some(list) => Resource::from_list(list)?,
+        None => Resource::default(),
+    };
+    let names = |name: &str| list.is_some_and(|l| l.contains_key(name));
+    if let Some(cpu) = defaults.milli_cpu.filter(|_| !names(CPU)) {
+        r.milli_cpu += cpu;
+    }
+    if let Some(memory) = defaults.memory.filter(|_| !names(MEMORY)) {
+        r.memory += memory;
+    }
+    Ok(r)
 }
 
 fn is_sidecar(c: &Container) -> bool {
     c.restart_policy.as_deref() == Some("Always")
 }
 
-/// Computes a pod's requests: app containers plus sidecars (restartable init
-/// containers), at least the largest init-container phase, plus the pod
-/// overhead; pod-level `spec.resources.requests` replace the container sum
-/// for the resources they name.
-///
-/// Errors name the field (`spec.containers[0].resources.requests[cpu]`).
-pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
+/// Upstream `IsSupportedPodLevelResource`: the resources pod-level requests
+/// can set (cpu, memory, hugepages-*).
+pub fn is_supported_pod_level_resource(name: &str) -> bool {
+    name == CPU || name == MEMORY || name.starts_with("hugepages-")
+}
+
+/// What a pod's spec requests besides its containers: the supported
+/// pod-level requests (empty unless upstream's `IsPodLevelRequestsSet`) and
+/// the overhead.
+struct PodLevel {
+    requests: Vec<(String, i64)>,
+    overhead: Option<Resource>,
+}
+
+/// The summed requests of one way of counting the containers, and whether
+/// the sum names CPU and memory (upstream tests the key, not the value).
+struct Aggregate {
+    requests: Resource,
+    names_cpu: bool,
+    names_memory: bool,
+}
+
+/// Upstream `PodRequests` (`component-helpers/resource/helpers.go`,
+/// v0.37.2, spec requests): app containers plus sidecars (restartable init
+/// containers), raised to the largest init-container phase, each
+/// container's list completed by `defaults`; supported pod-level requests
+/// replace the sum; plus the overhead.
+fn aggregate(spec: &PodSpec, defaults: Defaults, pod: &PodLevel) -> Result<Aggregate, String> {
     let field = |path: String| {
         move |(name, e): (String, QuantityError)| format!("{path}.resources.requests[{name}]: {e}")
     };
+    let names = |c: &Container, name: &str| request_list(c).is_some_and(|l| l.contains_key(name));
+    let (mut names_cpu, mut names_memory) = (false, false);
     let mut reqs = Resource::default();
-    let mut nz_cpu = 0;
-    let mut nz_mem = 0;
     for (i, c) in spec.containers.iter().enumerate() {
-        let r = container_requests(c).map_err(field(format!("spec.containers[{i}]")))?;
-        nz_cpu += if r.milli_cpu == 0 { DEFAULT_MILLI_CPU_REQUEST } else { r.milli_cpu };
-        nz_mem += if r.memory == 0 { DEFAULT_MEMORY_REQUEST } else { r.memory };
+        let r = container_requests(c, defaults).map_err(field(format!("spec.containers[{i}]")))?;
+        names_cpu |= names(c, CPU);
+        names_memory |= names(c, MEMORY);
         reqs.add(&r);
     }
     let mut sidecars = Resource::default();
     let mut init_max = Resource::default();
-    let (mut nz_init_cpu, mut nz_init_mem, mut nz_sidecar_cpu, mut nz_sidecar_mem) = (0, 0, 0, 0);
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let r = container_requests(c).map_err(field(format!("spec.initContainers[{i}]")))?;
-        let c_cpu = if r.milli_cpu == 0 { DEFAULT_MILLI_CPU_REQUEST } else { r.milli_cpu };
-        let c_mem = if r.memory == 0 { DEFAULT_MEMORY_REQUEST } else { r.memory };
+        let r =
+            container_requests(c, defaults).map_err(field(format!("spec.initContainers[{i}]")))?;
+        names_cpu |= names(c, CPU);
+        names_memory |= names(c, MEMORY);
         let phase = if is_sidecar(c) {
             reqs.add(&r);
             sidecars.add(&r);
-            nz_cpu += c_cpu;
-            nz_mem += c_mem;
-            nz_sidecar_cpu += c_cpu;
-            nz_sidecar_mem += c_mem;
-            nz_init_cpu = nz_init_cpu.max(nz_sidecar_cpu);
-            nz_init_mem = nz_init_mem.max(nz_sidecar_mem);
             sidecars.clone()
         } else {
-            nz_init_cpu = nz_init_cpu.max(c_cpu + nz_sidecar_cpu);
-            nz_init_mem = nz_init_mem.max(c_mem + nz_sidecar_mem);
             let mut p = r;
             p.add(&sidecars);
             p
@@ -296,29 +342,84 @@ pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
         init_max.max_with(&phase);
     }
     reqs.max_with(&init_max);
-    nz_cpu = nz_cpu.max(nz_init_cpu);
-    nz_mem = nz_mem.max(nz_init_mem);
+    for (name, v) in &pod.requests {
+        reqs.set(name, *v);
+        names_cpu |= name == CPU;
+        names_memory |= name == MEMORY;
+    }
+    if let Some(o) = &pod.overhead {
+        reqs.add(o);
+        names_cpu |= spec.overhead.as_ref().is_some_and(|l| l.contains_key(CPU));
+        names_memory |= spec.overhead.as_ref().is_some_and(|l| l.contains_key(MEMORY));
+    }
+    Ok(Aggregate { requests: reqs, names_cpu, names_memory })
+}
 
-    if let Some(pod_level) = spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
-        let p = Resource::from_list(pod_level).map_err(field("spec".to_string()))?;
-        for name in pod_level.keys().filter(|n| is_supported_pod_level_resource(n)) {
-            let v = p.get(name);
-            reqs.set(name, v);
-            match name.as_str() {
-                CPU => nz_cpu = v.max(1),
-                MEMORY => nz_mem = v.max(1),
-                _ => {}
-            }
+/// Computes a pod's requests as kube-scheduler v1.37.2 does (upstream
+/// `PodInfo.CalculateResource`, `framework/types.go`): see [`PodRequests`]'s
+/// fields. Status resources of in-place resized pods
+/// (`InPlacePodVerticalScaling`) are not read: requests come from the spec.
+///
+/// Errors name the field (`spec.containers[0].resources.requests[cpu]`).
+pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
+    let requests = match spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
+        Some(list) if list.keys().any(|k| is_supported_pod_level_resource(k)) => {
+            let p = Resource::from_list(list)
+                .map_err(|(name, e)| format!("spec.resources.requests[{name}]: {e}"))?;
+            list.keys()
+                .filter(|k| is_supported_pod_level_resource(k))
+                .map(|k| (k.clone(), p.get(k)))
+                .collect()
         }
-    }
-    if let Some(overhead) = &spec.overhead {
-        let o = Resource::from_list(overhead).map_err(field("spec.overhead".to_string()))?;
-        reqs.add(&o);
-        nz_cpu += o.milli_cpu;
-        nz_mem += o.memory;
-    }
-    reqs.allowed_pods = 1;
-    Ok(PodRequests { requests: reqs, non_zero_milli_cpu: nz_cpu, non_zero_memory: nz_mem })
+        _ => Vec::new(),
+    };
+    let overhead = spec
+        .overhead
+        .as_ref()
+        .map(Resource::from_list)
+        .transpose()
+        .map_err(|(name, e)| format!("spec.overhead[{name}]: {e}"))?;
+    let pod = PodLevel { requests, overhead };
+    let plain = aggregate(spec, Defaults::NONE, &pod)?;
+    // Upstream `getNonMissingContainerRequests`: with pod-level requests,
+    // defaults only for a resource the pod names nowhere.
+    let node_defaults = if pod.requests.is_empty() {
+        Defaults::BOTH
+    } else {
+        Defaults {
+            milli_cpu: (!plain.names_cpu).then_some(DEFAULT_MILLI_CPU_REQUEST),
+            memory: (!plain.names_memory).then_some(DEFAULT_MEMORY_REQUEST),
+        }
+    };
+    let non_zero = if node_defaults == Defaults::NONE {
+        (plain.requests.milli_cpu, plain.requests.memory)
+    } else {
+        let a = aggregate(spec, node_defaults, &pod)?;
+        (a.requests.milli_cpu, a.requests.memory)
+    };
+    let mut requests = plain.requests;
+    requests.allowed_pods = 1;
+    Ok(PodRequests { requests, non_zero_milli_cpu: non_zero.0, non_zero_memory: non_zero.1 })
+}
+
+/// What NodeResourcesFit's scoring strategies count for the pod being
+/// scheduled, as v1.37.2 (`resourceAllocationScorer.calculatePodResourceRequest`
+/// for the scorer `NewFit` builds): the containers' requests, 100m CPU and
+/// 200Mi memory for each container whose list omits them, plus the
+/// overhead, and **no pod-level requests**: `NewFit` never sets its scorer's
+/// `enablePodLevelResources`, so the scorer skips them even though the
+/// `PodLevelResources` gate is on (the pods already on a node do count
+/// them, through [`PodRequests::non_zero_milli_cpu`]; BalancedAllocation's
+/// scorer counts them too). Measured against kube-scheduler v1.37.2: a pod
+/// asking 750m/5376Mi in containers and 3300m/12416Mi at pod level scores
+/// 86 on an empty 8-CPU/32Gi node (the containers' amounts), not 60.
+///
+/// The spec was checked by [`pod_requests`]; an unparsable quantity counts
+/// as 0 here.
+pub fn fit_scoring_requests(spec: &PodSpec) -> Resource {
+    let overhead = spec.overhead.as_ref().and_then(|o| Resource::from_list(o).ok());
+    let pod = PodLevel { requests: Vec::new(), overhead };
+    aggregate(spec, Defaults::BOTH, &pod).map(|a| a.requests).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -403,6 +504,142 @@ mod tests {
         assert_eq!(r.requests.milli_cpu, 0);
         assert_eq!(r.non_zero_milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
         assert_eq!(r.non_zero_memory, DEFAULT_MEMORY_REQUEST);
+    }
+
+    /// Upstream `TestPodInfoCalculateResources` (`framework/types_test.go`,
+    /// v1.37.2), the cases without DRA claims: requests, Non0CPU, Non0Mem.
+    #[test]
+    fn calculate_resources_as_upstream() {
+        let req = |cpu: &str, mem: &str| {
+            let mut r = serde_json::Map::new();
+            if !cpu.is_empty() {
+                r.insert("cpu".into(), cpu.into());
+            }
+            if !mem.is_empty() {
+                r.insert("memory".into(), mem.into());
+            }
+            serde_json::json!({"name": "c", "resources": {"requests": r}})
+        };
+        let sidecar = |cpu: &str, mem: &str| {
+            let mut c = req(cpu, mem);
+            c["restartPolicy"] = "Always".into();
+            c
+        };
+        let (mi, m) = (1i64 << 20, 1i64);
+        let cases = [
+            (
+                "requestless container",
+                serde_json::json!({"containers": [{"name": "c"}]}),
+                (0, 0, 100 * m, 200 * mi),
+            ),
+            (
+                "1X container with requests",
+                serde_json::json!({"containers": [req("500m", "500Mi")]}),
+                (500, 500 * mi, 500, 500 * mi),
+            ),
+            (
+                "2X container with requests",
+                serde_json::json!({"containers": [req("500m", "500Mi"), req("700m", "800Mi")]}),
+                (1200, 1300 * mi, 1200, 1300 * mi),
+            ),
+            (
+                "1X container and 1X init container with pod-level requests",
+                serde_json::json!({
+                    "initContainers": [req("500m", "500Mi")],
+                    "containers": [req("500m", "500Mi")],
+                    "resources": {"requests": {"cpu": "1200m", "memory": "1200Mi"}}
+                }),
+                (1200, 1200 * mi, 1200, 1200 * mi),
+            ),
+            (
+                "1X container and 1X sidecar container with pod-level requests",
+                serde_json::json!({
+                    "initContainers": [sidecar("500m", "500Mi")],
+                    "containers": [req("500m", "500Mi")],
+                    "resources": {"requests": {"cpu": "1200m", "memory": "1200Mi"}}
+                }),
+                (1200, 1200 * mi, 1200, 1200 * mi),
+            ),
+            (
+                "1X container with pod-level memory requests",
+                serde_json::json!({
+                    "initContainers": [{"name": "i"}],
+                    "containers": [{"name": "c"}],
+                    "resources": {"requests": {"memory": "1200Mi"}}
+                }),
+                (0, 1200 * mi, 100, 1200 * mi),
+            ),
+            (
+                "1X container with pod-level cpu requests",
+                serde_json::json!({
+                    "initContainers": [{"name": "i"}],
+                    "containers": [{"name": "c"}],
+                    "resources": {"requests": {"cpu": "500m"}}
+                }),
+                (500, 0, 500, 200 * mi),
+            ),
+        ];
+        for (name, spec_json, (cpu, mem, nz_cpu, nz_mem)) in cases {
+            let r = pod_requests(&spec(spec_json)).unwrap();
+            assert_eq!(
+                (r.requests.milli_cpu, r.requests.memory, r.non_zero_milli_cpu, r.non_zero_memory),
+                (cpu, mem, nz_cpu, nz_mem),
+                "{name}"
+            );
+        }
+        // "1X container unsupported resources and pod-level supported
+        // resources": ephemeral storage from the containers, CPU from the
+        // pod level.
+        let r = pod_requests(&spec(serde_json::json!({
+            "initContainers": [{"name": "i", "resources": {"requests": {"ephemeral-storage": "500Mi"}}}],
+            "containers": [{"name": "c", "resources": {"requests": {"ephemeral-storage": "800Mi"}}}],
+            "resources": {"requests": {"cpu": "500m"}}
+        })))
+        .unwrap();
+        assert_eq!(r.requests.milli_cpu, 500);
+        assert_eq!(r.requests.ephemeral_storage, 800 * mi);
+        assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (500, 200 * mi));
+    }
+
+    #[test]
+    fn non_zero_defaults_follow_the_keys_not_the_values() {
+        // Upstream `applyNonMissing` adds the default only when the key is
+        // absent: an explicit 0 stays 0.
+        let r = pod_requests(&spec(serde_json::json!({"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "0", "memory": "0"}}},
+            {"name": "b"}
+        ]})))
+        .unwrap();
+        assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (100, DEFAULT_MEMORY_REQUEST));
+        let f = fit_scoring_requests(&spec(serde_json::json!({"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "0", "memory": "0"}}},
+            {"name": "b"}
+        ]})));
+        assert_eq!((f.milli_cpu, f.memory), (100, DEFAULT_MEMORY_REQUEST));
+    }
+
+    #[test]
+    fn pod_level_requests_only_for_supported_resources() {
+        // Pod-level cpu; one container names memory: the node's non-zero sum
+        // takes no memory default (the pod names memory). Ephemeral storage
+        // at the pod level is not a supported pod-level resource: ignored.
+        let s = spec(serde_json::json!({
+            "containers": [
+                {"name": "a", "resources": {"requests": {"memory": "100Mi"}}},
+                {"name": "b"}
+            ],
+            "resources": {"requests": {"cpu": "2", "ephemeral-storage": "1Gi"}},
+            "overhead": {"cpu": "10m"}
+        }));
+        let r = pod_requests(&s).unwrap();
+        assert_eq!(r.requests.milli_cpu, 2010);
+        assert_eq!(r.requests.memory, 100 << 20);
+        assert_eq!(r.requests.ephemeral_storage, 0);
+        assert_eq!((r.non_zero_milli_cpu, r.non_zero_memory), (2010, 100 << 20));
+        // NodeResourcesFit's scorer ignores the pod level: 100m for b, the
+        // overhead, 100Mi + 200Mi.
+        let f = fit_scoring_requests(&s);
+        assert_eq!((f.milli_cpu, f.memory), (210, (100 << 20) + (200 << 20)));
     }
 
     #[test]

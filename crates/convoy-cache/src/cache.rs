@@ -161,7 +161,7 @@ impl Cache {
     /// cache's current `Arc`; the node list is rebuilt (in zone-interleaved
     /// order) only when nodes were added, removed or changed zone, and the
     /// lists of nodes with pod-affinity pods only when a changed node has or
-    /// had such pods.
+    /// had such pods. The image counts are shared (an `Arc` clone).
     ///
     /// Change tracking assumes one consumer (the scheduling loop). A snapshot
     /// that is not the one last updated (a new one, a clone, or one used by
@@ -171,7 +171,12 @@ impl Cache {
         debug_assert!(buf.is_empty());
         // Room for a full list, allocated outside the lock.
         buf.reserve(snapshot.nodes.len() + 16);
-        let full = self.state.lock().collect_for_snapshot(&mut snapshot.generation, &mut buf);
+        let (full, images) = {
+            let mut st = self.state.lock();
+            let full = st.collect_for_snapshot(&mut snapshot.generation, &mut buf);
+            (full, st.images.clone())
+        };
+        snapshot.images = images;
         // Outside the lock: install the nodes (the replaced Arcs are dropped
         // here too, and with them any node copy only the snapshot held).
         let mut affinity_changed = false;

@@ -75,6 +75,12 @@ impl State {
                 return Err(format!("node {name}: used ports do not match its pods"));
             }
         }
+        let images = convoy_api::ImageStates::of(
+            self.nodes.values().filter(|e| e.zone.is_some()).map(|e| &e.info.images()[..]),
+        );
+        if !same_counts(&images, &self.images, &self.nodes) {
+            return Err("image counts do not match the real nodes' images".to_string());
+        }
         if real != self.tree.len() {
             return Err(format!("{real} real nodes but the zone tree holds {}", self.tree.len()));
         }
@@ -106,4 +112,19 @@ impl State {
         }
         Ok(())
     }
+}
+
+/// Whether two image maps count the same nodes per name (sizes may differ:
+/// a name keeps the size of the first node that reported it, which a recount
+/// in another order does not reproduce).
+fn same_counts(
+    a: &convoy_api::ImageStates,
+    b: &convoy_api::ImageStates,
+    nodes: &HashMap<Arc<str>, crate::state::NodeEntry>,
+) -> bool {
+    a.len() == b.len()
+        && nodes
+            .values()
+            .flat_map(|e| e.info.images().iter())
+            .all(|i| a.get(&i.name).map(|s| s.num_nodes) == b.get(&i.name).map(|s| s.num_nodes))
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use convoy_api::lister::affinity_lists;
-use convoy_api::{NodeInfo, NodeInfoLister, next_generation};
+use convoy_api::{ImageStateSummary, ImageStates, NodeInfo, NodeInfoLister, next_generation};
 
 /// The nodes a scheduling cycle sees, refreshed at the start of each cycle by
 /// [`Cache::update_snapshot`](crate::Cache::update_snapshot).
@@ -25,6 +25,10 @@ pub struct Snapshot {
     /// Nodes with pods with required pod anti-affinity, in `nodes` order.
     pub(crate) with_required_anti_affinity: Vec<Arc<NodeInfo>>,
     pub(crate) generation: u64,
+    /// Image name → size and number of nodes with it, shared with the cache
+    /// as of this snapshot (upstream's `ImageStateSummary.NumNodes`; see
+    /// [`NodeInfoLister::image_state`]).
+    pub(crate) images: Arc<ImageStates>,
     /// Reused buffer for `update_snapshot` (empty between calls).
     pub(crate) scratch: Vec<Arc<NodeInfo>>,
 }
@@ -45,6 +49,7 @@ impl Snapshot {
         };
         s.rebuild_index();
         s.rebuild_affinity_lists();
+        s.images = Arc::new(ImageStates::of(s.nodes.iter().map(|n| &n.images()[..])));
         s
     }
 
@@ -103,6 +108,9 @@ impl NodeInfoLister for Snapshot {
     }
     fn get(&self, name: &str) -> Option<&Arc<NodeInfo>> {
         Snapshot::get(self, name)
+    }
+    fn image_state(&self, name: &str) -> Option<ImageStateSummary> {
+        self.images.get(name)
     }
 }
 

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use convoy_api::{NodeInfo, PodInfo, next_generation};
+use convoy_api::{ImageStates, NodeInfo, PodInfo, next_generation};
 use k8s_openapi::api::core::v1::Node;
 
 use crate::cache::ExpiredPod;
@@ -62,6 +62,11 @@ pub(crate) struct State {
     /// Generation of the snapshot last updated; another snapshot is rebuilt
     /// from scratch.
     pub(crate) snapshot_generation: u64,
+    /// Image name → size and number of real nodes with it (upstream cache's
+    /// `imageStates`), updated as nodes are added, updated and removed.
+    /// Shared with the snapshot and written copy-on-write: a change copies
+    /// the map at most once per snapshot update.
+    pub(crate) images: Arc<ImageStates>,
 }
 
 /// The key of a pod in the cache: its UID, or `namespace/name` without one
@@ -194,13 +199,25 @@ impl State {
         let old_zone = match self.nodes.get(&*name) {
             None => {
                 let info = Arc::new(NodeInfo::new(node));
+                if !info.images().is_empty() {
+                    Arc::make_mut(&mut self.images).add_node(info.images());
+                }
                 self.nodes.insert(name.clone(), NodeEntry { info, zone: None });
                 self.dirty.insert(name.clone());
                 None
             }
             Some(e) => {
                 let old = e.zone.clone();
-                self.node_mut(&name).expect("present").set_node(node);
+                let old_images = e.info.images().clone();
+                let info = self.node_mut(&name).expect("present");
+                info.set_node(node);
+                let new_images = info.images().clone();
+                // Upstream's UpdateNode: the old images out, the new in.
+                if self.images.update_changes(&old_images, &new_images) {
+                    let images = Arc::make_mut(&mut self.images);
+                    images.remove_node(&old_images);
+                    images.add_node(&new_images);
+                }
                 old
             }
         };
@@ -218,6 +235,9 @@ impl State {
         let not_found = || CacheError::NodeNotFound { node: name.to_string() };
         let entry = self.nodes.get_mut(name).ok_or_else(not_found)?;
         let zone = entry.zone.take().ok_or_else(not_found)?;
+        if !entry.info.images().is_empty() {
+            Arc::make_mut(&mut self.images).remove_node(entry.info.images());
+        }
         if entry.info.pods.is_empty() {
             self.nodes.remove(name);
             self.dirty.remove(name);

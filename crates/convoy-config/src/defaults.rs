@@ -26,6 +26,8 @@ pub mod names {
     pub const POD_TOPOLOGY_SPREAD: &str = "PodTopologySpread";
     /// `NodeResourcesBalancedAllocation`.
     pub const NODE_RESOURCES_BALANCED_ALLOCATION: &str = "NodeResourcesBalancedAllocation";
+    /// `ImageLocality` (Score).
+    pub const IMAGE_LOCALITY: &str = "ImageLocality";
     /// `DefaultBinder`.
     pub const DEFAULT_BINDER: &str = "DefaultBinder";
     /// `GangScheduling` (PreEnqueue, PreFilter, Reserve, Permit): gangs of
@@ -41,8 +43,6 @@ pub mod names {
     // by the pod-field table (`convoy_api::pod_fields`) and the framework,
     // which refuses the pods they would have to evaluate.
 
-    /// `ImageLocality`.
-    pub const IMAGE_LOCALITY: &str = "ImageLocality";
     /// `VolumeBinding`: PVCs and generic ephemeral volumes.
     pub const VOLUME_BINDING: &str = "VolumeBinding";
     /// `VolumeRestrictions`: in-tree disk conflicts, ReadWriteOncePod PVCs.
@@ -76,6 +76,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::weighted(POD_TOPOLOGY_SPREAD, 2),
         PluginRef::weighted(INTER_POD_AFFINITY, 2),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
+        PluginRef::weighted(IMAGE_LOCALITY, 1),
         PluginRef::new(DEFAULT_BINDER),
     ]
 }
@@ -84,12 +85,11 @@ pub fn default_multi_point() -> Vec<PluginRef> {
 /// Disabling them is accepted and kept in the profile's `disabled` lists: the pods whose fields
 /// only they read are then scheduled without them, as upstream would (see
 /// `convoy_api::pod_fields`). Enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: [&str; 8] = [
+pub const UPSTREAM_ONLY_DEFAULTS: &[&str] = &[
     names::VOLUME_BINDING,
     names::VOLUME_RESTRICTIONS,
     names::VOLUME_ZONE,
     names::NODE_VOLUME_LIMITS,
-    names::IMAGE_LOCALITY,
     names::DEFAULT_PREEMPTION,
     names::DYNAMIC_RESOURCES,
     names::NODE_DECLARED_FEATURES,

@@ -42,7 +42,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 13] = [
+const DEFAULT_MULTI_POINT: [&str; 14] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -55,6 +55,7 @@ const DEFAULT_MULTI_POINT: [&str; 13] = [
     "PodTopologySpread:2",
     "InterPodAffinity:2",
     "NodeResourcesBalancedAllocation:1",
+    "ImageLocality:1",
     "DefaultBinder",
 ];
 
@@ -182,6 +183,7 @@ fn merges_plugins_with_defaults() {
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1",
                 "DefaultBinder",
             ],
         ),
@@ -207,6 +209,7 @@ fn merges_plugins_with_defaults() {
                 "NodeResourcesFit:1",
                 "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1",
                 "DefaultBinder",
             ],
         ),
@@ -232,6 +235,7 @@ fn merges_plugins_with_defaults() {
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "NodeResourcesBalancedAllocation:1",
+                "ImageLocality:1",
                 "DefaultBinder",
                 "Coscheduling",
             ],
@@ -420,7 +424,7 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
@@ -694,7 +698,8 @@ fn disabled_upstream_plugins_are_kept() {
         let config = ok(&format!("profiles: [{{plugins: {plugins}}}]\n"));
         let p = &config.profiles[0];
         let got: Vec<&str> = convoy_config::UPSTREAM_ONLY_DEFAULTS
-            .into_iter()
+            .iter()
+            .copied()
             .filter(|name| p.disables_upstream(name))
             .collect();
         assert_eq!(got, *want, "{plugins}");

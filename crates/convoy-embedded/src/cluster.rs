@@ -104,10 +104,10 @@ impl EmbeddedCluster {
     /// every later change.
     ///
     /// The objects are expected to come from [`crate::parse_objects`]
-    /// (unique names, UIDs set, PodGroups valid, pods prepared as created
-    /// with [`prepare_pod_for_create`]); a later duplicate
-    /// replaces an earlier one, and a PodGroup that cannot be read is
-    /// skipped.
+    /// (unique names, UIDs set, PodGroups valid); a later duplicate replaces
+    /// an earlier one, and a PodGroup that cannot be read is skipped. Pods
+    /// are created here as the API server creates them
+    /// ([`prepare_pod_for_create`]), once.
     pub fn new(objects: Objects) -> (Arc<EmbeddedCluster>, mpsc::UnboundedReceiver<ClusterUpdate>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let cluster = Arc::new(EmbeddedCluster {
@@ -136,7 +136,7 @@ impl EmbeddedCluster {
                 cluster.send(ClusterUpdate::NodeAdded(node));
             }
             for mut pod in objects.pods {
-                default_pod(&mut pod);
+                prepare_pod_for_create(&mut pod);
                 pod.metadata.resource_version = Some(s.next_version());
                 let pod = Arc::new(pod);
                 if let Some(old) = s.pods.insert(PodKey::of(&pod), Arc::clone(&pod)) {

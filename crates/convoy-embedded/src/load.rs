@@ -557,7 +557,9 @@ impl Loader<'_> {
     }
 
     fn add_pod(&mut self, mut pod: Pod, doc: usize, item: Option<usize>) -> Result<(), String> {
-        crate::create::prepare_pod_for_create(&mut pod);
+        // The creation-time mutations wait for the cluster
+        // (`EmbeddedCluster::new`); only the defaults are needed here.
+        default_pod(&mut pod);
         let pod = Arc::new(pod);
         let info = PodInfo::new(Arc::clone(&pod)).map_err(|e| e.message)?;
         // k8s-openapi defaults missing required fields; the API server

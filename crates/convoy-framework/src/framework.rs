@@ -230,7 +230,8 @@ impl Framework {
             pool: opts.pool.clone(),
             metrics: opts.metrics.clone(),
             disabled_upstream: convoy_config::UPSTREAM_ONLY_DEFAULTS
-                .into_iter()
+                .iter()
+                .copied()
                 .filter(|name| p.disables_upstream(name))
                 .collect(),
         })

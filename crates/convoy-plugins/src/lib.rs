@@ -22,6 +22,7 @@ use convoy_api::{Plugin, Registry, names};
 pub mod default_binder;
 pub mod gpu_placement;
 pub mod helper;
+pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;
@@ -35,6 +36,7 @@ pub mod taint_toleration;
 
 pub use default_binder::DefaultBinder;
 pub use gpu_placement::GpuPlacement;
+pub use image_locality::ImageLocality;
 pub use inter_pod_affinity::InterPodAffinity;
 pub use node_affinity::NodeAffinity;
 pub use node_name::NodeName;
@@ -74,6 +76,7 @@ pub fn registry() -> Registry {
     r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
         Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
     });
+    r.register(names::IMAGE_LOCALITY, |_, _| Ok(Arc::new(ImageLocality) as Arc<dyn Plugin>));
     r.register(names::DEFAULT_BINDER, |_, handle| {
         Ok(Arc::new(DefaultBinder::new(handle.binder.clone())) as Arc<dyn Plugin>)
     });
@@ -103,6 +106,7 @@ mod tests {
             names::INTER_POD_AFFINITY,
             names::POD_TOPOLOGY_SPREAD,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
+            names::IMAGE_LOCALITY,
             names::DEFAULT_BINDER,
             names::GPU_PLACEMENT,
         ];

@@ -1,6 +1,12 @@
 //! TaintToleration: Filter rejects nodes with a NoSchedule/NoExecute taint
 //! the pod does not tolerate; Score prefers nodes with fewer untolerated
-//! PreferNoSchedule taints (upstream `plugins/tainttoleration`).
+//! PreferNoSchedule taints (upstream `plugins/tainttoleration`, v1.37.2).
+//!
+//! Score, as v1.37.2: the number of the node's PreferNoSchedule taints not
+//! tolerated by the pod's tolerations with effect PreferNoSchedule or none,
+//! then `DefaultNormalizeScore(100, reverse)`: `100 - 100 * count / max`,
+//! integer division, all 100 when no node has such a taint. Upstream's
+//! table: `tests::taint_toleration_score`.
 
 use std::sync::Arc;
 
@@ -414,6 +420,112 @@ mod tests {
         assert_eq!(scores, vec![0, 1, 2, 0]);
         TaintToleration.normalize_score(&state, &pod, &mut scores);
         assert_eq!(scores, vec![100, 50, 0, 100]);
+    }
+
+    /// Upstream `TestTaintTolerationScore` (`tainttoleration/taint_toleration_test.go`,
+    /// v1.37.2), case by case. The Gt/Lt cases run with
+    /// `TaintTolerationComparisonOperators` on upstream, which is how Convoy
+    /// always matches (the API server rejects such tolerations while the
+    /// gate is off, its 1.37 default).
+    #[test]
+    fn taint_toleration_score() {
+        fn t<'a>(key: &'a str, value: &'a str, effect: &'a str) -> (&'a str, &'a str, &'a str) {
+            (key, value, effect)
+        }
+        let pref = "PreferNoSchedule";
+        type Taints<'a> = &'a [(&'a str, &'a str, &'a str)];
+        let node = |name: &str, taints: Taints<'_>| {
+            taints.iter().fold(NodeBuilder::new(name), |b, (k, v, e)| b.taint(k, v, e)).info()
+        };
+        type Case<'a> = (&'a str, Vec<Toleration>, Vec<NodeInfo>, Vec<i64>);
+        let cases: Vec<Case> = vec![
+            (
+                "node with taints tolerated by the pod, gets a higher score than those node with intolerable taints",
+                vec![tol("foo", "Equal", "bar", pref)],
+                vec![
+                    node("nodeA", &[t("foo", "bar", pref)]),
+                    node("nodeB", &[t("foo", "blah", pref)]),
+                ],
+                vec![100, 0],
+            ),
+            (
+                "the nodes that all of their taints are tolerated by the pod, get the same score, no matter how many tolerable taints a node has",
+                vec![
+                    tol("cpu-type", "Equal", "arm64", pref),
+                    tol("disk-type", "Equal", "ssd", pref),
+                ],
+                vec![
+                    node("nodeA", &[]),
+                    node("nodeB", &[t("cpu-type", "arm64", pref)]),
+                    node("nodeC", &[t("cpu-type", "arm64", pref), t("disk-type", "ssd", pref)]),
+                ],
+                vec![100, 100, 100],
+            ),
+            (
+                "the more intolerable taints a node has, the lower score it gets.",
+                vec![tol("foo", "Equal", "bar", pref)],
+                vec![
+                    node("nodeA", &[]),
+                    node("nodeB", &[t("cpu-type", "arm64", pref)]),
+                    node("nodeC", &[t("cpu-type", "arm64", pref), t("disk-type", "ssd", pref)]),
+                ],
+                vec![100, 50, 0],
+            ),
+            (
+                "only taints and tolerations that have effect PreferNoSchedule are checked by taints-tolerations priority function",
+                vec![
+                    tol("cpu-type", "Equal", "arm64", NO_SCHEDULE),
+                    tol("disk-type", "Equal", "ssd", NO_SCHEDULE),
+                ],
+                vec![
+                    node("nodeA", &[]),
+                    node("nodeB", &[t("cpu-type", "arm64", NO_SCHEDULE)]),
+                    node("nodeC", &[t("cpu-type", "arm64", pref), t("disk-type", "ssd", pref)]),
+                ],
+                vec![100, 100, 0],
+            ),
+            (
+                "Default behaviour No taints and tolerations, lands on node with no taints",
+                vec![],
+                vec![node("nodeA", &[]), node("nodeB", &[t("cpu-type", "arm64", pref)])],
+                vec![100, 0],
+            ),
+            (
+                "Numeric Gt operator: pod with Gt toleration prefers nodes with matching SLA taint",
+                vec![tol("node.kubernetes.io/sla", "Gt", "950", pref)],
+                vec![
+                    node("nodeA", &[t("node.kubernetes.io/sla", "800", pref)]),
+                    node("nodeB", &[t("node.kubernetes.io/sla", "999", pref)]),
+                ],
+                vec![0, 100],
+            ),
+            (
+                "Numeric Lt operator: pod with Lt toleration prefers nodes with matching SLA taint",
+                vec![tol("node.kubernetes.io/sla", "Lt", "800", pref)],
+                vec![
+                    node("nodeA", &[t("node.kubernetes.io/sla", "950", pref)]),
+                    node("nodeB", &[t("node.kubernetes.io/sla", "700", pref)]),
+                ],
+                vec![0, 100],
+            ),
+        ];
+        for (name, tolerations, nodes, want) in cases {
+            let pod =
+                PodBuilder::new("pod1").with_spec(|s| s.tolerations = Some(tolerations)).info();
+            let nodes = crate::helper::testing::infos(nodes);
+            let mut state = CycleState::new();
+            let s = TaintToleration.pre_score(
+                &mut state,
+                &pod,
+                &nodes,
+                &convoy_api::NodeList::default(),
+            );
+            assert!(s.is_success(), "{name}: {s}");
+            let mut scores: Vec<i64> =
+                nodes.iter().map(|n| TaintToleration.score(&state, &pod, n).unwrap()).collect();
+            assert!(TaintToleration.normalize_score(&state, &pod, &mut scores).is_success());
+            assert_eq!(scores, want, "{name}");
+        }
     }
 
     #[test]

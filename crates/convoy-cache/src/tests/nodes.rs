@@ -92,3 +92,47 @@ fn update_node_replaces_allocatable_and_keeps_pods() {
     );
     assert_ok(&cache);
 }
+
+#[test]
+fn image_counts_follow_node_add_update_and_remove() {
+    use convoy_api::{ImageStateSummary, NodeInfoLister};
+    let (cache, _) = new_cache();
+    let with = |name: &str, images: &[(&str, i64)]| {
+        Arc::new(images.iter().fold(NodeBuilder::new(name), |b, (i, s)| b.image(i, *s)).build())
+    };
+    let state = |snap: &Snapshot, image: &str| snap.image_state(image);
+    let mut snap = Snapshot::new();
+    cache.add_node(with("a", &[("x:1", 100), ("y:1", 5)]));
+    cache.add_node(with("b", &[("x:1", 200)]));
+    cache.add_node(node("c"));
+    cache.update_snapshot(&mut snap);
+    assert_eq!(state(&snap, "x:1"), Some(ImageStateSummary { size: 100, num_nodes: 2 }));
+    assert_eq!(state(&snap, "y:1"), Some(ImageStateSummary { size: 5, num_nodes: 1 }));
+    let before = snap.clone();
+
+    // c pulls x; a drops y.
+    cache.update_node(with("c", &[("x:1", 100)]));
+    cache.update_node(with("a", &[("x:1", 100)]));
+    assert_ok(&cache);
+    // The snapshot taken before does not change.
+    assert_eq!(state(&before, "x:1").unwrap().num_nodes, 2);
+    cache.update_snapshot(&mut snap);
+    assert_eq!(state(&snap, "x:1").unwrap().num_nodes, 3);
+    assert_eq!(state(&snap, "y:1"), None);
+    assert_eq!(state(&before, "y:1").unwrap().num_nodes, 1);
+
+    // A removed node's images leave the counts, even while its pods keep it
+    // as a placeholder.
+    cache.add_pod(bound("p", "100m", "a")).unwrap();
+    cache.remove_node("a").unwrap();
+    cache.remove_node("b").unwrap();
+    assert_ok(&cache);
+    cache.update_snapshot(&mut snap);
+    assert_eq!(state(&snap, "x:1"), Some(ImageStateSummary { size: 100, num_nodes: 1 }));
+    // An update of the last holder with another size takes that size
+    // (upstream removes then adds the node's images).
+    cache.update_node(with("c", &[("x:1", 300)]));
+    cache.update_snapshot(&mut snap);
+    assert_eq!(state(&snap, "x:1"), Some(ImageStateSummary { size: 300, num_nodes: 1 }));
+    assert_ok(&cache);
+}

@@ -145,7 +145,19 @@ fn run(seed: u64, steps: usize) {
         match op {
             0 if node != "n9" => {
                 let zone = format!("z{}", rng.below(3));
-                cache.update_node(zoned(&node, &zone));
+                // A random subset of four images (the invariants recount them).
+                let images = rng.below(16);
+                let mut n = (*zoned(&node, &zone)).clone();
+                n.status.get_or_insert_with(Default::default).images = Some(
+                    (0..4)
+                        .filter(|i| images & (1 << i) != 0)
+                        .map(|i| convoy_api::k8s_openapi::api::core::v1::ContainerImage {
+                            names: Some(vec![format!("img{i}:1")]),
+                            size_bytes: Some(i as i64),
+                        })
+                        .collect(),
+                );
+                cache.update_node(Arc::new(n));
                 m.upsert_node(&node, &zone);
             }
             1 => {

@@ -405,11 +405,20 @@ fn creation_merges_match_label_keys_into_spread_selectors() {
     // An update keeps the object as given: no second merge.
     let updated = c.update_pod((*created).clone()).unwrap();
     assert_eq!(updated.spec, created.spec);
-    // The initial objects are taken as created (`parse_objects` prepared
-    // them): a pod already merged is not merged twice.
-    let (c, _rx) =
-        EmbeddedCluster::new(Objects { pods: vec![Pod::clone(&created)], ..Objects::default() });
-    let q = c.pod("default", "p").unwrap();
+    // Pods of the initial objects are created the same way.
+    let (c, _rx) = EmbeddedCluster::new(Objects {
+        pods: vec![
+            PodBuilder::new("q")
+                .label("pod-template-hash", "abc")
+                .with_spec(|s| {
+                    s.topology_spread_constraints =
+                        Some(vec![constraint(true, &["pod-template-hash"])])
+                })
+                .build(),
+        ],
+        ..Objects::default()
+    });
+    let q = c.pod("default", "q").unwrap();
     let sel = q.spec.as_ref().unwrap().topology_spread_constraints.as_ref().unwrap()[0]
         .label_selector
         .clone()

@@ -148,7 +148,17 @@ spec:
         topologyKey: kubernetes.io/hostname
 ";
     let o = parse_objects(text, "t.yaml").unwrap();
-    let spec = o.pods[0].spec.as_ref().unwrap();
+    // Loading keeps the object as written; the cluster creates it.
+    let loaded = o.pods[0].spec.as_ref().unwrap().affinity.clone().unwrap();
+    let loaded_term = &loaded
+        .pod_anti_affinity
+        .unwrap()
+        .required_during_scheduling_ignored_during_execution
+        .unwrap()[0];
+    assert!(loaded_term.label_selector.as_ref().unwrap().match_expressions.is_none());
+    let (cluster, _rx) = crate::EmbeddedCluster::new(o);
+    let pod = cluster.pod("default", "w").unwrap();
+    let spec = pod.spec.as_ref().unwrap();
     let anti = spec.affinity.as_ref().unwrap().pod_anti_affinity.as_ref().unwrap();
     let term = &anti.required_during_scheduling_ignored_during_execution.as_ref().unwrap()[0];
     let exprs = term.label_selector.as_ref().unwrap().match_expressions.as_ref().unwrap();

@@ -1,6 +1,14 @@
 //! NodeAffinity: Filter on `spec.nodeSelector` and the required node
 //! affinity (plus the scheduler-enforced `addedAffinity`), Score by the
-//! weights of the matching preferred terms (upstream `plugins/nodeaffinity`).
+//! weights of the matching preferred terms (upstream `plugins/nodeaffinity`
+//! and `component-helpers/scheduling/corev1/nodeaffinity`, v1.37.2).
+//!
+//! Score, as v1.37.2: the sum of the weights of the matching preferred
+//! terms of the pod and of `addedAffinity` (terms with weight 0 or no
+//! requirement dropped; a requirement with an invalid key or value is an
+//! error in PreScore), then `DefaultNormalizeScore(100, false)`: `100 *
+//! score / max`, integer division. Upstream's table:
+//! `tests::node_affinity_priority`.
 //!
 //! Selectors are compiled once per cycle (PreFilter/PreScore) into the
 //! `CycleState`; Filter and Score only match.

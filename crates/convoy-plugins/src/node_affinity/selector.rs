@@ -63,9 +63,15 @@ struct LabelReq {
 }
 
 impl LabelReq {
-    /// Upstream `labels.NewRequirement` validation of operator and values.
+    /// Upstream `labels.NewRequirement` validation (apimachinery v0.37.2):
+    /// the key is a qualified name, every value a label value, and the
+    /// operator's value count holds.
     fn parse(r: &NodeSelectorRequirement) -> Result<Self, String> {
         let values = r.values.as_deref().unwrap_or(&[]);
+        convoy_api::labels::validate_key(&r.key)?;
+        for v in values {
+            convoy_api::labels::validate_value(&r.key, v)?;
+        }
         let single_int = || -> Result<i64, String> {
             match values {
                 [v] => v.parse::<i64>().map_err(|_| {

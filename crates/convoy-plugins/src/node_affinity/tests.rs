@@ -146,6 +146,22 @@ fn filter_required_affinity_and_selector() {
             false,
         ),
         (
+            // Upstream: "Pod with an invalid value in Affinity term won't be
+            // scheduled onto the node" (values are validated as label values).
+            "invalid value: term never matches",
+            required(
+                json!([{"matchExpressions": [expr("zone", "NotIn", &["invalid value: ___@#$%^"])]}]),
+            ),
+            node(),
+            false,
+        ),
+        (
+            "invalid key: term never matches",
+            required(json!([{"matchExpressions": [expr("invalid key", "DoesNotExist", &[])]}])),
+            node(),
+            false,
+        ),
+        (
             "Lt matches",
             required(json!([{"matchExpressions": [expr("cores", "Lt", &["16"])]}])),
             node(),
@@ -451,5 +467,142 @@ fn hint_on_node_change() {
     ];
     for (name, old, new, want) in cases {
         assert_eq!(hint(&pod, old.as_ref(), Some(&new)), want, "{name}");
+    }
+}
+
+/// Upstream `TestNodeAffinityPriority` (`nodeaffinity/node_affinity_test.go`,
+/// v1.37.2), case by case; PreScore errors are compared by code (the
+/// message is Convoy's).
+#[test]
+fn node_affinity_priority() {
+    let label1 = [("foo", "bar")];
+    let label2 = [("key", "value")];
+    let label3 = [("az", "az1")];
+    let label4 = [("abc", "az11"), ("def", "az22")];
+    let label5 = [("foo", "bar"), ("key", "value"), ("az", "az1")];
+    let node = |name: &str, labels: &[(&str, &str)]| {
+        labels.iter().fold(NodeBuilder::new(name), |b, (k, v)| b.label(k, v)).info()
+    };
+    let affinity1 = json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 2, "preference": {"matchExpressions": [expr("foo", "In", &["bar"])]}}
+    ]});
+    let affinity2 = json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 2, "preference": {"matchExpressions": [expr("foo", "In", &["bar"])]}},
+        {"weight": 4, "preference": {"matchExpressions": [expr("key", "In", &["value"])]}},
+        {"weight": 5, "preference": {"matchExpressions": [
+            expr("foo", "In", &["bar"]), expr("key", "In", &["value"]), expr("az", "In", &["az1"])
+        ]}}
+    ]});
+    let no_affinity = || PodBuilder::new("p").info();
+    let broken = pod_with_affinity(json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 2, "preference": {"matchExpressions": [expr("invalid key", "In", &["bar"])]}}
+    ]}))
+    .info();
+    let added_weight3 = json!({"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 3, "preference": {"matchExpressions": [expr("key", "In", &["value"])]}}
+    ]});
+    // (name, pod, nodes, added affinity, run PreScore, PreScore code, scores)
+    type Case<'a> = (&'a str, Arc<PodInfo>, Vec<NodeInfo>, Option<Value>, bool, Code, Vec<i64>);
+    let cases: Vec<Case> = vec![
+        (
+            "all nodes are same priority as NodeAffinity is nil",
+            no_affinity(),
+            vec![node("node1", &label1), node("node2", &label2), node("node3", &label3)],
+            None,
+            false,
+            Code::Success,
+            vec![0, 0, 0],
+        ),
+        (
+            "Skip is returned in PreScore when NodeAffinity is nil",
+            no_affinity(),
+            vec![node("node1", &label1)],
+            None,
+            true,
+            Code::Skip,
+            vec![],
+        ),
+        (
+            "PreScore returns error when an incoming Pod has a broken affinity",
+            broken,
+            vec![node("node1", &label1)],
+            None,
+            true,
+            Code::Error,
+            vec![],
+        ),
+        (
+            "no node matches preferred scheduling requirements in NodeAffinity of pod so all nodes' priority is zero",
+            pod_with_affinity(affinity1.clone()).info(),
+            vec![node("node1", &label4), node("node2", &label2), node("node3", &label3)],
+            None,
+            true,
+            Code::Success,
+            vec![0, 0, 0],
+        ),
+        (
+            "only node1 matches the preferred scheduling requirements of pod",
+            pod_with_affinity(affinity1.clone()).info(),
+            vec![node("node1", &label1), node("node2", &label2), node("node3", &label3)],
+            None,
+            true,
+            Code::Success,
+            vec![100, 0, 0],
+        ),
+        (
+            "all nodes matches the preferred scheduling requirements of pod but with different priorities",
+            pod_with_affinity(affinity2.clone()).info(),
+            vec![node("node1", &label1), node("node5", &label5), node("node2", &label2)],
+            None,
+            true,
+            Code::Success,
+            vec![18, 100, 36],
+        ),
+        (
+            "added affinity",
+            no_affinity(),
+            vec![node("node1", &label1), node("node2", &label2)],
+            Some(affinity1.clone()),
+            true,
+            Code::Success,
+            vec![100, 0],
+        ),
+        (
+            "added affinity and pod has default affinity",
+            pod_with_affinity(affinity1.clone()).info(),
+            vec![node("node1", &label1), node("node2", &label2), node("node3", &label5)],
+            Some(added_weight3),
+            true,
+            Code::Success,
+            vec![40, 60, 100],
+        ),
+        (
+            "calculate the priorities correctly even if PreScore is not called",
+            pod_with_affinity(affinity2).info(),
+            vec![node("node1", &label1), node("node5", &label5), node("node2", &label2)],
+            None,
+            false,
+            Code::Success,
+            vec![18, 100, 36],
+        ),
+    ];
+    for (name, pod, nodes, added, run_pre_score, code, want) in cases {
+        let plugin = match added {
+            Some(a) => NodeAffinity::new(Some(&added_args(a))).unwrap(),
+            None => NodeAffinity::default(),
+        };
+        let nodes = infos(nodes);
+        let mut state = CycleState::new();
+        if run_pre_score {
+            let s = plugin.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default());
+            assert_eq!(s.code(), code, "{name}: {s}");
+            if !s.is_success() {
+                continue;
+            }
+        }
+        let mut scores: Vec<i64> =
+            nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
+        assert!(plugin.normalize_score(&state, &pod, &mut scores).is_success());
+        assert_eq!(scores, want, "{name}");
     }
 }

@@ -1,6 +1,9 @@
 //! NodeResourcesBalancedAllocation (Score; upstream
-//! `noderesources/balanced_allocation.go`): favours nodes whose resource
-//! fractions (requested / allocatable, pod included) are close to each other.
+//! `noderesources/balanced_allocation.go`, v1.37.2): favours placing the pod
+//! where it improves the node's balance, the closeness of its resource
+//! fractions (requested / allocatable) to each other. Since Kubernetes 1.36
+//! (kubernetes/kubernetes#135573) the score is the change in balance that
+//! the pod brings, centred on 75, not the balance after placing it.
 
 use std::sync::Arc;
 
@@ -47,9 +50,21 @@ impl BalancedAllocation {
     }
 }
 
-/// Upstream `balancedResourceScorer`: `(1 - std) * 100` over the fractions
-/// (capped at 1) of the resources with allocatable > 0; for two resources
-/// `std = |f1 - f2| / 2`.
+/// Upstream `balancedResourceScorer` (`noderesources/balanced_allocation.go`,
+/// v1.37.2): the change in the node's balance the pod brings,
+/// `50 + (50 + with - without) / 2` in integer arithmetic, where `with` and
+/// `without` are [`balanced_resource_score`] of the node with and without
+/// the pod (each in 50..=100). 75 means no change; 100 the best
+/// improvement, 50 the worst degradation.
+pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatable: &[i64]) -> i64 {
+    let with_pod = balanced_resource_score(requested, allocatable);
+    let without_pod = balanced_resource_score(allocated, allocatable);
+    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with_pod - without_pod) / 2
+}
+
+/// Upstream `balancedResourceScore` (v1.37.2): `(1 - std) * 100`, truncated,
+/// over the fractions (capped at 1) of the resources with allocatable > 0;
+/// for two resources `std = |f1 - f2| / 2`, for one or none 0.
 pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
     let mut fractions: SmallVec<[f64; 4]> = SmallVec::new();
     let mut total = 0.0;
@@ -105,7 +120,8 @@ impl PreScorePlugin for BalancedAllocation {
 }
 
 impl ScorePlugin for BalancedAllocation {
-    /// 0..=100, higher when the node's resource fractions are balanced.
+    /// 50..=100 (see [`balanced_resource_scorer`]); 0 without PreScore for
+    /// a pod that requests none of the resources.
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let computed;
         let requests = match state.read::<PreScoreState>() {
@@ -118,8 +134,8 @@ impl ScorePlugin for BalancedAllocation {
                 &computed
             }
         };
-        let (requested, allocatable) = self.scorer.requested_allocatable(node, requests);
-        Ok(balanced_resource_score(&requested, &allocatable))
+        let a = self.scorer.node_amounts(node, requests);
+        Ok(balanced_resource_scorer(&a.requested, &a.allocated, &a.allocatable))
     }
 }
 
@@ -156,16 +172,23 @@ mod tests {
     }
 
     #[test]
-    fn upstream_numbers() {
-        // Upstream balanced_allocation_test "nothing scheduled, resources
-        // requested, differently sized nodes": 87 and 100.
-        let ba = BalancedAllocation::new(None).unwrap();
-        let pod = PodBuilder::new("p").cpu("3000m").memory("5000").info();
-        let nodes = infos(vec![
-            NodeBuilder::new("node1").cpu("4000m").memory("10000").info(),
-            NodeBuilder::new("node2").cpu("6000m").memory("10000").info(),
-        ]);
-        assert_eq!(scores(&ba, &pod, &nodes), vec![87, 100]);
+    fn scorer_is_the_change_in_balance() {
+        // (requested with the pod, allocated before, allocatable, score).
+        let cases = [
+            // Balance 100 -> 87: 50 + (50 - 13) / 2 = 68.
+            (&[3000, 5000][..], &[0, 0][..], &[4000, 10000][..], 68),
+            // No change: 75.
+            (&[3000, 5000], &[0, 0], &[6000, 10000], 75),
+            // 50 -> 100, the best improvement.
+            (&[3000, 5000], &[3000, 0], &[3000, 5000], 100),
+            // 100 -> 50, the worst degradation.
+            (&[0, 5000], &[0, 0], &[3000, 5000], 50),
+            // Integer division truncates: 85 -> 82 gives 50 + 47 / 2 = 73.
+            (&[6000, 5000], &[3000, 0], &[10000, 20000], 73),
+        ];
+        for (req, allocated, alloc, want) in cases {
+            assert_eq!(balanced_resource_scorer(req, allocated, alloc), want, "{req:?} {alloc:?}");
+        }
     }
 
     #[test]
@@ -175,8 +198,9 @@ mod tests {
         n.add_pod(PodBuilder::new("a").cpu("1000m").memory("2000").node("n").info());
         n.add_pod(PodBuilder::new("besteffort").node("n").info()); // counts 0, not 100m/200Mi
         let pod = PodBuilder::new("p").cpu("1000m").memory("3000").info();
-        // cpu 2000/4000 = 0.5, memory 5000/10000 = 0.5.
-        assert_eq!(scores(&ba, &pod, &infos(vec![n])), vec![100]);
+        // Before: cpu 0.25, memory 0.2 (97); after: 0.5 and 0.5 (100):
+        // 50 + (50 + 3) / 2 = 76.
+        assert_eq!(scores(&ba, &pod, &infos(vec![n])), vec![76]);
     }
 
     #[test]
@@ -213,11 +237,12 @@ mod tests {
         let nodes = infos(vec![
             NodeBuilder::new("n").cpu("10").memory("10").allocatable("nvidia.com/gpu", "10").info(),
         ]);
-        // Not requested: the GPU is skipped, two fractions 0.2 and 0.5 → 85.
+        // Not requested: the GPU is skipped; fractions 0.2 and 0.5 (85)
+        // on an empty node (100): 50 + (50 - 15) / 2 = 67.
         let pod = PodBuilder::new("p").cpu("2").memory("5").info();
-        assert_eq!(scores(&ba, &pod, &nodes), vec![85]);
-        // Requested: 0.2, 0.5, 0.8 → 75.
+        assert_eq!(scores(&ba, &pod, &nodes), vec![67]);
+        // Requested: 0.2, 0.5, 0.8 (75): 50 + (50 - 25) / 2 = 62.
         let pod = PodBuilder::new("p").cpu("2").memory("5").resource("nvidia.com/gpu", "8").info();
-        assert_eq!(scores(&ba, &pod, &nodes), vec![75]);
+        assert_eq!(scores(&ba, &pod, &nodes), vec![62]);
     }
 }

@@ -1,6 +1,12 @@
 //! NodeResourcesFit (upstream `noderesources/fit.go`): Filter rejects nodes
 //! without enough free pods/cpu/memory/ephemeral-storage/extended resources;
-//! Score ranks nodes with the configured strategy.
+//! Score ranks nodes with the configured strategy, as v1.37.2: the incoming
+//! pod counts its containers' non-zero CPU and memory (100m and 200Mi for
+//! each container that omits them) and not its pod-level requests
+//! ([`fit_scoring_requests`](convoy_api::resource::fit_scoring_requests)),
+//! the node its pods' `non_zero_requested`; other resources count real
+//! requests, and a scalar resource the pod does not request is not scored.
+//! Upstream's tables: `parity::fit`.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -294,8 +300,8 @@ impl ScorePlugin for Fit {
                 &computed
             }
         };
-        let (requested, allocatable) = self.scorer.requested_allocatable(node, pod_requests);
-        Ok(self.strategy_score(&requested, &allocatable))
+        let a = self.scorer.node_amounts(node, pod_requests);
+        Ok(self.strategy_score(&a.requested, &a.allocatable))
     }
 }
 

@@ -1,6 +1,8 @@
-//! LeastAllocated scoring (upstream `least_allocated.go`): favours nodes
-//! with more free resources, `(allocatable - requested) * 100 / allocatable`
-//! per resource, weighted mean.
+//! LeastAllocated scoring (upstream `noderesources/least_allocated.go`,
+//! v1.37.2): favours nodes with more free resources,
+//! `(allocatable - requested) * 100 / allocatable` per resource (0 when over
+//! capacity), weighted mean over the scored resources, integer arithmetic
+//! throughout. Upstream's tables: `parity::fit`.
 
 use convoy_api::MAX_NODE_SCORE;
 

@@ -9,6 +9,9 @@ pub mod most_allocated;
 pub mod requested_to_capacity_ratio;
 pub mod resource_allocation;
 
+#[cfg(test)]
+mod parity;
+
 pub use balanced_allocation::BalancedAllocation;
 pub use fit::Fit;
 

@@ -1,6 +1,8 @@
-//! MostAllocated scoring (upstream `most_allocated.go`): favours nodes with
-//! fewer free resources (bin packing), `requested * 100 / allocatable` per
-//! resource, weighted mean.
+//! MostAllocated scoring (upstream `noderesources/most_allocated.go`,
+//! v1.37.2): favours nodes with fewer free resources (bin packing),
+//! `min(requested, allocatable) * 100 / allocatable` per resource, weighted
+//! mean over the scored resources, integer arithmetic throughout. Upstream's
+//! tables: `parity::fit`.
 
 use convoy_api::MAX_NODE_SCORE;
 

@@ -1,6 +1,10 @@
 //! RequestedToCapacityRatio scoring (upstream
-//! `requested_to_capacity_ratio.go`): a piecewise-linear function of each
-//! resource's utilization, weighted mean rounded to the nearest integer.
+//! `noderesources/requested_to_capacity_ratio.go` and
+//! `helper/shape_score.go`, v1.37.2): a piecewise-linear function (integer
+//! interpolation) of each resource's utilization `requested * 100 /
+//! allocatable` (100 when over capacity), weighted mean over the resources
+//! scoring above 0, rounded half away from zero as Go's `math.Round`.
+//! Upstream's tables: `parity::fit`.
 
 use convoy_api::MAX_NODE_SCORE;
 use convoy_config::UtilizationShapePoint;

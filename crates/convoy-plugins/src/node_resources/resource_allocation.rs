@@ -1,12 +1,14 @@
-//! What the resource scorers share (upstream `resource_allocation.go`): the
-//! pod's request and the node's allocatable/requested amount of each scored
-//! resource.
+//! What the resource scorers share (upstream
+//! `noderesources/resource_allocation.go`, v1.37.2): the pod's request and
+//! the node's allocatable and allocated amount of each scored resource.
+//! Resources backed by DRA (`DRAExtendedResource`) are not scored: Convoy
+//! does not implement DynamicResources.
 
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
-use convoy_api::resource::{CPU, EPHEMERAL_STORAGE, MEMORY};
+use convoy_api::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, fit_scoring_requests};
 use convoy_api::{NodeInfo, PodInfo};
 use convoy_config::ResourceSpec;
 
@@ -70,27 +72,36 @@ impl ResourceAllocationScorer {
     }
 
     /// The pod's request of each scored resource (upstream
-    /// `calculatePodResourceRequestList`).
+    /// `calculatePodResourceRequestList`, v1.37.2): with `use_requested`
+    /// (BalancedAllocation) its requests, pod-level requests included;
+    /// otherwise (NodeResourcesFit) [`fit_scoring_requests`]: non-zero CPU
+    /// and memory per container, pod-level requests not applied, as
+    /// upstream's Fit scorer.
     pub fn pod_requests(&self, pod: &PodInfo) -> Values {
-        let r = &pod.requests;
+        let computed;
+        let r = if self.use_requested {
+            &pod.requests.requests
+        } else {
+            computed = fit_scoring_requests(pod.spec());
+            &computed
+        };
         self.resources
             .iter()
             .map(|k| match k {
-                ResourceKind::Cpu if !self.use_requested => r.non_zero_milli_cpu,
-                ResourceKind::Memory if !self.use_requested => r.non_zero_memory,
-                ResourceKind::Cpu => r.requests.milli_cpu,
-                ResourceKind::Memory => r.requests.memory,
-                ResourceKind::EphemeralStorage => r.requests.ephemeral_storage,
-                ResourceKind::Other { name, .. } => {
-                    r.requests.scalar.get(name).copied().unwrap_or(0)
-                }
+                ResourceKind::Cpu => r.milli_cpu,
+                ResourceKind::Memory => r.memory,
+                ResourceKind::EphemeralStorage => r.ephemeral_storage,
+                ResourceKind::Other { name, .. } => r.scalar.get(name).copied().unwrap_or(0),
             })
             .collect()
     }
 
     /// Upstream `calculateResourceAllocatableRequest`: (allocatable,
-    /// requested including the pod); (0, 0) means "not scored".
-    fn allocatable_request(
+    /// allocated on the node); (0, 0) means "not scored" (also for a name
+    /// that is neither cpu, memory, ephemeral-storage nor a scalar resource,
+    /// such as `pods` or `storage`). Ephemeral storage and scalar resources
+    /// always read real requests.
+    fn allocatable_allocated(
         &self,
         node: &NodeInfo,
         kind: &ResourceKind,
@@ -99,37 +110,55 @@ impl ResourceAllocationScorer {
         let requested = if self.use_requested { &node.requested } else { &node.non_zero_requested };
         match kind {
             ResourceKind::Other { scalar: true, .. } if pod_request == 0 => (0, 0),
-            ResourceKind::Cpu => (node.allocatable.milli_cpu, requested.milli_cpu + pod_request),
-            ResourceKind::Memory => (node.allocatable.memory, requested.memory + pod_request),
+            // Upstream reads other resources from the node's scalar
+            // resources, which hold scalar names only (`Resource.Add`).
+            ResourceKind::Other { scalar: false, .. } => (0, 0),
+            ResourceKind::Cpu => (node.allocatable.milli_cpu, requested.milli_cpu),
+            ResourceKind::Memory => (node.allocatable.memory, requested.memory),
             ResourceKind::EphemeralStorage => {
-                (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage + pod_request)
+                (node.allocatable.ephemeral_storage, node.requested.ephemeral_storage)
             }
             ResourceKind::Other { name, .. } => match node.allocatable.scalar.get(name) {
-                Some(&alloc) => {
-                    (alloc, node.requested.scalar.get(name).copied().unwrap_or(0) + pod_request)
-                }
+                Some(&alloc) => (alloc, node.requested.scalar.get(name).copied().unwrap_or(0)),
                 None => (0, 0),
             },
         }
     }
 
-    /// Requested and allocatable of each scored resource on the node; both
-    /// 0 for a resource that is not scored (allocatable 0).
-    pub fn requested_allocatable(&self, node: &NodeInfo, pod_requests: &[i64]) -> (Values, Values) {
+    /// Upstream `calculateNodeAllocatableRequest`: each scored resource's
+    /// amounts on the node; all 0 for a resource that is not scored (a
+    /// scalar resource the pod does not request, or allocatable 0).
+    pub fn node_amounts(&self, node: &NodeInfo, pod_requests: &[i64]) -> NodeAmounts {
         let n = self.resources.len();
-        let mut requested = Values::from_elem(0, n);
-        let mut allocatable = Values::from_elem(0, n);
+        let mut a = NodeAmounts {
+            requested: Values::from_elem(0, n),
+            allocated: Values::from_elem(0, n),
+            allocatable: Values::from_elem(0, n),
+        };
         for (i, kind) in self.resources.iter().enumerate() {
-            let (alloc, req) =
-                self.allocatable_request(node, kind, pod_requests.get(i).copied().unwrap_or(0));
+            let pod = pod_requests.get(i).copied().unwrap_or(0);
+            let (alloc, allocated) = self.allocatable_allocated(node, kind, pod);
             if alloc == 0 {
                 continue;
             }
-            allocatable[i] = alloc;
-            requested[i] = req;
+            a.allocatable[i] = alloc;
+            a.allocated[i] = allocated;
+            a.requested[i] = allocated + pod;
         }
-        (requested, allocatable)
+        a
     }
+}
+
+/// A node's amounts of each scored resource, in configuration order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeAmounts {
+    /// Allocated plus the pod's request.
+    pub requested: Values,
+    /// What the pods on the node request (non-zero amounts for CPU and
+    /// memory unless the scorer reads real requests).
+    pub allocated: Values,
+    /// Allocatable.
+    pub allocatable: Values,
 }
 
 /// The weighted mean of `per_resource(requested, allocatable)` over the
@@ -149,4 +178,31 @@ pub fn weighted_mean(
         weight_sum += weights[i];
     }
     if weight_sum == 0 { 0 } else { node_score / weight_sum }
+}
+
+#[cfg(test)]
+mod tests {
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+
+    use super::*;
+
+    #[test]
+    fn names_that_are_not_scalar_resources_are_not_scored() {
+        // `storage` and `pods` are in the node's allocatable, but upstream's
+        // NodeInfo keeps only cpu, memory, ephemeral-storage, pods (as a
+        // count) and scalar resources: neither is scored.
+        let scorer = ResourceAllocationScorer::new(
+            &[
+                ResourceSpec::new("cpu", 1),
+                ResourceSpec::new("storage", 1),
+                ResourceSpec::new("pods", 1),
+            ],
+            false,
+        );
+        let node = NodeBuilder::new("n").cpu("2").allocatable("storage", "100").info();
+        let pod = PodBuilder::new("p").cpu("1").resource("storage", "50").info();
+        let a = scorer.node_amounts(&node, &scorer.pod_requests(&pod));
+        assert_eq!(a.allocatable.as_slice(), [2000, 0, 0]);
+        assert_eq!(a.requested.as_slice(), [1000, 0, 0]);
+    }
 }
