@@ -691,7 +691,7 @@ fn disabled_upstream_plugins_are_kept() {
         ),
         (
             "{multiPoint: {disabled: [{name: '*'}], enabled: [{name: DefaultBinder}, {name: PrioritySort}]}}",
-            &convoy_config::UPSTREAM_ONLY_DEFAULTS,
+            convoy_config::UPSTREAM_ONLY_DEFAULTS,
         ),
     ];
     for (plugins, want) in cases {
