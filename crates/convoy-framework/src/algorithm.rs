@@ -673,13 +673,12 @@ mod tests {
         }
         d.record(
             Arc::from("b"),
-            Status::unresolvable("node(s) had untolerated taint {gpu: true}")
-                .with_plugin("TaintToleration"),
+            Status::unresolvable("node(s) had untolerated taint(s)").with_plugin("TaintToleration"),
         );
         let e = FitError { num_all_nodes: 4, diagnosis: d };
         assert_eq!(
             e.to_string(),
-            "0/4 nodes are available: 1 node(s) had untolerated taint {gpu: true}, 3 Insufficient cpu."
+            "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu."
         );
         assert_eq!(
             e.diagnosis.unschedulable_plugins.iter().copied().collect::<Vec<_>>(),

@@ -99,6 +99,9 @@ fn node_taints(node: &k8s_openapi::api::core::v1::Node) -> &[Taint] {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TaintToleration;
 
+/// Filter's reason, as upstream's.
+pub const UNTOLERATED: &str = "node(s) had untolerated taint(s)";
+
 /// PreScore state: the pod's tolerations that can apply to PreferNoSchedule.
 struct PreScoreState {
     tolerations_prefer_no_schedule: Vec<Toleration>,
@@ -136,15 +139,23 @@ impl Plugin for TaintToleration {
 }
 
 impl FilterPlugin for TaintToleration {
-    /// UnschedulableAndUnresolvable `node(s) had untolerated taint {key: value}`.
+    /// UnschedulableAndUnresolvable `node(s) had untolerated taint(s)`, as
+    /// v1.37.2 (`taint_toleration.go`; the taint itself goes to a debug log
+    /// line, as upstream's V(4) line).
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         match find_untolerated_no_schedule_taint(node.taints(), pod_tolerations(pod)) {
             None => Status::success(),
-            Some(taint) => Status::unresolvable(format!(
-                "node(s) had untolerated taint {{{}: {}}}",
-                taint.key,
-                taint.value.as_deref().unwrap_or("")
-            )),
+            Some(taint) => {
+                tracing::debug!(
+                    node = node.name(),
+                    pod = %pod.key,
+                    taint.key = %taint.key,
+                    taint.value = taint.value.as_deref().unwrap_or(""),
+                    taint.effect = %taint.effect,
+                    "node had untolerated taints"
+                );
+                Status::unresolvable(UNTOLERATED)
+            }
         }
     }
 }
@@ -326,13 +337,13 @@ mod tests {
                 "NoSchedule not tolerated",
                 NodeBuilder::new("n").taint("gpu", "true", "NoSchedule"),
                 PodBuilder::new("p"),
-                Some("node(s) had untolerated taint {gpu: true}"),
+                Some(UNTOLERATED),
             ),
             (
                 "NoExecute not tolerated, empty value",
                 NodeBuilder::new("n").taint("dedicated", "", "NoExecute"),
                 PodBuilder::new("p"),
-                Some("node(s) had untolerated taint {dedicated: }"),
+                Some(UNTOLERATED),
             ),
             (
                 "PreferNoSchedule never filters",
@@ -360,13 +371,13 @@ mod tests {
                 "first untolerated of several reported",
                 NodeBuilder::new("n").taint("a", "1", "NoSchedule").taint("b", "2", "NoExecute"),
                 PodBuilder::new("p").toleration("a", None, "NoSchedule"),
-                Some("node(s) had untolerated taint {b: 2}"),
+                Some(UNTOLERATED),
             ),
             (
                 "Equal with another value",
                 NodeBuilder::new("n").taint("gpu", "true", "NoSchedule"),
                 PodBuilder::new("p").toleration("gpu", Some("false"), "NoSchedule"),
-                Some("node(s) had untolerated taint {gpu: true}"),
+                Some(UNTOLERATED),
             ),
             (
                 "empty key Exists tolerates everything",

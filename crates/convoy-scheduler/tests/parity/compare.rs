@@ -92,7 +92,11 @@ pub fn compare(up: &Attempt, ours: &Attempt) -> Comparison {
         );
     }
 
-    // Per plugin: skipped on one side, or a different score, node by node.
+    // Per plugin, node by node: a different score, or a plugin one side
+    // skipped (at PreScore: absent from its log) and the other scored above
+    // 0. A skipped plugin adds 0 to every node, so "skipped" and "0
+    // everywhere" are the same opinion: upstream's ImageLocality has no
+    // PreScore and logs 0 where Convoy's skips a pod whose images no node has.
     let empty = BTreeMap::new();
     let mut skipped: BTreeMap<(String, &str), Vec<String>> = BTreeMap::new();
     let mut agreement: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -101,20 +105,16 @@ pub fn compare(up: &Attempt, ours: &Attempt) -> Comparison {
         let so = ours.cycle.scores.get(node).unwrap_or(&empty);
         let plugins: BTreeSet<&String> = su.keys().chain(so.keys()).collect();
         for plugin in plugins {
+            let e = agreement.entry(plugin.clone()).or_default();
+            e.1 += 1;
             match (su.get(plugin), so.get(plugin)) {
-                (Some(a), Some(b)) => {
-                    let e = agreement.entry(plugin.clone()).or_default();
-                    e.1 += 1;
-                    if a == b {
-                        e.0 += 1;
-                    } else {
-                        find(
-                            &format!("score {plugin}"),
-                            format!("{plugin} on {node}: upstream {a}, convoy {b}"),
-                            vec![node.clone()],
-                        );
-                    }
-                }
+                (Some(a), Some(b)) if a == b => e.0 += 1,
+                (Some(a), Some(b)) => find(
+                    &format!("score {plugin}"),
+                    format!("{plugin} on {node}: upstream {a}, convoy {b}"),
+                    vec![node.clone()],
+                ),
+                (Some(0), None) | (None, Some(0)) => e.0 += 1,
                 (Some(_), None) => {
                     skipped.entry((plugin.clone(), "upstream")).or_default().push(node.clone())
                 }
@@ -130,7 +130,7 @@ pub fn compare(up: &Attempt, ours: &Attempt) -> Comparison {
         find(
             &format!("skipped {plugin}"),
             format!(
-                "{plugin} scored by {side} only ({other} skipped it) on {} node(s): {}",
+                "{plugin} scored above 0 by {side} only ({other} skipped it) on {} node(s): {}",
                 nodes.len(),
                 nodes.join(" ")
             ),
@@ -237,9 +237,14 @@ mod tests {
     #[test]
     fn feasible_sets_skipped_plugins_and_outcomes() {
         let up = attempt(&[("a", "P", 1), ("b", "P", 2)], "b");
-        let ours = attempt(&[("b", "P", 2), ("b", "Q", 0), ("c", "P", 0)], "b");
+        let ours = attempt(&[("b", "P", 2), ("b", "Q", 5), ("c", "P", 0)], "b");
         let c = compare(&up, &ours);
         assert_eq!(kinds(&c), ["feasible", "skipped Q"]);
+        // A plugin skipped on one side and 0 on the other agrees.
+        let zero = attempt(&[("a", "P", 1), ("b", "P", 2), ("b", "Q", 0)], "b");
+        let z = compare(&up, &zero);
+        assert!(z.findings.is_empty(), "{:?}", z.findings);
+        assert_eq!(z.agreement["Q"], (1, 1));
         assert_eq!(
             c.findings[0].text,
             "feasible nodes differ: upstream only [a], convoy only [c] (1 in common)"

@@ -40,7 +40,7 @@ pub const ALL_FEATURES: [&str; 3] = [INTER_POD_AFFINITY, POD_TOPOLOGY_SPREAD, IM
 /// neither generated nor run: both profiles disable their plugin.
 /// `CONVOY_PARITY_FEATURES=InterPodAffinity,...` (or `all`, or `none`)
 /// overrides the list for one run.
-pub const IMPLEMENTED: &[&str] = &[];
+pub const IMPLEMENTED: &[&str] = &ALL_FEATURES;
 
 /// Pods to schedule per seed.
 pub const PODS: usize = 40;
@@ -303,8 +303,12 @@ fn gen_node(rng: &mut StdRng, i: usize) -> Value {
     let mut images = Vec::new();
     for (names, size) in NODE_IMAGES {
         if rng.random_bool(0.35) {
-            // Mostly the same size everywhere; now and then another build.
-            let size = if rng.random_bool(0.1) { size / 2 + 1_000_000 } else { size };
+            // One size per name on every node. When nodes report different
+            // sizes for a name, upstream's ImageLocality takes the size of
+            // the node its cache saw first, and its informer's initial list
+            // arrives in map order (client-go's watch-list builds it in a
+            // temporary store): the score is then not reproducible even by
+            // upstream itself (docs/configuration.md, ImageLocality).
             images.push(json!({ "names": names, "sizeBytes": size }));
         }
     }
