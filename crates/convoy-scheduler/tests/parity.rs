@@ -1,8 +1,9 @@
 //! Score parity with upstream kube-scheduler v1.37.2 on real API servers.
 //!
 //! Each seed generates a scenario (`parity/generate.rs`: heterogeneous
-//! nodes, namespaces, workload objects, bound pods, and pods to schedule
-//! with every kind of constraint) and creates it in two private control
+//! nodes, namespaces, RuntimeClasses, workload objects, bound pods, and pods
+//! to schedule with every kind of constraint and resource request,
+//! `parity/resources.rs`) and creates it in two private control
 //! planes: upstream kube-scheduler schedules in one, Convoy in the other.
 //! The pods to schedule are created one at a time, in both clusters, and
 //! each is compared once both schedulers are done with it:
@@ -67,12 +68,13 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
 use common::{ControlPlane, Scheduler};
 use compare::{Comparison, Finding, compare};
-use generate::{Features, Scenario, key_of, name_of};
+use generate::{Features, Scenario, key_of, name_of, resources};
 use logs::{Attempt, Ending, LogTail, parse_convoy, parse_klog};
 
 const DEFAULT_SEEDS: [u64; 4] = [1, 2, 3, 4];
@@ -144,11 +146,18 @@ fn typed<T: serde::de::DeserializeOwned>(v: &Value) -> Result<T> {
     serde_json::from_value(v.clone()).with_context(|| format!("{v}"))
 }
 
-/// Creates the scenario's namespaces, nodes, workloads and bound pods.
+/// Creates the scenario's namespaces, RuntimeClasses, nodes, workloads and
+/// bound pods.
 async fn populate(client: &kube::Client, sc: &Scenario) -> Result<()> {
     let pp = PostParams::default();
     for ns in &sc.namespaces {
         Api::<Namespace>::all(client.clone()).create(&pp, &typed(ns)?).await?;
+    }
+    for class in &sc.runtime_classes {
+        Api::<RuntimeClass>::all(client.clone())
+            .create(&pp, &typed(class)?)
+            .await
+            .with_context(|| format!("RuntimeClass {}", name_of(class)))?;
     }
     for n in &sc.nodes {
         Api::<Node>::all(client.clone())
@@ -346,17 +355,10 @@ impl SeedReport {
     }
 }
 
-/// `ns/name{requests}` of each pod bound to `node`.
+/// `ns/name{requests}` of each pod bound to `node` (see
+/// [`resources::describe`]).
 fn holding(sc: &Scenario, placed: &BTreeMap<String, String>, node: &str) -> String {
-    let requests = |p: &Value| {
-        let r: Vec<String> = p["spec"]["containers"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| c["resources"]["requests"].to_string())
-            .collect();
-        format!("{}{}", key_of(p), r.join("+"))
-    };
+    let requests = |p: &Value| format!("{} {}", key_of(p), resources::describe(p));
     let existing = sc.existing.iter().filter(|p| p["spec"]["nodeName"] == node);
     let placed = sc.pods.iter().filter(|p| placed.get(&key_of(p)).is_some_and(|n| n == node));
     let all: Vec<String> = existing.chain(placed).map(requests).collect();

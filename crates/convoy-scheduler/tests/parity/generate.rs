@@ -1,19 +1,21 @@
 //! The scenario generator: seeded, deterministic, every object as JSON.
 //!
 //! A scenario is a set of namespaces (some labelled, for
-//! `namespaceSelector`), heterogeneous nodes (zones, racks, hostnames, other
-//! labels, taints of the three effects, `spec.unschedulable`, allocatable
-//! cpu/memory/pods/GPUs, images in `status.images`), workload objects
-//! (Services, ReplicaSets, StatefulSets: upstream's system default
-//! spreading), pods already bound (labels, requests, host ports, their own
-//! pod affinity) and the pods to schedule, one at a time: resource requests
-//! (contention, some that fit nowhere), host ports, node selectors,
-//! required/preferred node affinity, tolerations, required/preferred pod
-//! affinity and anti-affinity (several namespaces, `namespaces` lists,
-//! `namespaceSelector`, `matchLabelKeys`), topology spread constraints
-//! (`DoNotSchedule`/`ScheduleAnyway`, `minDomains`, node inclusion
-//! policies, `matchLabelKeys`), controllers and images (init containers,
-//! image volumes).
+//! `namespaceSelector`), RuntimeClasses (one with a pod overhead),
+//! heterogeneous nodes (zones, racks, hostnames, other labels, taints of the
+//! three effects, `spec.unschedulable`, allocatable cpu/memory/pods/GPUs,
+//! images in `status.images`), workload objects (Services, ReplicaSets,
+//! StatefulSets: upstream's system default spreading), pods already bound
+//! (labels, requests, host ports, their own pod affinity) and the pods to
+//! schedule, one at a time: resources ([`resources`]: one or two containers
+//! with or without requests, explicit zeros, init containers and sidecars,
+//! pod-level requests or limits, runtime classes; contention, some that fit
+//! nowhere), host ports, node selectors, required/preferred node affinity,
+//! tolerations, required/preferred pod affinity and anti-affinity (several
+//! namespaces, `namespaces` lists, `namespaceSelector`, `matchLabelKeys`),
+//! topology spread constraints (`DoNotSchedule`/`ScheduleAnyway`,
+//! `minDomains`, node inclusion policies, `matchLabelKeys`), controllers and
+//! images (init containers, image volumes).
 //!
 //! The random draws never depend on the feature switches: a feature that is
 //! off is generated and then stripped ([`Scenario::strip`]), so turning it on
@@ -25,6 +27,10 @@ use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value, json};
+
+#[path = "resources.rs"]
+pub mod resources;
+use resources::GPU;
 
 /// `InterPodAffinity`: pod affinity and anti-affinity.
 pub const INTER_POD_AFFINITY: &str = "InterPodAffinity";
@@ -51,7 +57,6 @@ pub const RACK: &str = "parity.convoy.dev/rack";
 const DISK: &str = "parity.convoy.dev/disk";
 const GPU_COUNT: &str = "parity.convoy.dev/gpu-count";
 const MISSING: &str = "parity.convoy.dev/missing";
-const GPU: &str = "nvidia.com/gpu";
 const ZONES: [&str; 4] = ["a", "b", "c", "d"];
 const RACKS: [&str; 5] = ["r0", "r1", "r2", "r3", "r4"];
 const DISKS: [&str; 3] = ["ssd", "hdd", "nvme"];
@@ -163,6 +168,8 @@ impl std::fmt::Display for Features {
 pub struct Scenario {
     /// Namespaces (with labels).
     pub namespaces: Vec<Value>,
+    /// RuntimeClasses, with `apiVersion` and `kind`.
+    pub runtime_classes: Vec<Value>,
     /// Nodes.
     pub nodes: Vec<Value>,
     /// Services, ReplicaSets and StatefulSets, with `apiVersion` and `kind`.
@@ -201,7 +208,14 @@ impl Scenario {
             }
         }
         let pods = (0..PODS).map(|j| gen_pod(&mut rng, &format!("pod-{j:02}"), &names, false));
-        let mut sc = Scenario { namespaces, nodes, workloads, existing, pods: pods.collect() };
+        let mut sc = Scenario {
+            namespaces,
+            runtime_classes: resources::runtime_classes(),
+            nodes,
+            workloads,
+            existing,
+            pods: pods.collect(),
+        };
         sc.strip(features);
         sc
     }
@@ -375,46 +389,14 @@ fn port_json(port: i64, protocol: &str, host_ip: &str) -> Value {
     p
 }
 
-/// Requests with contention: none, memory only, small, large, GPUs, or more
-/// than any node has.
-fn gen_requests(rng: &mut StdRng, existing: bool) -> Value {
-    let small = |rng: &mut StdRng| {
-        json!({
-            "cpu": format!("{}m", rng.random_range(1..=30) * 50),
-            "memory": format!("{}Mi", rng.random_range(1..=48) * 64),
-        })
-    };
-    if existing {
-        return match rng.random_range(0..10) {
-            0 => json!({}),
-            _ => small(rng),
-        };
-    }
-    match rng.random_range(0..100) {
-        0..10 => json!({}),
-        10..18 => json!({ "memory": format!("{}Mi", rng.random_range(1..=32) * 64) }),
-        18..70 => small(rng),
-        70..82 => json!({
-            "cpu": format!("{}m", rng.random_range(15..=40) * 100),
-            "memory": format!("{}Mi", rng.random_range(2..=8) * 1024),
-        }),
-        82..90 => {
-            let mut r = small(rng);
-            r[GPU] = json!(rng.random_range(1..=4).to_string());
-            r
-        }
-        90..95 => json!({ "cpu": "64" }),
-        _ => json!({ "memory": "1Ti" }),
-    }
-}
-
+/// A container; one without requests has an empty `resources.requests` or
+/// no `resources` at all.
 fn container(rng: &mut StdRng, name: &str, existing: bool) -> Value {
-    let requests = gen_requests(rng, existing);
-    let mut c = json!({
-        "name": name,
-        "image": POD_IMAGES.choose(rng).unwrap(),
-        "resources": { "requests": requests },
-    });
+    let requests = resources::gen_requests(rng, existing);
+    let mut c = json!({ "name": name, "image": POD_IMAGES.choose(rng).unwrap() });
+    if requests.as_object().is_some_and(|r| !r.is_empty()) || rng.random_bool(0.5) {
+        c["resources"] = json!({ "requests": requests });
+    }
     if let Some(gpus) = requests.get(GPU) {
         c["resources"]["limits"] = json!({ GPU: gpus });
     }
@@ -442,9 +424,19 @@ fn gen_pod(rng: &mut StdRng, name: &str, nodes: &[String], existing: bool) -> Va
         containers.push(container(rng, "side", existing));
     }
     let mut spec = Map::new();
-    if rng.random_bool(0.15) {
-        let init = container(rng, "init", existing);
-        spec.insert("initContainers".into(), json!([init]));
+    let init: Vec<Value> = (0..resources::gen_init_count(rng))
+        .map(|k| {
+            if rng.random_bool(0.5) {
+                let mut c = container(rng, &format!("sidecar-{k}"), existing);
+                c["restartPolicy"] = json!("Always");
+                c
+            } else {
+                container(rng, &format!("init-{k}"), existing)
+            }
+        })
+        .collect();
+    if !init.is_empty() {
+        spec.insert("initContainers".into(), json!(init));
     }
     if rng.random_bool(if existing { 0.3 } else { 0.1 }) {
         let port = *SHARED_PORTS.choose(rng).unwrap();
@@ -460,6 +452,12 @@ fn gen_pod(rng: &mut StdRng, name: &str, nodes: &[String], existing: bool) -> Va
         containers[0]["volumeMounts"] = json!([{ "name": "model", "mountPath": "/model" }]);
     }
     spec.insert("containers".into(), Value::Array(containers));
+    if let Some(pod_level) = resources::gen_pod_level(rng, &spec, existing) {
+        spec.insert("resources".into(), pod_level);
+    }
+    if let Some(class) = resources::gen_runtime_class(rng, existing) {
+        spec.insert("runtimeClassName".into(), json!(class));
+    }
 
     let mut affinity = Map::new();
     if !existing {
@@ -760,9 +758,55 @@ mod tests {
         assert!(has(&|p| !p["spec"]["volumes"].is_null()));
         assert!(has(&|p| !p["metadata"]["ownerReferences"].is_null()));
         assert!(has(&|p| p["metadata"]["namespace"] != "parity"));
+        // Resources (always on: NodeResourcesFit has no switch).
+        let containers = |p: &Value| -> Vec<Value> {
+            let spec = &p["spec"];
+            let all = [&spec["containers"], &spec["initContainers"]];
+            all.into_iter().flat_map(|l| l.as_array().cloned().unwrap_or_default()).collect()
+        };
+        let any_container =
+            |f: &dyn Fn(&Value) -> bool| pods().any(|p| containers(p).iter().any(f));
+        assert!(has(&|p| p["spec"]["containers"].as_array().is_some_and(|c| c.len() > 1)));
+        assert!(any_container(&|c| c["resources"].is_null()));
+        assert!(any_container(&|c| c["resources"]["requests"] == json!({})));
+        assert!(any_container(&|c| c["resources"]["requests"]["cpu"] == "0"));
+        assert!(any_container(&|c| c["resources"]["requests"]["memory"] == "0"));
+        assert!(any_container(&|c| {
+            let r = &c["resources"]["requests"];
+            !r["cpu"].is_null() && r["memory"].is_null()
+        }));
+        assert!(any_container(&|c| c["restartPolicy"] == "Always"));
+        assert!(any_container(&|c| c["name"].as_str().is_some_and(|n| n.starts_with("init-"))));
+        assert!(has(&|p| !p["spec"]["resources"]["requests"].is_null()));
+        assert!(has(&|p| !p["spec"]["resources"]["limits"].is_null()));
+        assert!(has(&|p| p["spec"]["runtimeClassName"] == "overhead"));
+        assert!(
+            scenarios.iter().all(|s| s.runtime_classes.len() == resources::RUNTIME_CLASSES.len())
+        );
         assert!(scenarios.iter().all(|s| {
             s.nodes.iter().any(|n| n["status"]["images"].as_array().is_some_and(|i| !i.is_empty()))
         }));
+    }
+
+    #[test]
+    fn pod_level_resources_are_at_least_the_containers() {
+        let all = Features::of(&ALL_FEATURES);
+        for seed in 0..30 {
+            let sc = Scenario::generate(seed, &all);
+            for p in sc.existing.iter().chain(&sc.pods) {
+                let spec = p["spec"].as_object().expect("a spec");
+                let (cpu, memory) = resources::aggregate(spec);
+                for list in ["requests", "limits"] {
+                    let l = &p["spec"]["resources"][list];
+                    assert!(
+                        l["cpu"].as_str().is_none_or(|q| resources::milli_cpu(q) >= cpu),
+                        "{p}"
+                    );
+                    let m = l["memory"].as_str();
+                    assert!(m.is_none_or(|q| resources::mebibytes(q) >= memory), "{p}");
+                }
+            }
+        }
     }
 
     #[test]
