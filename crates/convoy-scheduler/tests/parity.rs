@@ -273,6 +273,9 @@ struct SeedReport {
     /// Pods re-created in Convoy's cluster on upstream's node.
     recreated: usize,
     agreement: BTreeMap<String, (usize, usize)>,
+    /// Per kind of request ([`resources::shapes`]): the pods of that kind
+    /// whose scores were compared.
+    shapes: BTreeMap<&'static str, usize>,
     findings: Vec<Noted>,
 }
 
@@ -289,10 +292,11 @@ impl SeedReport {
     fn summary(&self, features: &Features) -> String {
         let agreement: Vec<String> =
             self.agreement.iter().map(|(p, (a, n))| format!("{p} {a}/{n}")).collect();
+        let shapes: Vec<String> = self.shapes.iter().map(|(s, n)| format!("{s} {n}")).collect();
         format!(
             "parity seed {} (features {features}): {} nodes, {} pods: {} bound, {} unschedulable, \
              {} with ties, {} re-created in Convoy's cluster on upstream's node, {} findings; \
-             node scores equal per plugin: {}",
+             node scores equal per plugin: {}; pods scored with: {}",
             self.seed,
             self.nodes,
             self.pods,
@@ -301,7 +305,8 @@ impl SeedReport {
             self.ties,
             self.recreated,
             self.findings.len(),
-            agreement.join(", ")
+            agreement.join(", "),
+            shapes.join(", ")
         )
     }
 
@@ -457,6 +462,11 @@ async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scena
             }
         }
         let cmp: Comparison = compare(&u.attempt, &o.attempt);
+        if !u.attempt.cycle.totals.is_empty() {
+            for shape in resources::shapes(pod) {
+                *report.shapes.entry(shape).or_default() += 1;
+            }
+        }
         findings.extend(cmp.findings);
         for (plugin, (agree, compared)) in cmp.agreement {
             let e = report.agreement.entry(plugin).or_default();

@@ -42,7 +42,7 @@ pub fn runtime_classes() -> Vec<Value> {
 /// The `runtimeClassName` of a pod, if any (mostly the class with an
 /// overhead).
 pub fn gen_runtime_class(rng: &mut StdRng, existing: bool) -> Option<&'static str> {
-    if !rng.random_bool(if existing { 0.15 } else { 0.2 }) {
+    if !rng.random_bool(if existing { 0.15 } else { 0.25 }) {
         return None;
     }
     Some(if rng.random_bool(0.75) { RUNTIME_CLASSES[0].0 } else { RUNTIME_CLASSES[1].0 })
@@ -104,9 +104,9 @@ pub fn gen_requests(rng: &mut StdRng, existing: bool) -> Value {
 /// (`restartPolicy: Always`) or a plain init container, in any order.
 pub fn gen_init_count(rng: &mut StdRng) -> usize {
     match rng.random_range(0..20) {
-        0..14 => 0,
-        14..18 => 1,
-        18 => 2,
+        0..12 => 0,
+        12..17 => 1,
+        17..19 => 2,
         _ => 3,
     }
 }
@@ -117,16 +117,16 @@ pub fn gen_init_count(rng: &mut StdRng) -> usize {
 /// requests). Each value is at least the containers' aggregate request of
 /// that resource (the API server rejects less), sometimes exactly it.
 pub fn gen_pod_level(rng: &mut StdRng, spec: &Map<String, Value>, existing: bool) -> Option<Value> {
-    if !rng.random_bool(if existing { 0.1 } else { 0.2 }) {
+    if !rng.random_bool(if existing { 0.1 } else { 0.25 }) {
         return None;
     }
     let (least_cpu, least_memory) = aggregate(spec);
     let cpu = |rng: &mut StdRng| {
-        let extra = if rng.random_bool(0.25) { 0 } else { rng.random_range(1..=20) * 100 };
+        let extra = if rng.random_bool(0.25) { 0 } else { rng.random_range(1..=10) * 100 };
         json!(format!("{}m", least_cpu + extra))
     };
     let memory = |rng: &mut StdRng| {
-        let extra = if rng.random_bool(0.25) { 0 } else { rng.random_range(1..=16) * 256 };
+        let extra = if rng.random_bool(0.25) { 0 } else { rng.random_range(1..=8) * 256 };
         json!(format!("{}Mi", least_memory + extra))
     };
     let mut list = Map::new();
@@ -231,6 +231,37 @@ pub fn describe(pod: &Value) -> String {
         parts.push(format!("runtimeClass {class}"));
     }
     parts.join("+")
+}
+
+/// The kinds of request a pod has, for the report's tally of the pods whose
+/// scores were compared: `sidecars`, `init containers`, `pod-level
+/// resources`, `overhead`, `explicit zeros`, `containers without requests`.
+pub fn shapes(pod: &Value) -> Vec<&'static str> {
+    let spec = &pod["spec"];
+    let init = spec["initContainers"].as_array().cloned().unwrap_or_default();
+    let app = spec["containers"].as_array().cloned().unwrap_or_default();
+    let requests = || init.iter().chain(&app).map(|c| &c["resources"]["requests"]);
+    let mut out = Vec::new();
+    if init.iter().any(|c| c["restartPolicy"] == "Always") {
+        out.push("sidecars");
+    }
+    if init.iter().any(|c| c["restartPolicy"] != "Always") {
+        out.push("init containers");
+    }
+    if !spec["resources"].is_null() {
+        out.push("pod-level resources");
+    }
+    let class = spec["runtimeClassName"].as_str();
+    if RUNTIME_CLASSES.iter().any(|(name, overhead)| Some(*name) == class && overhead.is_some()) {
+        out.push("overhead");
+    }
+    if requests().any(|r| r["cpu"] == "0" || r["memory"] == "0") {
+        out.push("explicit zeros");
+    }
+    if requests().any(|r| r.as_object().is_none_or(|r| r.is_empty())) {
+        out.push("containers without requests");
+    }
+    out
 }
 
 #[cfg(test)]
