@@ -758,55 +758,9 @@ mod tests {
         assert!(has(&|p| !p["spec"]["volumes"].is_null()));
         assert!(has(&|p| !p["metadata"]["ownerReferences"].is_null()));
         assert!(has(&|p| p["metadata"]["namespace"] != "parity"));
-        // Resources (always on: NodeResourcesFit has no switch).
-        let containers = |p: &Value| -> Vec<Value> {
-            let spec = &p["spec"];
-            let all = [&spec["containers"], &spec["initContainers"]];
-            all.into_iter().flat_map(|l| l.as_array().cloned().unwrap_or_default()).collect()
-        };
-        let any_container =
-            |f: &dyn Fn(&Value) -> bool| pods().any(|p| containers(p).iter().any(f));
-        assert!(has(&|p| p["spec"]["containers"].as_array().is_some_and(|c| c.len() > 1)));
-        assert!(any_container(&|c| c["resources"].is_null()));
-        assert!(any_container(&|c| c["resources"]["requests"] == json!({})));
-        assert!(any_container(&|c| c["resources"]["requests"]["cpu"] == "0"));
-        assert!(any_container(&|c| c["resources"]["requests"]["memory"] == "0"));
-        assert!(any_container(&|c| {
-            let r = &c["resources"]["requests"];
-            !r["cpu"].is_null() && r["memory"].is_null()
-        }));
-        assert!(any_container(&|c| c["restartPolicy"] == "Always"));
-        assert!(any_container(&|c| c["name"].as_str().is_some_and(|n| n.starts_with("init-"))));
-        assert!(has(&|p| !p["spec"]["resources"]["requests"].is_null()));
-        assert!(has(&|p| !p["spec"]["resources"]["limits"].is_null()));
-        assert!(has(&|p| p["spec"]["runtimeClassName"] == "overhead"));
-        assert!(
-            scenarios.iter().all(|s| s.runtime_classes.len() == resources::RUNTIME_CLASSES.len())
-        );
         assert!(scenarios.iter().all(|s| {
             s.nodes.iter().any(|n| n["status"]["images"].as_array().is_some_and(|i| !i.is_empty()))
         }));
-    }
-
-    #[test]
-    fn pod_level_resources_are_at_least_the_containers() {
-        let all = Features::of(&ALL_FEATURES);
-        for seed in 0..30 {
-            let sc = Scenario::generate(seed, &all);
-            for p in sc.existing.iter().chain(&sc.pods) {
-                let spec = p["spec"].as_object().expect("a spec");
-                let (cpu, memory) = resources::aggregate(spec);
-                for list in ["requests", "limits"] {
-                    let l = &p["spec"]["resources"][list];
-                    assert!(
-                        l["cpu"].as_str().is_none_or(|q| resources::milli_cpu(q) >= cpu),
-                        "{p}"
-                    );
-                    let m = l["memory"].as_str();
-                    assert!(m.is_none_or(|q| resources::mebibytes(q) >= memory), "{p}");
-                }
-            }
-        }
     }
 
     #[test]

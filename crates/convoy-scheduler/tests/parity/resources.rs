@@ -266,7 +266,56 @@ pub fn shapes(pod: &Value) -> Vec<&'static str> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::{ALL_FEATURES, Features, Scenario};
     use super::*;
+
+    fn scenarios(seeds: std::ops::Range<u64>) -> Vec<Scenario> {
+        let all = Features::of(&ALL_FEATURES);
+        seeds.map(|seed| Scenario::generate(seed, &all)).collect()
+    }
+
+    #[test]
+    fn every_shape_is_generated_somewhere() {
+        let scenarios = scenarios(1..4);
+        let pods = || scenarios.iter().flat_map(|s| &s.pods);
+        let has = |f: &dyn Fn(&Value) -> bool| pods().any(f);
+        let containers = |p: &Value| -> Vec<Value> {
+            let spec = &p["spec"];
+            let all = [&spec["containers"], &spec["initContainers"]];
+            all.into_iter().flat_map(|l| l.as_array().cloned().unwrap_or_default()).collect()
+        };
+        let any_container =
+            |f: &dyn Fn(&Value) -> bool| pods().any(|p| containers(p).iter().any(f));
+        assert!(has(&|p| p["spec"]["containers"].as_array().is_some_and(|c| c.len() > 1)));
+        assert!(any_container(&|c| c["resources"].is_null()));
+        assert!(any_container(&|c| c["resources"]["requests"] == json!({})));
+        assert!(any_container(&|c| c["resources"]["requests"]["cpu"] == "0"));
+        assert!(any_container(&|c| c["resources"]["requests"]["memory"] == "0"));
+        assert!(any_container(&|c| {
+            let r = &c["resources"]["requests"];
+            !r["cpu"].is_null() && r["memory"].is_null()
+        }));
+        assert!(any_container(&|c| c["restartPolicy"] == "Always"));
+        assert!(any_container(&|c| c["name"].as_str().is_some_and(|n| n.starts_with("init-"))));
+        assert!(has(&|p| !p["spec"]["resources"]["requests"].is_null()));
+        assert!(has(&|p| !p["spec"]["resources"]["limits"].is_null()));
+        assert!(has(&|p| p["spec"]["runtimeClassName"] == "overhead"));
+        assert!(scenarios.iter().all(|s| s.runtime_classes.len() == RUNTIME_CLASSES.len()));
+    }
+
+    #[test]
+    fn pod_level_resources_are_at_least_the_containers() {
+        for sc in scenarios(0..30) {
+            for p in sc.existing.iter().chain(&sc.pods) {
+                let (cpu, memory) = aggregate(p["spec"].as_object().expect("a spec"));
+                for list in ["requests", "limits"] {
+                    let l = &p["spec"]["resources"][list];
+                    assert!(l["cpu"].as_str().is_none_or(|q| milli_cpu(q) >= cpu), "{p}");
+                    assert!(l["memory"].as_str().is_none_or(|q| mebibytes(q) >= memory), "{p}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn quantities() {
