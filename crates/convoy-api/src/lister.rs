@@ -16,6 +16,12 @@ use crate::node_info::NodeInfo;
 pub trait NodeInfoLister: Sync {
     /// Every node, in the snapshot's (zone-interleaved) order.
     fn list(&self) -> &[Arc<NodeInfo>];
+    /// The [`NodeInfo::generation`] of each node of [`list`](Self::list),
+    /// in the same order, in one contiguous array: a plugin that keeps
+    /// per-node results between cycles (keyed by node position and
+    /// generation) finds the nodes that changed with one linear scan,
+    /// without touching every node.
+    fn generations(&self) -> &[u64];
     /// The nodes with at least one pod with pod affinity or anti-affinity
     /// of any kind (upstream `HavePodsWithAffinityList`).
     fn have_pods_with_affinity_list(&self) -> &[Arc<NodeInfo>];
@@ -35,6 +41,7 @@ pub trait NodeInfoLister: Sync {
 #[derive(Debug, Clone, Default)]
 pub struct NodeList {
     all: Vec<Arc<NodeInfo>>,
+    generations: Vec<u64>,
     with_affinity: Vec<Arc<NodeInfo>>,
     with_required_anti_affinity: Vec<Arc<NodeInfo>>,
     index: HashMap<Arc<str>, usize>,
@@ -45,6 +52,7 @@ impl NodeList {
     /// A lister over these nodes, in this order.
     pub fn new(nodes: Vec<Arc<NodeInfo>>) -> Self {
         let mut l = Self { all: nodes, ..Default::default() };
+        l.generations = l.all.iter().map(|n| n.generation).collect();
         l.with_affinity = affinity_lists(&l.all).0;
         l.with_required_anti_affinity = affinity_lists(&l.all).1;
         l.index = l.all.iter().enumerate().map(|(i, n)| (n.name_arc().clone(), i)).collect();
@@ -74,6 +82,9 @@ pub fn affinity_lists(nodes: &[Arc<NodeInfo>]) -> (Vec<Arc<NodeInfo>>, Vec<Arc<N
 impl NodeInfoLister for NodeList {
     fn list(&self) -> &[Arc<NodeInfo>] {
         &self.all
+    }
+    fn generations(&self) -> &[u64] {
+        &self.generations
     }
     fn have_pods_with_affinity_list(&self) -> &[Arc<NodeInfo>] {
         &self.with_affinity

@@ -194,6 +194,7 @@ impl Cache {
                             let old = &snapshot.nodes[i];
                             affinity_changed |= !old.pods_with_affinity.is_empty()
                                 || !n.pods_with_affinity.is_empty();
+                            snapshot.generations[i] = n.generation;
                             std::mem::swap(&mut snapshot.nodes[i], n);
                         }
                         None => {

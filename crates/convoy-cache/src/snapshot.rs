@@ -19,6 +19,9 @@ use convoy_api::{ImageStateSummary, ImageStates, NodeInfo, NodeInfoLister, next_
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
     pub(crate) nodes: Vec<Arc<NodeInfo>>,
+    /// `nodes[i].generation` for every `i` (see
+    /// [`NodeInfoLister::generations`]).
+    pub(crate) generations: Vec<u64>,
     pub(crate) index: HashMap<Arc<str>, usize>,
     /// Nodes with pods with pod affinity of any kind, in `nodes` order.
     pub(crate) with_affinity: Vec<Arc<NodeInfo>>,
@@ -88,6 +91,8 @@ impl Snapshot {
     }
 
     pub(crate) fn rebuild_index(&mut self) {
+        self.generations.clear();
+        self.generations.extend(self.nodes.iter().map(|n| n.generation));
         self.index.clear();
         self.index.reserve(self.nodes.len());
         for (i, n) in self.nodes.iter().enumerate() {
@@ -99,6 +104,9 @@ impl Snapshot {
 impl NodeInfoLister for Snapshot {
     fn list(&self) -> &[Arc<NodeInfo>] {
         &self.nodes
+    }
+    fn generations(&self) -> &[u64] {
+        &self.generations
     }
     fn have_pods_with_affinity_list(&self) -> &[Arc<NodeInfo>] {
         &self.with_affinity

@@ -28,12 +28,22 @@ fn zoned(name: &str, zone: &str) -> Arc<Node> {
 
 /// A pending pod (no node) requesting `cpu`.
 fn pod(name: &str, cpu: &str) -> Arc<PodInfo> {
-    PodBuilder::new(name).cpu(cpu).info()
+    with_affinity(name, PodBuilder::new(name).cpu(cpu)).info()
 }
 
 /// The same pod as the watch shows it once bound to `node`.
 fn bound(name: &str, cpu: &str, node: &str) -> Arc<PodInfo> {
-    PodBuilder::new(name).cpu(cpu).node(node).info()
+    with_affinity(name, PodBuilder::new(name).cpu(cpu).node(node)).info()
+}
+
+/// Pods whose name ends in 0 have required anti-affinity, in 5 preferred
+/// affinity (the snapshot keeps lists of the nodes hosting them).
+fn with_affinity(name: &str, b: PodBuilder) -> PodBuilder {
+    match name.chars().last() {
+        Some('0') => b.pod_anti_affinity("zone", &[("app", "x")]),
+        Some('5') => b.preferred_pod_affinity(1, "zone", &[("app", "x")]),
+        _ => b,
+    }
 }
 
 /// A bound pod in a terminal phase.

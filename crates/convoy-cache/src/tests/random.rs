@@ -130,6 +130,19 @@ fn check_snapshot(cache: &Cache, model: &Model, snap: &Snapshot, step: usize) {
         assert_eq!(n.requested.milli_cpu, want[n.name()].0, "step {step}: {}", n.name());
         assert!(std::ptr::eq(snap.get(n.name()).unwrap(), n));
     }
+    use convoy_api::NodeInfoLister;
+    let generations: Vec<u64> = snap.nodes().iter().map(|n| n.generation).collect();
+    assert_eq!(snap.generations(), &generations[..], "step {step}: generations");
+    let (aff, anti) = convoy_api::lister::affinity_lists(snap.nodes());
+    let names = |v: &[Arc<convoy_api::NodeInfo>]| {
+        v.iter().map(|n| n.name().to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(snap.have_pods_with_affinity_list()), names(&aff), "step {step}");
+    assert_eq!(
+        names(snap.have_pods_with_required_anti_affinity_list()),
+        names(&anti),
+        "step {step}"
+    );
 }
 
 fn run(seed: u64, steps: usize) {
