@@ -134,8 +134,7 @@ impl ScorePlugin for BalancedAllocation {
                 &computed
             }
         };
-        let a = self.scorer.node_amounts(node, requests);
-        Ok(balanced_resource_scorer(&a.requested, &a.allocated, &a.allocatable))
+        Ok(self.scorer.with_node_amounts(node, requests, balanced_resource_scorer))
     }
 }
 

@@ -300,8 +300,9 @@ impl ScorePlugin for Fit {
                 &computed
             }
         };
-        let a = self.scorer.node_amounts(node, pod_requests);
-        Ok(self.strategy_score(&a.requested, &a.allocatable))
+        Ok(self.scorer.with_node_amounts(node, pod_requests, |requested, _, allocatable| {
+            self.strategy_score(requested, allocatable)
+        }))
     }
 }
 

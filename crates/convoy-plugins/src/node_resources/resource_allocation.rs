@@ -135,17 +135,57 @@ impl ResourceAllocationScorer {
             allocated: Values::from_elem(0, n),
             allocatable: Values::from_elem(0, n),
         };
+        self.fill(node, pod_requests, &mut a.requested, &mut a.allocated, &mut a.allocatable);
+        a
+    }
+
+    /// [`node_amounts`](Self::node_amounts) handed to `f` as
+    /// `(requested, allocated, allocatable)`, in arrays on the stack when
+    /// at most four resources are scored (the default two always are): the
+    /// Score path runs for every feasible node of every pod.
+    pub fn with_node_amounts<R>(
+        &self,
+        node: &NodeInfo,
+        pod_requests: &[i64],
+        f: impl FnOnce(&[i64], &[i64], &[i64]) -> R,
+    ) -> R {
+        const INLINE: usize = 4;
+        let n = self.resources.len();
+        if n > INLINE {
+            let a = self.node_amounts(node, pod_requests);
+            return f(&a.requested, &a.allocated, &a.allocatable);
+        }
+        let (mut requested, mut allocated, mut allocatable) =
+            ([0; INLINE], [0; INLINE], [0; INLINE]);
+        self.fill(
+            node,
+            pod_requests,
+            &mut requested[..n],
+            &mut allocated[..n],
+            &mut allocatable[..n],
+        );
+        f(&requested[..n], &allocated[..n], &allocatable[..n])
+    }
+
+    /// Fills the three (zeroed) slices, one entry per scored resource.
+    fn fill(
+        &self,
+        node: &NodeInfo,
+        pod_requests: &[i64],
+        requested: &mut [i64],
+        allocated: &mut [i64],
+        allocatable: &mut [i64],
+    ) {
         for (i, kind) in self.resources.iter().enumerate() {
             let pod = pod_requests.get(i).copied().unwrap_or(0);
-            let (alloc, allocated) = self.allocatable_allocated(node, kind, pod);
+            let (alloc, on_node) = self.allocatable_allocated(node, kind, pod);
             if alloc == 0 {
                 continue;
             }
-            a.allocatable[i] = alloc;
-            a.allocated[i] = allocated;
-            a.requested[i] = allocated + pod;
+            allocatable[i] = alloc;
+            allocated[i] = on_node;
+            requested[i] = on_node + pod;
         }
-        a
     }
 }
 
