@@ -4,16 +4,16 @@
 //! term, `kubernetes.io/hostname` included, goes through the topology
 //! counts).
 //!
-//! PreFilter walks the snapshot once and counts, per topology pair:
-//! existing pods whose required anti-affinity the incoming pod matches
-//! (only nodes hosting such pods), and, when the incoming pod has required
-//! terms, existing pods matching all its affinity terms and existing pods
-//! matching each of its anti-affinity terms (every node). Filter then costs
-//! a few label and hash lookups per node, and allocates nothing.
+//! PreFilter counts, per topology pair: existing pods whose required
+//! anti-affinity the incoming pod matches (only nodes hosting such pods),
+//! and, when the incoming pod has required terms, existing pods matching
+//! all its affinity terms and existing pods matching each of its
+//! anti-affinity terms (every node). The counts are sums of per-node
+//! contributions kept between cycles ([`memo`](super::memo)): only the
+//! nodes that changed since the entry's last use are walked again. Filter
+//! then costs a few label and hash lookups per node, and allocates nothing.
 
 use std::sync::Arc;
-
-use smallvec::SmallVec;
 
 use convoy_api::labels::{Labels, no_labels};
 use convoy_api::{
@@ -22,6 +22,7 @@ use convoy_api::{
 };
 
 use super::counts::TopologyCounts;
+use super::memo::{Memos, Sink};
 use super::{InterPodAffinity, pod_matches_all, term_matches};
 
 /// Reason when an existing pod's required anti-affinity rejects the pod.
@@ -130,71 +131,80 @@ impl PreFilterState {
     }
 }
 
-/// Upstream `getExistingAntiAffinityCounts`: over the nodes hosting pods
-/// with required anti-affinity, +1 at `(key, node's value)` for each such
-/// term the incoming pod matches.
-fn existing_anti_affinity_counts(
-    pod: &PodInfo,
-    namespace_labels: &Labels,
-    nodes: &[Arc<NodeInfo>],
-) -> TopologyCounts {
-    let mut counts = TopologyCounts::default();
-    for node in nodes {
-        for existing in &node.pods_with_required_anti_affinity {
-            let Some(a) = existing.affinity.as_deref() else { continue };
-            for t in &a.required_anti_affinity {
-                if term_matches(t, pod, namespace_labels)
-                    && let Some(v) = node.label(&t.topology_key)
-                {
-                    counts.add(&t.topology_key, v, 1);
-                }
-            }
-        }
-    }
-    counts
+/// What the counts of existing pods' required anti-affinity depend on
+/// besides the nodes: the incoming pod's namespace, labels and namespace
+/// labels.
+#[derive(Debug)]
+pub(super) struct ExistingKey {
+    namespace: Arc<str>,
+    labels: Labels,
+    namespace_labels: Labels,
 }
 
-/// Upstream `getIncomingAffinityAntiAffinityCounts`: over every pod of
-/// every node, +1 at each term's `(key, node's value)` for a pod matching
-/// all affinity terms, and for each anti-affinity term a pod matches.
-fn incoming_counts(
-    terms: &IncomingTerms,
-    nodes: &[Arc<NodeInfo>],
-) -> (TopologyCounts, TopologyCounts) {
-    let mut affinity = TopologyCounts::default();
-    let mut anti_affinity = TopologyCounts::default();
-    if terms.affinity.is_empty() && terms.anti_affinity.is_empty() {
-        return (affinity, anti_affinity);
-    }
-    let mut values: SmallVec<[Option<&str>; 4]> = SmallVec::new();
-    for node in nodes {
-        // The node's value of each term's key, looked up once per node; a
-        // node with none of the keys records nothing.
-        values.clear();
-        let keys = terms.affinity.iter().chain(&terms.anti_affinity);
-        values.extend(keys.map(|t| node.label(&t.topology_key)));
-        if values.iter().all(Option::is_none) {
-            continue;
+impl ExistingKey {
+    fn of(pod: &PodInfo, namespace_labels: &Labels) -> Self {
+        Self {
+            namespace: pod.key.namespace.clone(),
+            labels: pod.labels().clone(),
+            namespace_labels: namespace_labels.clone(),
         }
-        let (aff_values, anti_values) = values.split_at(terms.affinity.len());
-        for existing in &node.pods {
-            if pod_matches_all(&terms.affinity, existing) {
-                for (t, v) in terms.affinity.iter().zip(aff_values) {
-                    if let Some(v) = v {
-                        affinity.add(&t.topology_key, v, 1);
-                    }
-                }
-            }
-            for (t, v) in terms.anti_affinity.iter().zip(anti_values) {
-                if let Some(v) = v
-                    && term_matches(t, existing, no_labels())
-                {
-                    anti_affinity.add(&t.topology_key, v, 1);
-                }
+    }
+
+    fn is(&self, pod: &PodInfo, namespace_labels: &Labels) -> bool {
+        *self.namespace == *pod.namespace()
+            && self.labels == *pod.labels()
+            && self.namespace_labels == *namespace_labels
+    }
+}
+
+/// Upstream `getExistingAntiAffinityCounts`, one node: +1 at `(key, node's
+/// value)` for each required anti-affinity term of a pod of the node that
+/// the incoming pod matches.
+fn existing_anti_affinity_on(pod: &PodInfo, namespace_labels: &Labels, sink: &mut Sink<'_>) {
+    for existing in &sink.node().pods_with_required_anti_affinity {
+        let Some(a) = existing.affinity.as_deref() else { continue };
+        for t in &a.required_anti_affinity {
+            if term_matches(t, pod, namespace_labels) {
+                sink.add(0, &t.topology_key, 1);
             }
         }
     }
-    (affinity, anti_affinity)
+}
+
+/// The incoming pod's required terms, namespaces resolved: what its
+/// affinity and anti-affinity counts depend on besides the nodes.
+#[derive(Debug, PartialEq)]
+pub(super) struct IncomingKey {
+    affinity: Vec<AffinityTerm>,
+    anti_affinity: Vec<AffinityTerm>,
+}
+
+/// The groups of the incoming counts in their memo entry.
+const AFFINITY: u8 = 0;
+const ANTI_AFFINITY: u8 = 1;
+
+/// Upstream `getIncomingAffinityAntiAffinityCounts`, one node: +1 at each
+/// affinity term's `(key, node's value)` for a pod matching all affinity
+/// terms, and at an anti-affinity term's for each pod matching it.
+fn incoming_on(terms: &IncomingKey, sink: &mut Sink<'_>) {
+    let node = sink.node();
+    // A node with none of the keys counts nothing.
+    let keys = terms.affinity.iter().chain(&terms.anti_affinity);
+    if keys.map(|t| node.label(&t.topology_key)).all(|v| v.is_none()) {
+        return;
+    }
+    for existing in &node.pods {
+        if pod_matches_all(&terms.affinity, existing) {
+            for t in &terms.affinity {
+                sink.add(AFFINITY, &t.topology_key, 1);
+            }
+        }
+        for t in &terms.anti_affinity {
+            if term_matches(t, existing, no_labels()) {
+                sink.add(ANTI_AFFINITY, &t.topology_key, 1);
+            }
+        }
+    }
 }
 
 impl PreFilterPlugin for InterPodAffinity {
@@ -223,26 +233,56 @@ impl PreFilterPlugin for InterPodAffinity {
             return (None, Status::skip());
         }
         let namespace_labels = self.objects.namespace_labels(pod.namespace());
-        let existing_anti_affinity = existing_anti_affinity_counts(
-            pod,
-            namespace_labels.as_deref().unwrap_or(no_labels()),
-            with_anti_affinity,
-        );
+        let ns_labels = namespace_labels.as_deref().unwrap_or(no_labels());
+        let mut memos = self.memos();
+        let pass = memos.begin(nodes.list().len());
+        let Memos { topology, existing_anti_affinity: existing, incoming: memo, .. } = &mut *memos;
+        let existing_anti_affinity = if with_anti_affinity.is_empty() {
+            TopologyCounts::default()
+        } else {
+            let e = existing.refresh(
+                pass,
+                topology,
+                nodes,
+                |k| k.is(pod, ns_labels),
+                || ExistingKey::of(pod, ns_labels),
+                |sink| existing_anti_affinity_on(pod, ns_labels, sink),
+            );
+            e.counts(0, topology)
+        };
         if no_terms && existing_anti_affinity.is_empty() {
             return (None, Status::skip());
         }
-        let affinity: Vec<AffinityTerm> =
-            affinity.iter().map(|t| self.merge_namespaces(t)).collect();
-        let anti_affinity = anti_affinity.iter().map(|t| self.merge_namespaces(t)).collect();
+        let key = IncomingKey {
+            affinity: affinity.iter().map(|t| self.merge_namespaces(t)).collect(),
+            anti_affinity: anti_affinity.iter().map(|t| self.merge_namespaces(t)).collect(),
+        };
+        let (affinity_counts, anti_affinity_counts) = if no_terms {
+            (TopologyCounts::default(), TopologyCounts::default())
+        } else {
+            let e = memo.refresh(
+                pass,
+                topology,
+                nodes,
+                |k| *k == key,
+                || IncomingKey {
+                    affinity: key.affinity.clone(),
+                    anti_affinity: key.anti_affinity.clone(),
+                },
+                |sink| incoming_on(&key, sink),
+            );
+            (e.counts(AFFINITY, topology), e.counts(ANTI_AFFINITY, topology))
+        };
+        drop(memos);
+        let IncomingKey { affinity, anti_affinity } = key;
         let matches_own_affinity = pod_matches_all(&affinity, pod);
         let incoming = IncomingTerms { affinity, anti_affinity, matches_own_affinity };
-        let (affinity, anti_affinity) = incoming_counts(&incoming, nodes.list());
         state.write(PreFilterState {
             incoming: Arc::new(incoming),
             namespace_labels,
             existing_anti_affinity,
-            affinity,
-            anti_affinity,
+            affinity: affinity_counts,
+            anti_affinity: anti_affinity_counts,
         });
         (None, Status::success())
     }

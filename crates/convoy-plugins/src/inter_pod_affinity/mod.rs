@@ -28,9 +28,10 @@
 mod counts;
 pub mod filtering;
 mod hints;
+mod memo;
 pub mod scoring;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use convoy_api::labels::{Labels, Selector, no_labels};
 use convoy_api::{
@@ -49,6 +50,9 @@ pub use filtering::{
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
     objects: Arc<ClusterObjects>,
+    /// Per-node counts kept between cycles (cycles run one at a time; the
+    /// lock is for `Sync`).
+    memos: Mutex<memo::Memos>,
 }
 
 impl InterPodAffinity {
@@ -68,7 +72,23 @@ impl InterPodAffinity {
                 "hardPodAffinityWeight: Invalid value: {w}: not in valid range [0, 100]"
             ));
         }
-        Ok(Self { args, objects })
+        Ok(Self { args, objects, memos: Mutex::default() })
+    }
+
+    /// The memo, emptied if a panic left it half updated.
+    fn memos(&self) -> MutexGuard<'_, memo::Memos> {
+        self.memos.lock().unwrap_or_else(|e: PoisonError<_>| {
+            let mut m = e.into_inner();
+            *m = memo::Memos::default();
+            self.memos.clear_poison();
+            m
+        })
+    }
+
+    /// Approximate heap bytes of the per-node counts kept between cycles
+    /// (for memory reports).
+    pub fn memo_heap_bytes(&self) -> usize {
+        self.memos().heap_bytes()
     }
 
     /// Upstream `mergeAffinityTermNamespacesIfNotEmpty`, for the incoming
