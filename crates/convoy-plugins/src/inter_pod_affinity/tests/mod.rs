@@ -6,6 +6,7 @@ mod extensions;
 mod filtering;
 mod hints;
 mod multiple_nodes;
+mod random;
 mod scoring;
 
 use std::collections::BTreeMap;
