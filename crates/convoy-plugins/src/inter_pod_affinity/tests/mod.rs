@@ -8,6 +8,7 @@ mod hints;
 mod multiple_nodes;
 mod random;
 mod scoring;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
