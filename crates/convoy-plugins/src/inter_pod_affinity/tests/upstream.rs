@@ -121,7 +121,7 @@ pub(super) fn ref_filter(s: &RefFilter, node: &NodeInfo) -> Status {
             Some(_) => {}
         }
     }
-    if !pods_exist && !(s.affinity.is_empty() && s.matches_own) {
+    if !(pods_exist || s.affinity.is_empty() && s.matches_own) {
         return Status::unresolvable(AFFINITY);
     }
     if s.anti_affinity_terms.iter().any(|t| count(&s.anti_affinity, &t.topology_key) > Some(0)) {
