@@ -2,119 +2,37 @@
 //! `topologyToMatchedTermCount` (PreFilter) and `scoreMap` (PreScore), as
 //! the cycle state holds them.
 //!
-//! The values a topology key takes on nodes are interned once ([`Domains`]:
-//! value → dense id, shared by the plugin's memo and every cycle state), and
-//! the counts of one key are a plain array indexed by that id. A cycle state
-//! takes the memo's arrays by `Arc`; the memo copies an array (a `memcpy`,
-//! 40 KB for 5,000 hostnames) only when it must change it while an earlier
-//! state still holds it. A lookup for a node costs one label lookup and one
-//! hash of the value, with no allocation: Filter and Score run per node.
-//! Values are hashed with FxHash (rustc's), several times cheaper than
-//! SipHash on short label values.
+//! The counts of one key are an array indexed by value id ([`Domains`]),
+//! taken from the plugin's memo by `Arc`: the memo copies an array (a
+//! `memcpy`, 40 KB for 5,000 hostnames) only when it must change it while an
+//! earlier state still holds it. A node's count is found through its row
+//! ([`NodeRows`]: two array reads), or, for a node without a row, by label
+//! and value id; neither allocates (Filter and Score run per node).
 //!
 //! As upstream's maps delete an entry whose count returns to 0, an entry
 //! here exists when its count is not 0; [`TopologyCounts::is_empty`] is
 //! upstream's `len(map) == 0`.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use smallvec::SmallVec;
 
 use convoy_api::NodeInfo;
 
-/// rustc's FxHash: one multiply per 8 bytes. Not DoS-resistant, which does
-/// not matter for node label values.
-#[derive(Default, Clone, Copy)]
-pub(super) struct FxHasher(u64);
+use super::domains::{Domains, NodeRows};
 
-const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-
-impl FxHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(SEED);
-    }
-}
-
-impl Hasher for FxHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// The values one topology key takes on nodes, each with a dense id (in the
-/// order first seen). Ids are never reused: counts indexed by them stay
-/// valid as values are added. The memo drops all of them when stale values
-/// (of deleted or relabelled nodes) make up most of them.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Domains {
-    ids: HashMap<Arc<str>, u32, BuildHasherDefault<FxHasher>>,
-    values: Vec<Arc<str>>,
-}
-
-impl Domains {
-    /// The id of a value, if it was interned.
-    pub(super) fn id(&self, value: &str) -> Option<u32> {
-        self.ids.get(value).copied()
-    }
-
-    /// The id of a value, interning it if new.
-    pub(super) fn intern(&mut self, value: &str) -> u32 {
-        if let Some(&id) = self.ids.get(value) {
-            return id;
-        }
-        let id = u32::try_from(self.values.len()).expect("fewer than 2^32 topology values");
-        let value: Arc<str> = Arc::from(value);
-        self.ids.insert(value.clone(), id);
-        self.values.push(value);
-        id
-    }
-
-    /// The value of an id.
-    #[cfg(test)]
-    pub(super) fn value(&self, id: u32) -> &str {
-        &self.values[id as usize]
-    }
-
-    /// The number of values interned.
-    pub(super) fn len(&self) -> usize {
-        self.values.len()
-    }
-
-    /// Approximate heap bytes (for the memory report of the memo).
-    pub(super) fn heap_bytes(&self) -> usize {
-        let strings: usize = self.values.iter().map(|v| v.len() + 16).sum();
-        strings
-            + self.values.capacity() * size_of::<Arc<str>>()
-            + self.ids.capacity() * (size_of::<(Arc<str>, u32)>() + 1)
-    }
-}
+/// A key without a column in the rows (added by a PreFilter extension).
+const NO_COLUMN: u32 = u32::MAX;
 
 /// The counts of one topology key, by value.
 #[derive(Debug, Clone)]
 struct KeyCounts {
     key: Arc<str>,
+    /// The key's column in [`NodeRows`] (its index in the memo's topology),
+    /// or [`NO_COLUMN`].
+    column: u32,
     domains: Arc<Domains>,
-    /// By domain id; ids past the end count 0.
+    /// By value id; ids past the end count 0.
     counts: Arc<Vec<i64>>,
     /// Values not in `domains` (a PreFilter extension on a node whose value
     /// the memo had not seen); non-zero counts only.
@@ -122,43 +40,45 @@ struct KeyCounts {
 }
 
 impl KeyCounts {
-    fn get(&self, value: &str) -> i64 {
+    fn at_id(&self, id: u32) -> i64 {
+        self.counts.get(id as usize).copied().unwrap_or(0)
+    }
+
+    fn at_value(&self, value: &str) -> i64 {
         match self.domains.id(value) {
-            Some(id) => self.counts.get(id as usize).copied().unwrap_or(0),
+            Some(id) => self.at_id(id),
             None => self.extra.iter().find(|(v, _)| &**v == value).map_or(0, |e| e.1),
         }
     }
 
     /// Adds `n` at `value`; returns the count before and after.
     fn add(&mut self, value: &str, n: i64) -> (i64, i64) {
-        match self.domains.id(value) {
-            Some(id) => {
-                let counts = Arc::make_mut(&mut self.counts);
-                if counts.len() <= id as usize {
-                    counts.resize(id as usize + 1, 0);
-                }
-                let c = &mut counts[id as usize];
-                let before = *c;
-                *c += n;
-                (before, *c)
+        if let Some(id) = self.domains.id(value) {
+            let counts = Arc::make_mut(&mut self.counts);
+            let id = id as usize;
+            if counts.len() <= id {
+                counts.resize(id + 1, 0);
             }
-            None => match self.extra.iter().position(|(v, _)| &**v == value) {
-                Some(i) => {
-                    let before = self.extra[i].1;
-                    self.extra[i].1 += n;
-                    let after = self.extra[i].1;
-                    if after == 0 {
-                        self.extra.swap_remove(i);
-                    }
-                    (before, after)
+            let before = counts[id];
+            counts[id] += n;
+            return (before, counts[id]);
+        }
+        match self.extra.iter().position(|(v, _)| &**v == value) {
+            Some(i) => {
+                let before = self.extra[i].1;
+                self.extra[i].1 += n;
+                let after = self.extra[i].1;
+                if after == 0 {
+                    self.extra.swap_remove(i);
                 }
-                None => {
-                    if n != 0 {
-                        self.extra.push((Box::from(value), n));
-                    }
-                    (0, n)
+                (before, after)
+            }
+            None => {
+                if n != 0 {
+                    self.extra.push((Box::from(value), n));
                 }
-            },
+                (0, n)
+            }
         }
     }
 }
@@ -169,20 +89,36 @@ pub(super) struct TopologyCounts {
     keys: SmallVec<[KeyCounts; 2]>,
     /// The number of entries whose count is not 0 (upstream `len(map)`).
     nonzero: usize,
+    rows: Option<Arc<NodeRows>>,
+}
+
+/// One key's counts as the memo hands them over.
+pub(super) struct KeyArray {
+    pub(super) key: Arc<str>,
+    pub(super) column: u32,
+    pub(super) domains: Arc<Domains>,
+    pub(super) counts: Arc<Vec<i64>>,
 }
 
 impl TopologyCounts {
-    /// Counts made of a memo's arrays: `(key, its domains, counts by domain
-    /// id)` for each key, and the number of non-zero counts among them.
+    /// Counts made of a memo's arrays, with the number of non-zero counts
+    /// among them and the rows that give each node's value ids.
     pub(super) fn from_arrays(
-        keys: impl IntoIterator<Item = (Arc<str>, Arc<Domains>, Arc<Vec<i64>>)>,
+        keys: impl IntoIterator<Item = KeyArray>,
         nonzero: usize,
+        rows: Arc<NodeRows>,
     ) -> Self {
         let keys = keys
             .into_iter()
-            .map(|(key, domains, counts)| KeyCounts { key, domains, counts, extra: Vec::new() })
+            .map(|a| KeyCounts {
+                key: a.key,
+                column: a.column,
+                domains: a.domains,
+                counts: a.counts,
+                extra: Vec::new(),
+            })
             .collect();
-        Self { keys, nonzero }
+        Self { keys, nonzero, rows: Some(rows) }
     }
 
     /// The number of pairs (upstream `len(map)`).
@@ -211,8 +147,25 @@ impl TopologyCounts {
         self.nonzero == 0
     }
 
-    fn key(&self, key: &str) -> Option<&KeyCounts> {
-        self.keys.iter().find(|k| &*k.key == key)
+    /// The count at the node's value of `k`; `None` when the node does not
+    /// have the label.
+    fn on(&self, k: &KeyCounts, node: &NodeInfo) -> Option<i64> {
+        if k.column != NO_COLUMN
+            && let Some(rows) = &self.rows
+            && let Some(row) = rows.row(node)
+        {
+            return rows.value(k.column, row).map(|id| k.at_id(id));
+        }
+        node.label(&k.key).map(|v| k.at_value(v))
+    }
+
+    /// The count at `(key, node's value of key)`; `None` when the node does
+    /// not have the label (0 when the pair is absent).
+    pub(super) fn on_node(&self, key: &str, node: &NodeInfo) -> Option<i64> {
+        match self.keys.iter().find(|k| &*k.key == key) {
+            Some(k) => self.on(k, node),
+            None => node.label(key).map(|_| 0),
+        }
     }
 
     /// Upstream `topologyToMatchedTermCount.update`: adds `n` at `(key,
@@ -225,6 +178,7 @@ impl TopologyCounts {
             None => {
                 self.keys.push(KeyCounts {
                     key: key.clone(),
+                    column: NO_COLUMN,
                     domains: Arc::default(),
                     counts: Arc::default(),
                     extra: Vec::new(),
@@ -239,65 +193,60 @@ impl TopologyCounts {
         }
     }
 
-    /// The count at `(key, value)` (0 when absent).
-    pub(super) fn get(&self, key: &str, value: &str) -> i64 {
-        self.key(key).map_or(0, |k| k.get(value))
-    }
-
     /// Whether some label `(k, v)` of the node has a positive count
     /// (upstream iterates the node's labels; iterating the few keys held
     /// here and looking each up on the node gives the same answer).
     pub(super) fn any_positive_on(&self, node: &NodeInfo) -> bool {
-        self.keys.iter().any(|k| node.label(&k.key).is_some_and(|v| k.get(v) > 0))
+        self.keys.iter().any(|k| self.on(k, node).is_some_and(|c| c > 0))
     }
 
     /// Upstream `Score`: the sum, over the keys held that the node has, of
     /// the count at the node's value.
     pub(super) fn sum_on(&self, node: &NodeInfo) -> i64 {
-        self.keys.iter().filter_map(|k| node.label(&k.key).map(|v| k.get(v))).sum()
+        self.keys.iter().filter_map(|k| self.on(k, node)).sum()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inter_pod_affinity::domains::{RowsMemo, Topology};
     use convoy_api::testing::NodeBuilder;
+    use convoy_api::{NodeInfoLister, NodeList};
 
     #[test]
     fn update_and_lookups() {
         let zone: Arc<str> = Arc::from("zone");
         let host: Arc<str> = Arc::from("host");
-        let a = NodeBuilder::new("a").label("zone", "z1").label("host", "a").info();
-        let b = NodeBuilder::new("b").label("zone", "z2").info();
-        let bare = NodeBuilder::new("bare").info();
-        let mut domains = Domains::default();
-        assert_eq!((domains.intern("z1"), domains.intern("z2"), domains.intern("z1")), (0, 1, 0));
-        let mut c = TopologyCounts::from_arrays(
-            [(zone.clone(), Arc::new(domains), Arc::new(vec![2, 1]))],
-            2,
-        );
-        assert!(!c.is_empty() && c.any_positive_on(&a) && !c.any_positive_on(&bare));
-        assert_eq!((c.len(), c.get("zone", "z1"), c.get("zone", "z3")), (2, 2, 0));
-        c.update(&a, &host, 1);
-        c.update(&bare, &host, 1);
-        assert_eq!(c.len(), 3, "a value outside the domains");
-        assert_eq!(c.sum_on(&a), 3);
-        c.update(&a, &host, -1);
-        c.update(&a, &zone, -2);
+        let list = NodeList::of([
+            NodeBuilder::new("a").label("zone", "z1").label("host", "a").info(),
+            NodeBuilder::new("b").label("zone", "z2").info(),
+            NodeBuilder::new("bare").info(),
+        ]);
+        let mut topology = Topology::default();
+        let column = topology.key_index(&zone);
+        let rows = RowsMemo::default().sync(&mut topology, &list);
+        let domains = topology.domains(column).clone();
+        assert_eq!((domains.id("z1"), domains.id("z2")), (Some(0), Some(1)));
+        let key = KeyArray { key: zone.clone(), column, domains, counts: Arc::new(vec![2, 1]) };
+        let mut c = TopologyCounts::from_arrays([key], 2, rows);
+        let [a, b, bare] = [0, 1, 2].map(|i| &list.list()[i]);
+        // A copy of a node (a what-if) has no row: looked up by label.
+        let copy = NodeBuilder::new("a").label("zone", "z1").info();
+        assert!(!c.is_empty() && c.any_positive_on(a) && !c.any_positive_on(bare));
+        assert!(c.any_positive_on(&copy));
+        assert_eq!((c.len(), c.on_node("zone", a), c.on_node("zone", bare)), (2, Some(2), None));
+        assert_eq!((c.on_node("host", a), c.on_node("host", b)), (Some(0), None));
+        c.update(a, &host, 1);
+        c.update(bare, &host, 1);
+        assert_eq!(c.len(), 3, "a key and value outside the memo's");
+        assert_eq!(c.sum_on(a), 3);
+        c.update(a, &host, -1);
+        c.update(a, &zone, -2);
         assert_eq!(c.len(), 1, "entries reaching 0 are gone");
-        assert_eq!(c.sum_on(&a), 0);
-        c.update(&b, &zone, -1);
+        assert_eq!(c.sum_on(a), 0);
+        c.update(b, &zone, -1);
         assert!(c.is_empty());
         assert!(c.pairs().is_empty());
-    }
-
-    #[test]
-    fn fx_hash_distinguishes_values() {
-        use std::hash::{BuildHasher, BuildHasherDefault};
-        let b = BuildHasherDefault::<FxHasher>::default();
-        let h = |s: &str| b.hash_one(s);
-        assert_ne!(h("a"), h("b"));
-        assert_ne!(h("node-123456789"), h("node-123456780"));
-        assert_eq!(h("zone-a"), h("zone-a"));
     }
 }

@@ -101,9 +101,9 @@ impl PreFilterState {
         let terms = &self.incoming.affinity;
         let mut pods_exist = true;
         for t in terms {
-            match node.label(&t.topology_key) {
-                Some(v) => {
-                    if self.affinity.get(&t.topology_key, v) <= 0 {
+            match self.affinity.on_node(&t.topology_key, node) {
+                Some(c) => {
+                    if c <= 0 {
                         pods_exist = false;
                     }
                 }
@@ -119,10 +119,11 @@ impl PreFilterState {
         if self.anti_affinity.is_empty() {
             return true;
         }
-        !self.incoming.anti_affinity.iter().any(|t| {
-            node.label(&t.topology_key)
-                .is_some_and(|v| self.anti_affinity.get(&t.topology_key, v) > 0)
-        })
+        !self
+            .incoming
+            .anti_affinity
+            .iter()
+            .any(|t| self.anti_affinity.on_node(&t.topology_key, node).is_some_and(|c| c > 0))
     }
 
     /// Upstream `satisfyExistingPodsAntiAffinity`.
@@ -236,45 +237,54 @@ impl PreFilterPlugin for InterPodAffinity {
         let ns_labels = namespace_labels.as_deref().unwrap_or(no_labels());
         let mut memos = self.memos();
         let pass = memos.begin(nodes.list().len());
-        let Memos { topology, existing_anti_affinity: existing, incoming: memo, .. } = &mut *memos;
-        let existing_anti_affinity = if with_anti_affinity.is_empty() {
-            TopologyCounts::default()
-        } else {
-            let e = existing.refresh(
+        let Memos { topology, rows, existing_anti_affinity: existing, incoming: memo, .. } =
+            &mut *memos;
+        let existing = (!with_anti_affinity.is_empty()).then(|| {
+            existing.refresh(
                 pass,
                 topology,
                 nodes,
                 |k| k.is(pod, ns_labels),
                 || ExistingKey::of(pod, ns_labels),
+                [],
                 |sink| existing_anti_affinity_on(pod, ns_labels, sink),
-            );
-            e.counts(0, topology)
-        };
-        if no_terms && existing_anti_affinity.is_empty() {
-            return (None, Status::skip());
-        }
-        let key = IncomingKey {
+            )
+        });
+        // The incoming pod's terms, resolved only when it has some.
+        let key = (!no_terms).then(|| IncomingKey {
             affinity: affinity.iter().map(|t| self.merge_namespaces(t)).collect(),
             anti_affinity: anti_affinity.iter().map(|t| self.merge_namespaces(t)).collect(),
-        };
-        let (affinity_counts, anti_affinity_counts) = if no_terms {
-            (TopologyCounts::default(), TopologyCounts::default())
-        } else {
-            let e = memo.refresh(
+        });
+        let incoming = key.as_ref().map(|key| {
+            let keys = key.affinity.iter().map(|t| (AFFINITY, &t.topology_key));
+            let anti_keys = key.anti_affinity.iter().map(|t| (ANTI_AFFINITY, &t.topology_key));
+            memo.refresh(
                 pass,
                 topology,
                 nodes,
-                |k| *k == key,
+                |k| k == key,
                 || IncomingKey {
                     affinity: key.affinity.clone(),
                     anti_affinity: key.anti_affinity.clone(),
                 },
-                |sink| incoming_on(&key, sink),
-            );
-            (e.counts(AFFINITY, topology), e.counts(ANTI_AFFINITY, topology))
-        };
+                keys.chain(anti_keys),
+                |sink| incoming_on(key, sink),
+            )
+        });
+        let rows = rows.sync(topology, nodes);
+        let existing_anti_affinity =
+            existing.map(|e| e.counts(0, topology, &rows)).unwrap_or_default();
+        if no_terms && existing_anti_affinity.is_empty() {
+            return (None, Status::skip());
+        }
+        let (affinity_counts, anti_affinity_counts) = incoming
+            .map(|e| {
+                (e.counts(AFFINITY, topology, &rows), e.counts(ANTI_AFFINITY, topology, &rows))
+            })
+            .unwrap_or_default();
         drop(memos);
-        let IncomingKey { affinity, anti_affinity } = key;
+        let IncomingKey { affinity, anti_affinity } =
+            key.unwrap_or(IncomingKey { affinity: Vec::new(), anti_affinity: Vec::new() });
         let matches_own_affinity = pod_matches_all(&affinity, pod);
         let incoming = IncomingTerms { affinity, anti_affinity, matches_own_affinity };
         state.write(PreFilterState {

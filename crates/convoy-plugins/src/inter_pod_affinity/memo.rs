@@ -33,7 +33,8 @@ use smallvec::SmallVec;
 
 use convoy_api::{NodeInfo, NodeInfoLister};
 
-use super::counts::{Domains, TopologyCounts};
+use super::counts::{KeyArray, TopologyCounts};
+use super::domains::{NodeRows, RowsMemo, Topology};
 use super::filtering::{ExistingKey, IncomingKey};
 use super::scoring::ScoreKey;
 
@@ -78,50 +79,25 @@ struct Slot {
     counts: Arc<Vec<i64>>,
 }
 
-/// The values of every topology key the memo met, interned.
-#[derive(Debug, Default)]
-pub(super) struct Topology {
-    keys: Vec<(Arc<str>, Arc<Domains>)>,
-}
-
-impl Topology {
-    fn key_index(&mut self, key: &Arc<str>) -> u32 {
-        let i = match self.keys.iter().position(|(k, _)| k == key) {
-            Some(i) => i,
-            None => {
-                self.keys.push((key.clone(), Arc::default()));
-                self.keys.len() - 1
-            }
-        };
-        u32::try_from(i).expect("fewer than 2^32 topology keys")
-    }
-
-    fn intern(&mut self, key: u32, value: &str) -> u32 {
-        let domains = &mut self.keys[key as usize].1;
-        match domains.id(value) {
-            Some(id) => id,
-            // Copied only if a cycle state still reads the old values.
-            None => Arc::make_mut(domains).intern(value),
-        }
-    }
-
-    /// Whether some key holds more than twice as many values as there are
-    /// nodes (plus some slack): the stale ones are worth dropping.
-    fn too_large(&self, nodes: usize) -> bool {
-        self.keys.iter().any(|(_, d)| d.len() > 2 * nodes + STALE_SLACK)
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.keys.iter().map(|(k, d)| k.len() + d.heap_bytes()).sum()
-    }
-}
-
 /// What a contribution function writes a node's counts to.
 pub(super) struct Sink<'a> {
     node: &'a NodeInfo,
     topology: &'a mut Topology,
     slots: &'a mut Vec<Slot>,
     items: &'a mut Contribution,
+}
+
+/// The index of the slot of `key` in `group`, added if new.
+fn slot(slots: &mut Vec<Slot>, topology: &mut Topology, group: u8, key: &Arc<str>) -> u32 {
+    let i = match slots.iter().position(|s| s.group == group && s.key == *key) {
+        Some(i) => i,
+        None => {
+            let topology_key = topology.key_index(key);
+            slots.push(Slot { group, key: key.clone(), topology_key, counts: Arc::default() });
+            slots.len() - 1
+        }
+    };
+    u32::try_from(i).expect("fewer than 2^32 slots")
 }
 
 impl<'a> Sink<'a> {
@@ -135,20 +111,7 @@ impl<'a> Sink<'a> {
     /// its sum is 0 (PreScore tells "some term counted" from "no term").
     pub(super) fn add(&mut self, group: u8, key: &Arc<str>, n: i64) {
         let Some(value) = self.node.label(key) else { return };
-        let slot = match self.slots.iter().position(|s| s.group == group && s.key == *key) {
-            Some(i) => i,
-            None => {
-                let topology_key = self.topology.key_index(key);
-                self.slots.push(Slot {
-                    group,
-                    key: key.clone(),
-                    topology_key,
-                    counts: Arc::default(),
-                });
-                self.slots.len() - 1
-            }
-        };
-        let slot = u32::try_from(slot).expect("fewer than 2^32 slots");
+        let slot = slot(self.slots, self.topology, group, key);
         if let Some(item) = self.items.iter_mut().find(|i| i.slot == slot) {
             item.n += n;
             return;
@@ -188,13 +151,21 @@ impl<K> Entry<K> {
         }
     }
 
-    /// The sums of one group, as a cycle state holds them.
-    pub(super) fn counts(&self, group: u8, topology: &Topology) -> TopologyCounts {
-        let keys = self.slots.iter().filter(|s| s.group == group).map(|s| {
-            let domains = topology.keys[s.topology_key as usize].1.clone();
-            (s.key.clone(), domains, s.counts.clone())
+    /// The sums of one group, as a cycle state holds them; `rows` must be
+    /// synced after the entry's last refresh.
+    pub(super) fn counts(
+        &self,
+        group: u8,
+        topology: &Topology,
+        rows: &Arc<NodeRows>,
+    ) -> TopologyCounts {
+        let keys = self.slots.iter().filter(|s| s.group == group).map(|s| KeyArray {
+            key: s.key.clone(),
+            column: s.topology_key,
+            domains: topology.domains(s.topology_key).clone(),
+            counts: s.counts.clone(),
         });
-        TopologyCounts::from_arrays(keys, self.nonzero[group as usize])
+        TopologyCounts::from_arrays(keys, self.nonzero[group as usize], rows.clone())
     }
 
     /// Whether some node counted some key (upstream PreScore: some node's
@@ -302,13 +273,17 @@ impl<K> Memo<K> {
     /// The entry whose key `is` the incoming pod's (made with `key` and
     /// replacing the least recently used one when there is none), brought up
     /// to date with `lister`: `contribute` computes a node's contribution.
-    pub(super) fn refresh<'m>(
+    /// The entry has sums for the `(group, topology key)` pairs of
+    /// `declared`, even when nothing counts there.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn refresh<'m, 'k>(
         &'m mut self,
         pass: u64,
         topology: &mut Topology,
         lister: &dyn NodeInfoLister,
         is: impl Fn(&K) -> bool,
         key: impl FnOnce() -> K,
+        declared: impl IntoIterator<Item = (u8, &'k Arc<str>)>,
         mut contribute: impl FnMut(&mut Sink<'_>),
     ) -> &'m Entry<K> {
         let i = match self.entries.iter().position(|e| is(&e.key)) {
@@ -330,6 +305,9 @@ impl<K> Memo<K> {
         };
         let e = &mut self.entries[i];
         e.used = pass;
+        for (group, key) in declared {
+            slot(&mut e.slots, topology, group, key);
+        }
         e.refresh(topology, lister, &mut contribute);
         e
     }
@@ -345,6 +323,8 @@ impl<K> Memo<K> {
 pub(super) struct Memos {
     pass: u64,
     pub(super) topology: Topology,
+    /// Every node's value ids.
+    pub(super) rows: RowsMemo,
     /// Existing pods' required anti-affinity the incoming pod matches.
     pub(super) existing_anti_affinity: Memo<ExistingKey>,
     /// Existing pods matching the incoming pod's required terms.
@@ -357,7 +337,7 @@ impl Memos {
     /// Starts a PreFilter or PreScore over `nodes` nodes; returns the pass
     /// number. Drops everything when stale topology values pile up.
     pub(super) fn begin(&mut self, nodes: usize) -> u64 {
-        if self.topology.too_large(nodes) {
+        if self.topology.too_large(nodes, STALE_SLACK) {
             *self = Self { pass: self.pass, ..Self::default() };
         }
         self.pass += 1;
@@ -367,6 +347,7 @@ impl Memos {
     /// Approximate heap bytes held.
     pub(super) fn heap_bytes(&self) -> usize {
         self.topology.heap_bytes()
+            + self.rows.heap_bytes()
             + self.existing_anti_affinity.heap_bytes()
             + self.incoming.heap_bytes()
             + self.score.heap_bytes()

@@ -26,6 +26,7 @@
 //! allocate.
 
 mod counts;
+mod domains;
 pub mod filtering;
 mod hints;
 mod memo;

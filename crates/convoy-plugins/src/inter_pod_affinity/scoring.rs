@@ -196,19 +196,21 @@ impl PreScorePlugin for InterPodAffinity {
         // nothing when only those count.
         let mut memos = self.memos();
         let pass = memos.begin(all.list().len());
-        let Memos { topology, score, .. } = &mut *memos;
+        let Memos { topology, rows, score, .. } = &mut *memos;
         let e = score.refresh(
             pass,
             topology,
             all,
             |k| k.is(&scorer),
             || ScoreKey::of(&scorer),
+            [],
             |sink| scorer.node(sink),
         );
         if !e.any_node_counted() {
             return Status::skip();
         }
-        state.write(PreScoreState { topology_score: e.counts(0, topology) });
+        let rows = rows.sync(topology, all);
+        state.write(PreScoreState { topology_score: e.counts(0, topology, &rows) });
         Status::success()
     }
 }

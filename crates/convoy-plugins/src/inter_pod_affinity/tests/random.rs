@@ -169,13 +169,34 @@ fn filter_all(
     (s, ok.then_some(state), per_node)
 }
 
-fn scores(p: &InterPodAffinity, pod: &PodInfo, list: &NodeList) -> Result<Vec<i64>, Status> {
+/// A copy of a node with a node object of its own (equal, at another
+/// address), as if the node had been updated without change: the plugin
+/// finds no row for it and reads its labels.
+fn copy(node: &NodeInfo) -> NodeInfo {
+    let mut c = node.clone();
+    if let Some(n) = node.node() {
+        c.set_node(Arc::new((**n).clone()));
+    }
+    c
+}
+
+/// PreScore, then Score on every node (on `copies` when given) and
+/// NormalizeScore.
+fn scores(
+    p: &InterPodAffinity,
+    pod: &PodInfo,
+    list: &NodeList,
+    copies: Option<&[NodeInfo]>,
+) -> Result<Vec<i64>, Status> {
     let mut state = CycleState::new();
     let s = p.pre_score(&mut state, pod, list.list(), list);
     if !s.is_success() {
         return Err(s);
     }
-    let mut out: Vec<i64> = list.list().iter().map(|n| p.score(&state, pod, n).unwrap()).collect();
+    let mut out: Vec<i64> = match copies {
+        Some(c) => c.iter().map(|n| p.score(&state, pod, n).unwrap()).collect(),
+        None => list.list().iter().map(|n| p.score(&state, pod, n).unwrap()).collect(),
+    };
     assert!(p.normalize_score(&state, pod, &mut out).is_success());
     Ok(out)
 }
@@ -317,6 +338,14 @@ fn run_seed(seed: u64, cycles: usize, cov: &mut Coverage) {
         let rejected = per_node.iter().filter(|s| !s.is_success()).count();
         cov.cycles += 1;
         cov.mixed_filter += usize::from(rejected > 0 && rejected < n);
+        // Nodes the memo has no row for (copies with node objects of their
+        // own) are looked up by label, with the same results.
+        let copies: Vec<NodeInfo> = list.list().iter().map(|n| copy(n)).collect();
+        if let Some(state) = &state {
+            let on_copies: Vec<Status> =
+                copies.iter().map(|n| memoized.filter(state, &pod, n)).collect();
+            assert_eq!(per_node, on_copies, "{ctx}: Filter on copies of the nodes");
+        }
         let got = as_filter_result(&pre, per_node, n);
         assert_eq!(got, ref_filter_result(&objects, &pod, &list), "{ctx}: Filter vs upstream");
 
@@ -344,9 +373,11 @@ fn run_seed(seed: u64, cycles: usize, cov: &mut Coverage) {
         }
 
         // PreScore, Score, NormalizeScore.
-        let got = scores(&memoized, &pod, &list);
+        let got = scores(&memoized, &pod, &list, None);
         cov.scored += usize::from(got.as_ref().is_ok_and(|v| v.iter().any(|&s| s != 0)));
-        assert_eq!(got, scores(&fresh, &pod, &list), "{ctx}: scores, memoized vs fresh");
+        assert_eq!(got, scores(&fresh, &pod, &list, None), "{ctx}: scores, memoized vs fresh");
+        let on_copies = scores(&memoized, &pod, &list, Some(&copies));
+        assert_eq!(got, on_copies, "{ctx}: scores on copies of the nodes");
         assert_eq!(got, ref_scores(&objects, &args, &pod, &list), "{ctx}: scores vs upstream");
 
         // The pod is bound sometimes, as the scheduler would; then the
