@@ -89,7 +89,20 @@ pub(super) struct TopologyCounts {
     keys: SmallVec<[KeyCounts; 2]>,
     /// The number of entries whose count is not 0 (upstream `len(map)`).
     nonzero: usize,
-    rows: Option<Arc<NodeRows>>,
+}
+
+/// Where a node's topology values are read: its row when the rows of the
+/// counts' pass have one for it, else its labels.
+pub(super) struct NodeValues<'a> {
+    node: &'a NodeInfo,
+    row: Option<(&'a NodeRows, usize)>,
+}
+
+impl<'a> NodeValues<'a> {
+    /// `rows` must come from the pass that made the counts read with it.
+    pub(super) fn new(rows: Option<&'a NodeRows>, node: &'a NodeInfo) -> Self {
+        Self { node, row: rows.and_then(|r| r.row(node).map(|i| (r, i))) }
+    }
 }
 
 /// One key's counts as the memo hands them over.
@@ -102,12 +115,8 @@ pub(super) struct KeyArray {
 
 impl TopologyCounts {
     /// Counts made of a memo's arrays, with the number of non-zero counts
-    /// among them and the rows that give each node's value ids.
-    pub(super) fn from_arrays(
-        keys: impl IntoIterator<Item = KeyArray>,
-        nonzero: usize,
-        rows: Arc<NodeRows>,
-    ) -> Self {
+    /// among them.
+    pub(super) fn from_arrays(keys: impl IntoIterator<Item = KeyArray>, nonzero: usize) -> Self {
         let keys = keys
             .into_iter()
             .map(|a| KeyCounts {
@@ -118,7 +127,7 @@ impl TopologyCounts {
                 extra: Vec::new(),
             })
             .collect();
-        Self { keys, nonzero, rows: Some(rows) }
+        Self { keys, nonzero }
     }
 
     /// The number of pairs (upstream `len(map)`).
@@ -147,24 +156,35 @@ impl TopologyCounts {
         self.nonzero == 0
     }
 
-    /// The count at the node's value of `k`; `None` when the node does not
-    /// have the label.
-    fn on(&self, k: &KeyCounts, node: &NodeInfo) -> Option<i64> {
-        if k.column != NO_COLUMN
-            && let Some(rows) = &self.rows
-            && let Some(row) = rows.row(node)
-        {
-            return rows.value(k.column, row).map(|id| k.at_id(id));
-        }
-        node.label(&k.key).map(|v| k.at_value(v))
+    /// The index of a key's counts, if held.
+    pub(super) fn key_index(&self, key: &str) -> Option<usize> {
+        self.keys.iter().position(|k| &*k.key == key)
     }
 
-    /// The count at `(key, node's value of key)`; `None` when the node does
-    /// not have the label (0 when the pair is absent).
-    pub(super) fn on_node(&self, key: &str, node: &NodeInfo) -> Option<i64> {
-        match self.keys.iter().find(|k| &*k.key == key) {
-            Some(k) => self.on(k, node),
-            None => node.label(key).map(|_| 0),
+    /// The count at the node's value of `k`; `None` when the node does not
+    /// have the label.
+    fn on(k: &KeyCounts, at: &NodeValues<'_>) -> Option<i64> {
+        if k.column != NO_COLUMN
+            && let Some((rows, row)) = at.row
+        {
+            match rows.value(k.column, row) {
+                None => return None,
+                // A value the counts' ids cover (the rows were synced before
+                // the counts were taken, so every value of a row is).
+                Some(id) if (id as usize) < k.domains.len() => return Some(k.at_id(id)),
+                Some(_) => {}
+            }
+        }
+        at.node.label(&k.key).map(|v| k.at_value(v))
+    }
+
+    /// The count at `(key, node's value of key)`, `key` being held at index
+    /// `i` (see [`key_index`](Self::key_index)) or not held (`None`, every
+    /// count 0); `None` when the node does not have the label.
+    pub(super) fn on_node(&self, i: Option<usize>, key: &str, at: &NodeValues<'_>) -> Option<i64> {
+        match i {
+            Some(i) => Self::on(&self.keys[i], at),
+            None => at.node.label(key).map(|_| 0),
         }
     }
 
@@ -196,14 +216,14 @@ impl TopologyCounts {
     /// Whether some label `(k, v)` of the node has a positive count
     /// (upstream iterates the node's labels; iterating the few keys held
     /// here and looking each up on the node gives the same answer).
-    pub(super) fn any_positive_on(&self, node: &NodeInfo) -> bool {
-        self.keys.iter().any(|k| self.on(k, node).is_some_and(|c| c > 0))
+    pub(super) fn any_positive_on(&self, at: &NodeValues<'_>) -> bool {
+        self.keys.iter().any(|k| Self::on(k, at).is_some_and(|c| c > 0))
     }
 
     /// Upstream `Score`: the sum, over the keys held that the node has, of
     /// the count at the node's value.
-    pub(super) fn sum_on(&self, node: &NodeInfo) -> i64 {
-        self.keys.iter().filter_map(|k| self.on(k, node)).sum()
+    pub(super) fn sum_on(&self, at: &NodeValues<'_>) -> i64 {
+        self.keys.iter().filter_map(|k| Self::on(k, at)).sum()
     }
 }
 
@@ -229,22 +249,32 @@ mod tests {
         let domains = topology.domains(column).clone();
         assert_eq!((domains.id("z1"), domains.id("z2")), (Some(0), Some(1)));
         let key = KeyArray { key: zone.clone(), column, domains, counts: Arc::new(vec![2, 1]) };
-        let mut c = TopologyCounts::from_arrays([key], 2, rows);
+        let mut c = TopologyCounts::from_arrays([key], 2);
         let [a, b, bare] = [0, 1, 2].map(|i| &list.list()[i]);
+        let at = |n| NodeValues::new(Some(&rows), n);
         // A copy of a node (a what-if) has no row: looked up by label.
         let copy = NodeBuilder::new("a").label("zone", "z1").info();
-        assert!(!c.is_empty() && c.any_positive_on(a) && !c.any_positive_on(bare));
-        assert!(c.any_positive_on(&copy));
-        assert_eq!((c.len(), c.on_node("zone", a), c.on_node("zone", bare)), (2, Some(2), None));
-        assert_eq!((c.on_node("host", a), c.on_node("host", b)), (Some(0), None));
+        assert!(at(&copy).row.is_none() && at(a).row.is_some());
+        assert!(!c.is_empty() && c.any_positive_on(&at(a)) && !c.any_positive_on(&at(bare)));
+        assert!(c.any_positive_on(&at(&copy)));
+        let z = c.key_index("zone");
+        assert_eq!(
+            (c.len(), c.on_node(z, "zone", &at(a)), c.on_node(z, "zone", &at(bare))),
+            (2, Some(2), None)
+        );
+        assert_eq!(c.key_index("host"), None);
+        assert_eq!(
+            (c.on_node(None, "host", &at(a)), c.on_node(None, "host", &at(b))),
+            (Some(0), None)
+        );
         c.update(a, &host, 1);
         c.update(bare, &host, 1);
         assert_eq!(c.len(), 3, "a key and value outside the memo's");
-        assert_eq!(c.sum_on(a), 3);
+        assert_eq!(c.sum_on(&at(a)), 3);
         c.update(a, &host, -1);
         c.update(a, &zone, -2);
         assert_eq!(c.len(), 1, "entries reaching 0 are gone");
-        assert_eq!(c.sum_on(a), 0);
+        assert_eq!(c.sum_on(&at(a)), 0);
         c.update(b, &zone, -1);
         assert!(c.is_empty());
         assert!(c.pairs().is_empty());

@@ -21,7 +21,8 @@ use convoy_api::{
     PreFilterPlugin, PreFilterResult, Status,
 };
 
-use super::counts::TopologyCounts;
+use super::counts::{NodeValues, TopologyCounts};
+use super::domains::NodeRows;
 use super::memo::{Memos, Sink};
 use super::{InterPodAffinity, pod_matches_all, term_matches};
 
@@ -62,6 +63,12 @@ pub(super) struct PreFilterState {
     pub(super) affinity: TopologyCounts,
     /// Existing pods matching each of the incoming pod's anti-affinity terms.
     pub(super) anti_affinity: TopologyCounts,
+    /// For each affinity term, the index of its key in `affinity`.
+    affinity_keys: Vec<Option<usize>>,
+    /// For each anti-affinity term, the index of its key in `anti_affinity`.
+    anti_affinity_keys: Vec<Option<usize>>,
+    /// The nodes' value ids the counts are read with.
+    rows: Option<Arc<NodeRows>>,
 }
 
 impl PreFilterState {
@@ -97,11 +104,11 @@ impl PreFilterState {
     /// every term's topology key and, for each, a pod matching all terms in
     /// its domain; or no such pod exists anywhere and the pod matches its
     /// own terms.
-    fn satisfies_affinity(&self, node: &NodeInfo) -> bool {
-        let terms = &self.incoming.affinity;
+    fn satisfies_affinity(&self, at: &NodeValues<'_>) -> bool {
+        let terms = self.incoming.affinity.iter().zip(&self.affinity_keys);
         let mut pods_exist = true;
-        for t in terms {
-            match self.affinity.on_node(&t.topology_key, node) {
+        for (t, &i) in terms {
+            match self.affinity.on_node(i, &t.topology_key, at) {
                 Some(c) => {
                     if c <= 0 {
                         pods_exist = false;
@@ -115,20 +122,19 @@ impl PreFilterState {
     }
 
     /// Upstream `satisfyPodAntiAffinity`.
-    fn satisfies_anti_affinity(&self, node: &NodeInfo) -> bool {
+    fn satisfies_anti_affinity(&self, at: &NodeValues<'_>) -> bool {
         if self.anti_affinity.is_empty() {
             return true;
         }
-        !self
-            .incoming
-            .anti_affinity
-            .iter()
-            .any(|t| self.anti_affinity.on_node(&t.topology_key, node).is_some_and(|c| c > 0))
+        let mut terms = self.incoming.anti_affinity.iter().zip(&self.anti_affinity_keys);
+        !terms.any(|(t, &i)| {
+            self.anti_affinity.on_node(i, &t.topology_key, at).is_some_and(|c| c > 0)
+        })
     }
 
     /// Upstream `satisfyExistingPodsAntiAffinity`.
-    fn satisfies_existing_anti_affinity(&self, node: &NodeInfo) -> bool {
-        self.existing_anti_affinity.is_empty() || !self.existing_anti_affinity.any_positive_on(node)
+    fn satisfies_existing_anti_affinity(&self, at: &NodeValues<'_>) -> bool {
+        self.existing_anti_affinity.is_empty() || !self.existing_anti_affinity.any_positive_on(at)
     }
 }
 
@@ -271,21 +277,25 @@ impl PreFilterPlugin for InterPodAffinity {
                 |sink| incoming_on(key, sink),
             )
         });
+        // Before the counts are taken: the rows intern the values of nodes
+        // that changed, which the counts' value ids must include.
         let rows = rows.sync(topology, nodes);
-        let existing_anti_affinity =
-            existing.map(|e| e.counts(0, topology, &rows)).unwrap_or_default();
+        let existing_anti_affinity = existing.map(|e| e.counts(0, topology)).unwrap_or_default();
         if no_terms && existing_anti_affinity.is_empty() {
             return (None, Status::skip());
         }
         let (affinity_counts, anti_affinity_counts) = incoming
-            .map(|e| {
-                (e.counts(AFFINITY, topology, &rows), e.counts(ANTI_AFFINITY, topology, &rows))
-            })
+            .map(|e| (e.counts(AFFINITY, topology), e.counts(ANTI_AFFINITY, topology)))
             .unwrap_or_default();
         drop(memos);
         let IncomingKey { affinity, anti_affinity } =
             key.unwrap_or(IncomingKey { affinity: Vec::new(), anti_affinity: Vec::new() });
         let matches_own_affinity = pod_matches_all(&affinity, pod);
+        let key_indices = |terms: &[AffinityTerm], counts: &TopologyCounts| {
+            terms.iter().map(|t| counts.key_index(&t.topology_key)).collect()
+        };
+        let affinity_keys = key_indices(&affinity, &affinity_counts);
+        let anti_affinity_keys = key_indices(&anti_affinity, &anti_affinity_counts);
         let incoming = IncomingTerms { affinity, anti_affinity, matches_own_affinity };
         state.write(PreFilterState {
             incoming: Arc::new(incoming),
@@ -293,6 +303,9 @@ impl PreFilterPlugin for InterPodAffinity {
             existing_anti_affinity,
             affinity: affinity_counts,
             anti_affinity: anti_affinity_counts,
+            affinity_keys,
+            anti_affinity_keys,
+            rows: Some(rows),
         });
         (None, Status::success())
     }
@@ -309,13 +322,14 @@ impl FilterPlugin for InterPodAffinity {
     /// pods anti-affinity rules`. Error when PreFilter did not run.
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>() else { return Status::error(NO_STATE) };
-        if !s.satisfies_affinity(node) {
+        let at = NodeValues::new(s.rows.as_deref(), node);
+        if !s.satisfies_affinity(&at) {
             return Status::unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH);
         }
-        if !s.satisfies_anti_affinity(node) {
+        if !s.satisfies_anti_affinity(&at) {
             return Status::unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH);
         }
-        if !s.satisfies_existing_anti_affinity(node) {
+        if !s.satisfies_existing_anti_affinity(&at) {
             return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH);
         }
         Status::success()

@@ -34,7 +34,7 @@ use smallvec::SmallVec;
 use convoy_api::{NodeInfo, NodeInfoLister};
 
 use super::counts::{KeyArray, TopologyCounts};
-use super::domains::{NodeRows, RowsMemo, Topology};
+use super::domains::{RowsMemo, Topology};
 use super::filtering::{ExistingKey, IncomingKey};
 use super::scoring::ScoreKey;
 
@@ -151,21 +151,16 @@ impl<K> Entry<K> {
         }
     }
 
-    /// The sums of one group, as a cycle state holds them; `rows` must be
-    /// synced after the entry's last refresh.
-    pub(super) fn counts(
-        &self,
-        group: u8,
-        topology: &Topology,
-        rows: &Arc<NodeRows>,
-    ) -> TopologyCounts {
+    /// The sums of one group, as a cycle state holds them (read with the
+    /// rows of the same pass, synced after the entry's refresh).
+    pub(super) fn counts(&self, group: u8, topology: &Topology) -> TopologyCounts {
         let keys = self.slots.iter().filter(|s| s.group == group).map(|s| KeyArray {
             key: s.key.clone(),
             column: s.topology_key,
             domains: topology.domains(s.topology_key).clone(),
             counts: s.counts.clone(),
         });
-        TopologyCounts::from_arrays(keys, self.nonzero[group as usize], rows.clone())
+        TopologyCounts::from_arrays(keys, self.nonzero[group as usize])
     }
 
     /// Whether some node counted some key (upstream PreScore: some node's

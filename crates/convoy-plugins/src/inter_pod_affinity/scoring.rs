@@ -21,7 +21,8 @@ use convoy_api::{
     Status, WeightedAffinityTerm,
 };
 
-use super::counts::TopologyCounts;
+use super::counts::{NodeValues, TopologyCounts};
+use super::domains::NodeRows;
 use super::memo::{Memos, Sink};
 use super::{InterPodAffinity, term_matches};
 
@@ -32,6 +33,8 @@ const NO_STATE: &str =
 #[derive(Debug)]
 pub(super) struct PreScoreState {
     pub(super) topology_score: TopologyCounts,
+    /// The nodes' value ids the sums are read with.
+    rows: Arc<NodeRows>,
 }
 
 /// Whether the pod has preferred pod affinity or anti-affinity terms, read
@@ -209,8 +212,10 @@ impl PreScorePlugin for InterPodAffinity {
         if !e.any_node_counted() {
             return Status::skip();
         }
+        // Before the counts are taken (see PreFilter).
         let rows = rows.sync(topology, all);
-        state.write(PreScoreState { topology_score: e.counts(0, topology, &rows) });
+        let topology_score = e.counts(0, topology);
+        state.write(PreScoreState { topology_score, rows });
         Status::success()
     }
 }
@@ -220,7 +225,7 @@ impl ScorePlugin for InterPodAffinity {
     /// anti-affinity); rescaled by `normalize_score`.
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let s = state.read::<PreScoreState>().ok_or_else(|| Status::error(NO_STATE))?;
-        Ok(s.topology_score.sum_on(node))
+        Ok(s.topology_score.sum_on(&NodeValues::new(Some(&s.rows), node)))
     }
 
     /// Upstream's min-max normalization, in `f64` and truncated.
