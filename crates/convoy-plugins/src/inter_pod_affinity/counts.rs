@@ -19,7 +19,7 @@ use smallvec::SmallVec;
 
 use convoy_api::NodeInfo;
 
-use super::domains::{Domains, NodeRows};
+use super::domains::{Domains, NodeRows, RowHint};
 
 /// A key without a column in the rows (added by a PreFilter extension).
 const NO_COLUMN: u32 = u32::MAX;
@@ -100,8 +100,8 @@ pub(super) struct NodeValues<'a> {
 
 impl<'a> NodeValues<'a> {
     /// `rows` must come from the pass that made the counts read with it.
-    pub(super) fn new(rows: Option<&'a NodeRows>, node: &'a NodeInfo) -> Self {
-        Self { node, row: rows.and_then(|r| r.row(node).map(|i| (r, i))) }
+    pub(super) fn new(rows: Option<&'a NodeRows>, node: &'a NodeInfo, hint: &RowHint) -> Self {
+        Self { node, row: rows.and_then(|r| r.row_after(node, hint).map(|i| (r, i))) }
     }
 }
 
@@ -251,7 +251,8 @@ mod tests {
         let key = KeyArray { key: zone.clone(), column, domains, counts: Arc::new(vec![2, 1]) };
         let mut c = TopologyCounts::from_arrays([key], 2);
         let [a, b, bare] = [0, 1, 2].map(|i| &list.list()[i]);
-        let at = |n| NodeValues::new(Some(&rows), n);
+        let hint = RowHint::default();
+        let at = |n| NodeValues::new(Some(&rows), n, &hint);
         // A copy of a node (a what-if) has no row: looked up by label.
         let copy = NodeBuilder::new("a").label("zone", "z1").info();
         assert!(at(&copy).row.is_none() && at(a).row.is_some());

@@ -15,10 +15,15 @@
 //! referring to that object (the snapshot's, or a copy made for a what-if)
 //! has its labels, so the ids are right for it; a node info whose object has
 //! no row (none, a node the last pass did not see) is looked up by label.
+//!
+//! Filter and Score visit the snapshot's nodes in list order, so the row of
+//! the next node is most often the one after the last row found: a
+//! [`RowHint`] tries it first (one pointer comparison) before hashing.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use k8s_openapi::api::core::v1::Node;
 
@@ -180,6 +185,19 @@ fn labels_of(node: &Node) -> Option<&convoy_api::Labels> {
 }
 
 impl NodeRows {
+    /// The row describing this node's object, if any: the row after the
+    /// hint's last one if it is, else the one found by address.
+    pub(super) fn row_after(&self, node: &NodeInfo, hint: &RowHint) -> Option<usize> {
+        let n = node.node()?;
+        let next = hint.0.load(Ordering::Relaxed) as usize;
+        let row = match self.nodes.get(next) {
+            Some(Some(m)) if Arc::ptr_eq(m, n) => next,
+            _ => self.row(node)?,
+        };
+        hint.0.store(u32::try_from(row + 1).unwrap_or(0), Ordering::Relaxed);
+        Some(row)
+    }
+
     /// The row describing this node's object, if any.
     pub(super) fn row(&self, node: &NodeInfo) -> Option<usize> {
         let n = node.node()?;
@@ -200,6 +218,18 @@ impl NodeRows {
         self.by_node.capacity() * (size_of::<(usize, u32)>() + 1)
             + self.nodes.capacity() * size_of::<Option<Arc<Node>>>()
             + self.columns.iter().map(|c| c.capacity() * size_of::<u32>()).sum::<usize>()
+    }
+}
+
+/// The row after the last one a cycle's Filter or Score found: where the
+/// next node most likely is. Only a guess, checked before use; relaxed
+/// atomic, so that Filter may run on several threads.
+#[derive(Debug, Default)]
+pub(super) struct RowHint(AtomicU32);
+
+impl Clone for RowHint {
+    fn clone(&self) -> Self {
+        Self(AtomicU32::new(self.0.load(Ordering::Relaxed)))
     }
 }
 
@@ -319,8 +349,10 @@ mod tests {
     /// After every sync, each node of the list has its position as row and
     /// the ids of its values.
     fn check(rows: &NodeRows, topology: &Topology, list: &NodeList) {
-        for (i, n) in list.list().iter().enumerate() {
+        let hint = RowHint::default();
+        for (i, n) in list.list().iter().enumerate().chain(list.list().iter().enumerate().rev()) {
             assert_eq!(rows.row(n), Some(i), "{}", n.name());
+            assert_eq!(rows.row_after(n, &hint), Some(i), "{}, with the hint", n.name());
             for k in 0..topology.keys.len() {
                 let (key, domains) = &topology.keys[k];
                 let want = n.label(key).map(|v| domains.id(v).unwrap());

@@ -22,7 +22,7 @@ use convoy_api::{
 };
 
 use super::counts::{NodeValues, TopologyCounts};
-use super::domains::NodeRows;
+use super::domains::{NodeRows, RowHint};
 use super::memo::{Memos, Sink};
 use super::{InterPodAffinity, pod_matches_all, term_matches};
 
@@ -69,6 +69,7 @@ pub(super) struct PreFilterState {
     anti_affinity_keys: Vec<Option<usize>>,
     /// The nodes' value ids the counts are read with.
     rows: Option<Arc<NodeRows>>,
+    hint: RowHint,
 }
 
 impl PreFilterState {
@@ -306,6 +307,7 @@ impl PreFilterPlugin for InterPodAffinity {
             affinity_keys,
             anti_affinity_keys,
             rows: Some(rows),
+            hint: RowHint::default(),
         });
         (None, Status::success())
     }
@@ -322,7 +324,7 @@ impl FilterPlugin for InterPodAffinity {
     /// pods anti-affinity rules`. Error when PreFilter did not run.
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>() else { return Status::error(NO_STATE) };
-        let at = NodeValues::new(s.rows.as_deref(), node);
+        let at = NodeValues::new(s.rows.as_deref(), node, &s.hint);
         if !s.satisfies_affinity(&at) {
             return Status::unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH);
         }

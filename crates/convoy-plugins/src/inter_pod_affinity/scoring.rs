@@ -22,7 +22,7 @@ use convoy_api::{
 };
 
 use super::counts::{NodeValues, TopologyCounts};
-use super::domains::NodeRows;
+use super::domains::{NodeRows, RowHint};
 use super::memo::{Memos, Sink};
 use super::{InterPodAffinity, term_matches};
 
@@ -35,6 +35,7 @@ pub(super) struct PreScoreState {
     pub(super) topology_score: TopologyCounts,
     /// The nodes' value ids the sums are read with.
     rows: Arc<NodeRows>,
+    hint: RowHint,
 }
 
 /// Whether the pod has preferred pod affinity or anti-affinity terms, read
@@ -215,7 +216,7 @@ impl PreScorePlugin for InterPodAffinity {
         // Before the counts are taken (see PreFilter).
         let rows = rows.sync(topology, all);
         let topology_score = e.counts(0, topology);
-        state.write(PreScoreState { topology_score, rows });
+        state.write(PreScoreState { topology_score, rows, hint: RowHint::default() });
         Status::success()
     }
 }
@@ -225,7 +226,7 @@ impl ScorePlugin for InterPodAffinity {
     /// anti-affinity); rescaled by `normalize_score`.
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let s = state.read::<PreScoreState>().ok_or_else(|| Status::error(NO_STATE))?;
-        Ok(s.topology_score.sum_on(&NodeValues::new(Some(&s.rows), node)))
+        Ok(s.topology_score.sum_on(&NodeValues::new(Some(&s.rows), node, &s.hint)))
     }
 
     /// Upstream's min-max normalization, in `f64` and truncated.
