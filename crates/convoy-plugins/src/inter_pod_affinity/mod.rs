@@ -54,6 +54,7 @@ pub struct InterPodAffinity {
     /// Per-node counts kept between cycles (cycles run one at a time; the
     /// lock is for `Sync`).
     memos: Mutex<memo::Memos>,
+    resolved: Mutex<Resolved>,
 }
 
 impl InterPodAffinity {
@@ -73,7 +74,7 @@ impl InterPodAffinity {
                 "hardPodAffinityWeight: Invalid value: {w}: not in valid range [0, 100]"
             ));
         }
-        Ok(Self { args, objects, memos: Mutex::default() })
+        Ok(Self { args, objects, memos: Mutex::default(), resolved: Mutex::default() })
     }
 
     /// The memo, emptied if a panic left it half updated.
@@ -95,21 +96,60 @@ impl InterPodAffinity {
     /// Upstream `mergeAffinityTermNamespacesIfNotEmpty`, for the incoming
     /// pod's terms: a `namespaceSelector` other than `{}` is replaced by the
     /// names of the namespaces it selects now (added to `namespaces`).
+    ///
+    /// The names are kept per selector while the namespaces do not change
+    /// (pods of one template resolve the same selector every cycle).
     fn merge_namespaces(&self, term: &AffinityTerm) -> AffinityTerm {
         let mut t = term.clone();
         if t.namespace_selector.is_everything() {
             return t;
         }
         if !t.namespace_selector.is_nothing() {
-            let mut namespaces = t.namespaces.into_vec();
-            namespaces.extend(self.objects.namespaces_matching(&t.namespace_selector));
-            namespaces.sort();
-            namespaces.dedup();
-            t.namespaces = namespaces.into_boxed_slice();
+            // The version first: names read after it are at least as new.
+            let version = self.objects.namespaces_version();
+            let mut resolved = self.resolved.lock().unwrap_or_else(PoisonError::into_inner);
+            if resolved.version != version {
+                resolved.version = version;
+                resolved.entries.clear();
+            }
+            let known = resolved.entries.iter().find(|(selector, listed, _)| {
+                *selector == t.namespace_selector && *listed == t.namespaces
+            });
+            t.namespaces = match known {
+                Some((_, _, names)) => names.clone(),
+                None => {
+                    let mut names = t.namespaces.to_vec();
+                    names.extend(self.objects.namespaces_matching(&t.namespace_selector));
+                    names.sort();
+                    names.dedup();
+                    let names = names.into_boxed_slice();
+                    if resolved.entries.len() == RESOLVED_SELECTORS {
+                        resolved.entries.remove(0);
+                    }
+                    let entry = (t.namespace_selector.clone(), t.namespaces.clone(), names.clone());
+                    resolved.entries.push(entry);
+                    names
+                }
+            };
         }
         t.namespace_selector = Selector::Nothing;
         t
     }
+}
+
+/// Selectors whose namespaces the plugin keeps.
+const RESOLVED_SELECTORS: usize = 16;
+
+/// Namespace names, sorted.
+type Names = Box<[Arc<str>]>;
+
+/// The namespaces incoming pods' `namespaceSelector`s selected: `(selector,
+/// namespaces listed, all the names)`, valid while the namespaces' version
+/// is `version`.
+#[derive(Debug, Default)]
+struct Resolved {
+    version: u64,
+    entries: Vec<(Selector, Names, Names)>,
 }
 
 /// Upstream `AffinityTerm.Matches` for a pod of the snapshot.

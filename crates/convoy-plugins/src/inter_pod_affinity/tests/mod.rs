@@ -6,6 +6,7 @@ mod extensions;
 mod filtering;
 mod hints;
 mod multiple_nodes;
+mod perf;
 mod random;
 mod scoring;
 mod upstream;
