@@ -169,7 +169,8 @@ fn cycle(p: &InterPodAffinity, pod: &PodInfo, list: &NodeList, start: usize) -> 
         assert!(p.normalize_score(&state, pod, &mut scores).is_success());
     }
     let spent = Spent { pre_filter, filter, filtered, score: t.elapsed() };
-    let best = scores.iter().copied().max().unwrap();
+    // No node fits: none chosen (only the memory test makes such pods).
+    let Some(best) = scores.iter().copied().max() else { return (0, spent) };
     let chosen = feasible
         .iter()
         .zip(&scores)
@@ -250,4 +251,54 @@ fn perf_per_cycle_at_5000_nodes() {
             bytes as f64 / NODES as f64
         );
     }
+}
+
+/// The memo's memory is linear in nodes and does not grow with pods: a
+/// node's contribution has one item per topology key it counts at, however
+/// many pods count there.
+#[test]
+fn memo_memory_follows_nodes_not_pods() {
+    let bytes_with = |nodes: usize, pods_per_node: usize| {
+        let objects = Arc::new(ClusterObjects::new());
+        let p = InterPodAffinity::new(None, objects).unwrap();
+        let w = &workloads()[0];
+        let mut infos: Vec<NodeInfo> = (0..nodes)
+            .map(|i| {
+                let name = format!("node-{i}");
+                NodeBuilder::new(&name)
+                    .label(HOST, &name)
+                    .label(ZONE, &format!("z{}", i % 3))
+                    .info()
+            })
+            .collect();
+        for (i, n) in infos.iter_mut().enumerate() {
+            for j in 0..pods_per_node {
+                let anti = super::affinity(
+                    PodBuilder::new(&format!("p-{i}-{j}"))
+                        .namespace("sched-0")
+                        .label("color", "blue"),
+                    template("blue", "anti", HOST, Some(&["sched-0"])),
+                );
+                n.add_pod(pod(w, &format!("a-{i}-{j}"), "sched-0").node(n.name()).info());
+                n.add_pod(anti.node(n.name()).info());
+            }
+        }
+        let list = NodeList::of(infos);
+        // More templates than entries kept: every entry filled.
+        for (k, color) in ["blue", "green", "red", "yellow", "white", "black"].iter().enumerate() {
+            for (kind, key) in [("required", ZONE), ("anti", HOST), ("preferred", HOST)] {
+                let a = template(color, kind, key, Some(&["sched-0", "sched-1"]));
+                let b = PodBuilder::new(&format!("in-{k}-{kind}")).namespace("sched-1");
+                let incoming = super::affinity(b.label("color", color), a).info();
+                cycle(&p, &incoming, &list, 0);
+            }
+        }
+        p.memo_heap_bytes()
+    };
+    let small = bytes_with(300, 1);
+    let more_pods = bytes_with(300, 8);
+    let more_nodes = bytes_with(1200, 1);
+    assert!(more_pods < small * 11 / 10, "8x the pods: {small} -> {more_pods} bytes");
+    assert!(more_nodes < small * 5, "4x the nodes: {small} -> {more_nodes} bytes");
+    assert!(more_nodes / 1200 < 1000, "{} bytes per node", more_nodes / 1200);
 }
