@@ -9,9 +9,10 @@
 //! and, when the incoming pod has required terms, existing pods matching
 //! all its affinity terms and existing pods matching each of its
 //! anti-affinity terms (every node). The counts are sums of per-node
-//! contributions kept between cycles ([`memo`](super::memo)): only the
+//! contributions kept between cycles (see the plugin's module): only the
 //! nodes that changed since the entry's last use are walked again. Filter
-//! then costs a few label and hash lookups per node, and allocates nothing.
+//! then costs a few array reads per node (a label and hash lookup for a
+//! node the rows do not know), and allocates nothing.
 
 use std::sync::Arc;
 

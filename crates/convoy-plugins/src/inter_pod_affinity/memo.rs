@@ -20,12 +20,20 @@
 //!
 //! A [`Memo`] holds the entries of one kind of count, the [`ENTRIES`] most
 //! recently used keys, so that pods of a few alternating templates do not
-//! rebuild each other's. Memory: per entry, 32 bytes per node (a generation
-//! and an inline contribution of one topology key; 16 bytes more per
-//! further key a node contributes to) and 8 bytes per topology value per key;
-//! nothing per pod. The interned values of each key ([`Topology`]) only
-//! grow, so everything is dropped when a key holds more than twice as many
-//! values as there are nodes (stale values of deleted or relabelled nodes).
+//! rebuild each other's. An entry with a key not seen before is built from
+//! every node once (upstream's cost, once per key instead of once per
+//! cycle).
+//!
+//! Memory: per entry, 32 bytes per node (a generation and an inline
+//! contribution of one topology key; 16 bytes more per further key a node
+//! contributes to) and 8 bytes per topology value per key; per node, about
+//! 40 bytes of rows and, for a hostname key, about 60 bytes of interned
+//! value; nothing per pod (a node's contribution has one item per topology
+//! key, however many pods count there). With every entry of the three kinds
+//! in use, about 530 bytes per node (`tests/perf.rs`). The interned values
+//! of each key ([`Topology`]) only grow, so everything is dropped when a key
+//! holds more than twice as many values as there are nodes (stale values of
+//! deleted or relabelled nodes).
 
 use std::sync::Arc;
 

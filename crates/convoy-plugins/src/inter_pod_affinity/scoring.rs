@@ -7,7 +7,7 @@
 //! (+hardPodAffinityWeight), preferred affinity (+weight) and preferred
 //! anti-affinity (−weight) terms the incoming pod matches, each at `E`'s
 //! node's value of the term's key. The sums are kept between cycles per
-//! node ([`memo`](super::memo)): only nodes that changed are walked again.
+//! node (see the plugin's module): only nodes that changed are walked again.
 //! Score of a node:
 //! the sum over the topology keys of the node's pair (may be negative).
 //! NormalizeScore: `trunc(100 * ((s - min) / (max - min)))` in floating
