@@ -9,7 +9,7 @@
 //! resolved terms, or its namespace, labels and namespace labels). An
 //! [`Entry`] keeps, for one key, every node's contribution with the node's
 //! [`generation`](convoy_api::NodeInfo::generation) when computed, and the
-//! sums (per topology key, an array indexed by [`Domains`] id). A pass
+//! sums (per topology key, an array indexed by [`Domains`](super::domains::Domains) id). A pass
 //! compares the snapshot's generations with the entry's (one linear scan of
 //! two `u64` arrays, 32 at a time) and, for each node whose generation
 //! differs, computes its contribution again, subtracts the old one and adds
@@ -68,7 +68,7 @@ const STALE_SLACK: usize = if cfg!(test) { 0 } else { 1024 };
 struct Item {
     /// The entry's [`Slot`].
     slot: u32,
-    /// The node's value, as an id of the slot key's [`Domains`].
+    /// The node's value, as an id of the slot key's [`Domains`](super::domains::Domains).
     domain: u32,
     n: i64,
 }
