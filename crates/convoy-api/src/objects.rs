@@ -77,6 +77,8 @@ type NsName = (Arc<str>, Arc<str>);
 #[derive(Debug, Default)]
 struct Inner {
     namespaces: HashMap<Arc<str>, Arc<Labels>>,
+    /// Bumped on every Namespace added, changed or deleted.
+    namespaces_version: u64,
     /// Services with a selector, by namespace then name (a Service without
     /// a selector selects no pod).
     services: HashMap<Arc<str>, BTreeMap<Arc<str>, Arc<Labels>>>,
@@ -122,6 +124,7 @@ impl ClusterObjects {
             ClusterObject::Namespace(ns) => {
                 let labels = ns.metadata.labels.clone().unwrap_or_default();
                 st.namespaces.insert(ns_name(m).1, Arc::new(labels));
+                st.namespaces_version += 1;
             }
             ClusterObject::Service(s) => {
                 let (ns, name) = ns_name(m);
@@ -158,6 +161,7 @@ impl ClusterObjects {
         match obj {
             ClusterObject::Namespace(_) => {
                 st.namespaces.remove(&key.1);
+                st.namespaces_version += 1;
             }
             ClusterObject::Service(_) => {
                 if let Some(by_name) = st.services.get_mut(&key.0) {
@@ -182,6 +186,13 @@ impl ClusterObjects {
     /// The labels of a namespace; `None` when the namespace is unknown.
     pub fn namespace_labels(&self, name: &str) -> Option<Arc<Labels>> {
         self.read().namespaces.get(name).cloned()
+    }
+
+    /// A number that changes whenever a Namespace is added, changed or
+    /// deleted: what a plugin derived from the namespaces (such as the
+    /// namespaces a selector selects) stays valid while it is unchanged.
+    pub fn namespaces_version(&self) -> u64 {
+        self.read().namespaces_version
     }
 
     /// The names of the namespaces whose labels match, sorted.
@@ -258,11 +269,13 @@ mod tests {
         s.apply(&ns);
         s.apply(&ClusterObject::Namespace(obj!(json!({"metadata": {"name": "b"}}))));
         let team = Selector::from_set(&[("team".to_string(), "x".to_string())].into());
+        let v = s.namespaces_version();
         assert_eq!(s.namespaces_matching(&team), vec![Arc::from("a")]);
         assert_eq!(s.namespaces_matching(&Selector::everything()).len(), 2);
         assert_eq!(s.namespace_labels("a").unwrap().get("team").unwrap(), "x");
         s.delete(&ns);
         assert!(s.namespace_labels("a").is_none());
+        assert_ne!(s.namespaces_version(), v, "a namespace change changes the version");
 
         let svc =
             ClusterObject::Service(obj!(json!({"metadata": {"name": "web", "namespace": "n"},

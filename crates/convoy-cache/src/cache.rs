@@ -179,23 +179,25 @@ impl Cache {
         snapshot.images = images;
         // Outside the lock: install the nodes (the replaced Arcs are dropped
         // here too, and with them any node copy only the snapshot held).
-        let mut affinity_changed = false;
         match full {
             None => {}
             Some(true) => {
                 std::mem::swap(&mut snapshot.nodes, &mut buf);
                 snapshot.rebuild_index();
-                affinity_changed = true;
+                snapshot.rebuild_affinity_lists();
             }
             Some(false) => {
                 for n in buf.iter_mut() {
                     match snapshot.index.get(n.name()) {
                         Some(&i) => {
                             let old = &snapshot.nodes[i];
-                            affinity_changed |= !old.pods_with_affinity.is_empty()
+                            let affinity = !old.pods_with_affinity.is_empty()
                                 || !n.pods_with_affinity.is_empty();
                             snapshot.generations[i] = n.generation;
                             std::mem::swap(&mut snapshot.nodes[i], n);
+                            if affinity {
+                                snapshot.update_affinity_lists(i);
+                            }
                         }
                         None => {
                             // A real node the list does not know: cannot
@@ -211,9 +213,6 @@ impl Cache {
                     }
                 }
             }
-        }
-        if affinity_changed {
-            snapshot.rebuild_affinity_lists();
         }
         buf.clear();
         snapshot.scratch = buf;

@@ -25,8 +25,12 @@ pub struct Snapshot {
     pub(crate) index: HashMap<Arc<str>, usize>,
     /// Nodes with pods with pod affinity of any kind, in `nodes` order.
     pub(crate) with_affinity: Vec<Arc<NodeInfo>>,
+    /// The position in `nodes` of each node of `with_affinity`.
+    with_affinity_at: Vec<u32>,
     /// Nodes with pods with required pod anti-affinity, in `nodes` order.
     pub(crate) with_required_anti_affinity: Vec<Arc<NodeInfo>>,
+    /// The position in `nodes` of each node of `with_required_anti_affinity`.
+    with_required_anti_affinity_at: Vec<u32>,
     pub(crate) generation: u64,
     /// Image name → size and number of nodes with it, shared with the cache
     /// as of this snapshot (upstream's `ImageStateSummary.NumNodes`; see
@@ -84,10 +88,39 @@ impl Snapshot {
         self.generation
     }
 
-    /// Recomputes the lists of nodes with affinity pods (upstream rebuilds
-    /// them on every snapshot update that changed such a node).
+    /// Recomputes the lists of nodes with affinity pods (after the list of
+    /// nodes changed).
     pub(crate) fn rebuild_affinity_lists(&mut self) {
         (self.with_affinity, self.with_required_anti_affinity) = affinity_lists(&self.nodes);
+        let positions = |pred: fn(&NodeInfo) -> bool| -> Vec<u32> {
+            (0..self.nodes.len()).filter(|&i| pred(&self.nodes[i])).map(position).collect()
+        };
+        self.with_affinity_at = positions(|n| !n.pods_with_affinity.is_empty());
+        self.with_required_anti_affinity_at =
+            positions(|n| !n.pods_with_required_anti_affinity.is_empty());
+    }
+
+    /// Puts the node at position `i` (just replaced) in, out of, or anew in
+    /// the lists of nodes with affinity pods, as it now belongs. Upstream
+    /// rebuilds both lists whenever such a node changed; replacing one entry
+    /// gives the same lists without touching every node (an `Arc` clone and
+    /// drop each).
+    pub(crate) fn update_affinity_lists(&mut self, i: usize) {
+        let node = &self.nodes[i];
+        place(
+            &mut self.with_affinity,
+            &mut self.with_affinity_at,
+            i,
+            node,
+            !node.pods_with_affinity.is_empty(),
+        );
+        place(
+            &mut self.with_required_anti_affinity,
+            &mut self.with_required_anti_affinity_at,
+            i,
+            node,
+            !node.pods_with_required_anti_affinity.is_empty(),
+        );
     }
 
     pub(crate) fn rebuild_index(&mut self) {
@@ -98,6 +131,34 @@ impl Snapshot {
         for (i, n) in self.nodes.iter().enumerate() {
             self.index.insert(n.name_arc().clone(), i);
         }
+    }
+}
+
+fn position(i: usize) -> u32 {
+    u32::try_from(i).expect("fewer than 2^32 nodes")
+}
+
+/// Makes `node`, at position `i` of the snapshot, a member of `list` (kept
+/// in snapshot order, with each member's position in `at`) or not.
+fn place(
+    list: &mut Vec<Arc<NodeInfo>>,
+    at: &mut Vec<u32>,
+    i: usize,
+    node: &Arc<NodeInfo>,
+    member: bool,
+) {
+    let i = position(i);
+    match (at.binary_search(&i), member) {
+        (Ok(j), true) => list[j] = node.clone(),
+        (Ok(j), false) => {
+            list.remove(j);
+            at.remove(j);
+        }
+        (Err(j), true) => {
+            list.insert(j, node.clone());
+            at.insert(j, i);
+        }
+        (Err(_), false) => {}
     }
 }
 

@@ -143,6 +143,11 @@ fn check_snapshot(cache: &Cache, model: &Model, snap: &Snapshot, step: usize) {
         names(&anti),
         "step {step}"
     );
+    // The lists hold the snapshot's node infos, not older ones.
+    let lists = snap.have_pods_with_affinity_list().iter();
+    for n in lists.chain(snap.have_pods_with_required_anti_affinity_list()) {
+        assert!(Arc::ptr_eq(n, snap.get(n.name()).unwrap()), "step {step}: {} stale", n.name());
+    }
 }
 
 fn run(seed: u64, steps: usize) {

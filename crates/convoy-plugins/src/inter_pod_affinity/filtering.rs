@@ -4,16 +4,17 @@
 //! term, `kubernetes.io/hostname` included, goes through the topology
 //! counts).
 //!
-//! PreFilter walks the snapshot once and counts, per topology pair:
-//! existing pods whose required anti-affinity the incoming pod matches
-//! (only nodes hosting such pods), and, when the incoming pod has required
-//! terms, existing pods matching all its affinity terms and existing pods
-//! matching each of its anti-affinity terms (every node). Filter then costs
-//! a few label and hash lookups per node, and allocates nothing.
+//! PreFilter counts, per topology pair: existing pods whose required
+//! anti-affinity the incoming pod matches (only nodes hosting such pods),
+//! and, when the incoming pod has required terms, existing pods matching
+//! all its affinity terms and existing pods matching each of its
+//! anti-affinity terms (every node). The counts are sums of per-node
+//! contributions kept between cycles (see the plugin's module): only the
+//! nodes that changed since the entry's last use are walked again. Filter
+//! then costs a few array reads per node (a label and hash lookup for a
+//! node the rows do not know), and allocates nothing.
 
 use std::sync::Arc;
-
-use smallvec::SmallVec;
 
 use convoy_api::labels::{Labels, no_labels};
 use convoy_api::{
@@ -21,7 +22,9 @@ use convoy_api::{
     PreFilterPlugin, PreFilterResult, Status,
 };
 
-use super::counts::TopologyCounts;
+use super::counts::{NodeValues, TopologyCounts};
+use super::domains::{NodeRows, RowHint};
+use super::memo::{Memos, Sink};
 use super::{InterPodAffinity, pod_matches_all, term_matches};
 
 /// Reason when an existing pod's required anti-affinity rejects the pod.
@@ -61,6 +64,13 @@ pub(super) struct PreFilterState {
     pub(super) affinity: TopologyCounts,
     /// Existing pods matching each of the incoming pod's anti-affinity terms.
     pub(super) anti_affinity: TopologyCounts,
+    /// For each affinity term, the index of its key in `affinity`.
+    affinity_keys: Vec<Option<usize>>,
+    /// For each anti-affinity term, the index of its key in `anti_affinity`.
+    anti_affinity_keys: Vec<Option<usize>>,
+    /// The nodes' value ids the counts are read with.
+    rows: Option<Arc<NodeRows>>,
+    hint: RowHint,
 }
 
 impl PreFilterState {
@@ -96,13 +106,13 @@ impl PreFilterState {
     /// every term's topology key and, for each, a pod matching all terms in
     /// its domain; or no such pod exists anywhere and the pod matches its
     /// own terms.
-    fn satisfies_affinity(&self, node: &NodeInfo) -> bool {
-        let terms = &self.incoming.affinity;
+    fn satisfies_affinity(&self, at: &NodeValues<'_>) -> bool {
+        let terms = self.incoming.affinity.iter().zip(&self.affinity_keys);
         let mut pods_exist = true;
-        for t in terms {
-            match node.label(&t.topology_key) {
-                Some(v) => {
-                    if self.affinity.get(&t.topology_key, v) <= 0 {
+        for (t, &i) in terms {
+            match self.affinity.on_node(i, &t.topology_key, at) {
+                Some(c) => {
+                    if c <= 0 {
                         pods_exist = false;
                     }
                 }
@@ -114,87 +124,96 @@ impl PreFilterState {
     }
 
     /// Upstream `satisfyPodAntiAffinity`.
-    fn satisfies_anti_affinity(&self, node: &NodeInfo) -> bool {
+    fn satisfies_anti_affinity(&self, at: &NodeValues<'_>) -> bool {
         if self.anti_affinity.is_empty() {
             return true;
         }
-        !self.incoming.anti_affinity.iter().any(|t| {
-            node.label(&t.topology_key)
-                .is_some_and(|v| self.anti_affinity.get(&t.topology_key, v) > 0)
+        let mut terms = self.incoming.anti_affinity.iter().zip(&self.anti_affinity_keys);
+        !terms.any(|(t, &i)| {
+            self.anti_affinity.on_node(i, &t.topology_key, at).is_some_and(|c| c > 0)
         })
     }
 
     /// Upstream `satisfyExistingPodsAntiAffinity`.
-    fn satisfies_existing_anti_affinity(&self, node: &NodeInfo) -> bool {
-        self.existing_anti_affinity.is_empty() || !self.existing_anti_affinity.any_positive_on(node)
+    fn satisfies_existing_anti_affinity(&self, at: &NodeValues<'_>) -> bool {
+        self.existing_anti_affinity.is_empty() || !self.existing_anti_affinity.any_positive_on(at)
     }
 }
 
-/// Upstream `getExistingAntiAffinityCounts`: over the nodes hosting pods
-/// with required anti-affinity, +1 at `(key, node's value)` for each such
-/// term the incoming pod matches.
-fn existing_anti_affinity_counts(
-    pod: &PodInfo,
-    namespace_labels: &Labels,
-    nodes: &[Arc<NodeInfo>],
-) -> TopologyCounts {
-    let mut counts = TopologyCounts::default();
-    for node in nodes {
-        for existing in &node.pods_with_required_anti_affinity {
-            let Some(a) = existing.affinity.as_deref() else { continue };
-            for t in &a.required_anti_affinity {
-                if term_matches(t, pod, namespace_labels)
-                    && let Some(v) = node.label(&t.topology_key)
-                {
-                    counts.add(&t.topology_key, v, 1);
-                }
-            }
-        }
-    }
-    counts
+/// What the counts of existing pods' required anti-affinity depend on
+/// besides the nodes: the incoming pod's namespace, labels and namespace
+/// labels.
+#[derive(Debug)]
+pub(super) struct ExistingKey {
+    namespace: Arc<str>,
+    labels: Labels,
+    namespace_labels: Labels,
 }
 
-/// Upstream `getIncomingAffinityAntiAffinityCounts`: over every pod of
-/// every node, +1 at each term's `(key, node's value)` for a pod matching
-/// all affinity terms, and for each anti-affinity term a pod matches.
-fn incoming_counts(
-    terms: &IncomingTerms,
-    nodes: &[Arc<NodeInfo>],
-) -> (TopologyCounts, TopologyCounts) {
-    let mut affinity = TopologyCounts::default();
-    let mut anti_affinity = TopologyCounts::default();
-    if terms.affinity.is_empty() && terms.anti_affinity.is_empty() {
-        return (affinity, anti_affinity);
-    }
-    let mut values: SmallVec<[Option<&str>; 4]> = SmallVec::new();
-    for node in nodes {
-        // The node's value of each term's key, looked up once per node; a
-        // node with none of the keys records nothing.
-        values.clear();
-        let keys = terms.affinity.iter().chain(&terms.anti_affinity);
-        values.extend(keys.map(|t| node.label(&t.topology_key)));
-        if values.iter().all(Option::is_none) {
-            continue;
+impl ExistingKey {
+    fn of(pod: &PodInfo, namespace_labels: &Labels) -> Self {
+        Self {
+            namespace: pod.key.namespace.clone(),
+            labels: pod.labels().clone(),
+            namespace_labels: namespace_labels.clone(),
         }
-        let (aff_values, anti_values) = values.split_at(terms.affinity.len());
-        for existing in &node.pods {
-            if pod_matches_all(&terms.affinity, existing) {
-                for (t, v) in terms.affinity.iter().zip(aff_values) {
-                    if let Some(v) = v {
-                        affinity.add(&t.topology_key, v, 1);
-                    }
-                }
-            }
-            for (t, v) in terms.anti_affinity.iter().zip(anti_values) {
-                if let Some(v) = v
-                    && term_matches(t, existing, no_labels())
-                {
-                    anti_affinity.add(&t.topology_key, v, 1);
-                }
+    }
+
+    fn is(&self, pod: &PodInfo, namespace_labels: &Labels) -> bool {
+        *self.namespace == *pod.namespace()
+            && self.labels == *pod.labels()
+            && self.namespace_labels == *namespace_labels
+    }
+}
+
+/// Upstream `getExistingAntiAffinityCounts`, one node: +1 at `(key, node's
+/// value)` for each required anti-affinity term of a pod of the node that
+/// the incoming pod matches.
+fn existing_anti_affinity_on(pod: &PodInfo, namespace_labels: &Labels, sink: &mut Sink<'_>) {
+    for existing in &sink.node().pods_with_required_anti_affinity {
+        let Some(a) = existing.affinity.as_deref() else { continue };
+        for t in &a.required_anti_affinity {
+            if term_matches(t, pod, namespace_labels) {
+                sink.add(0, &t.topology_key, 1);
             }
         }
     }
-    (affinity, anti_affinity)
+}
+
+/// The incoming pod's required terms, namespaces resolved: what its
+/// affinity and anti-affinity counts depend on besides the nodes.
+#[derive(Debug, PartialEq)]
+pub(super) struct IncomingKey {
+    affinity: Vec<AffinityTerm>,
+    anti_affinity: Vec<AffinityTerm>,
+}
+
+/// The groups of the incoming counts in their memo entry.
+const AFFINITY: u8 = 0;
+const ANTI_AFFINITY: u8 = 1;
+
+/// Upstream `getIncomingAffinityAntiAffinityCounts`, one node: +1 at each
+/// affinity term's `(key, node's value)` for a pod matching all affinity
+/// terms, and at an anti-affinity term's for each pod matching it.
+fn incoming_on(terms: &IncomingKey, sink: &mut Sink<'_>) {
+    let node = sink.node();
+    // A node with none of the keys counts nothing.
+    let keys = terms.affinity.iter().chain(&terms.anti_affinity);
+    if keys.map(|t| node.label(&t.topology_key)).all(|v| v.is_none()) {
+        return;
+    }
+    for existing in &node.pods {
+        if pod_matches_all(&terms.affinity, existing) {
+            for t in &terms.affinity {
+                sink.add(AFFINITY, &t.topology_key, 1);
+            }
+        }
+        for t in &terms.anti_affinity {
+            if term_matches(t, existing, no_labels()) {
+                sink.add(ANTI_AFFINITY, &t.topology_key, 1);
+            }
+        }
+    }
 }
 
 impl PreFilterPlugin for InterPodAffinity {
@@ -223,26 +242,73 @@ impl PreFilterPlugin for InterPodAffinity {
             return (None, Status::skip());
         }
         let namespace_labels = self.objects.namespace_labels(pod.namespace());
-        let existing_anti_affinity = existing_anti_affinity_counts(
-            pod,
-            namespace_labels.as_deref().unwrap_or(no_labels()),
-            with_anti_affinity,
-        );
+        let ns_labels = namespace_labels.as_deref().unwrap_or(no_labels());
+        let mut memos = self.memos();
+        let pass = memos.begin(nodes.list().len());
+        let Memos { topology, rows, existing_anti_affinity: existing, incoming: memo, .. } =
+            &mut *memos;
+        let existing = (!with_anti_affinity.is_empty()).then(|| {
+            existing.refresh(
+                pass,
+                topology,
+                nodes,
+                |k| k.is(pod, ns_labels),
+                || ExistingKey::of(pod, ns_labels),
+                [],
+                |sink| existing_anti_affinity_on(pod, ns_labels, sink),
+            )
+        });
+        // The incoming pod's terms, resolved only when it has some.
+        let key = (!no_terms).then(|| IncomingKey {
+            affinity: affinity.iter().map(|t| self.merge_namespaces(t)).collect(),
+            anti_affinity: anti_affinity.iter().map(|t| self.merge_namespaces(t)).collect(),
+        });
+        let incoming = key.as_ref().map(|key| {
+            let keys = key.affinity.iter().map(|t| (AFFINITY, &t.topology_key));
+            let anti_keys = key.anti_affinity.iter().map(|t| (ANTI_AFFINITY, &t.topology_key));
+            memo.refresh(
+                pass,
+                topology,
+                nodes,
+                |k| k == key,
+                || IncomingKey {
+                    affinity: key.affinity.clone(),
+                    anti_affinity: key.anti_affinity.clone(),
+                },
+                keys.chain(anti_keys),
+                |sink| incoming_on(key, sink),
+            )
+        });
+        // Before the counts are taken: the rows intern the values of nodes
+        // that changed, which the counts' value ids must include.
+        let rows = rows.sync(topology, nodes);
+        let existing_anti_affinity = existing.map(|e| e.counts(0, topology)).unwrap_or_default();
         if no_terms && existing_anti_affinity.is_empty() {
             return (None, Status::skip());
         }
-        let affinity: Vec<AffinityTerm> =
-            affinity.iter().map(|t| self.merge_namespaces(t)).collect();
-        let anti_affinity = anti_affinity.iter().map(|t| self.merge_namespaces(t)).collect();
+        let (affinity_counts, anti_affinity_counts) = incoming
+            .map(|e| (e.counts(AFFINITY, topology), e.counts(ANTI_AFFINITY, topology)))
+            .unwrap_or_default();
+        drop(memos);
+        let IncomingKey { affinity, anti_affinity } =
+            key.unwrap_or(IncomingKey { affinity: Vec::new(), anti_affinity: Vec::new() });
         let matches_own_affinity = pod_matches_all(&affinity, pod);
+        let key_indices = |terms: &[AffinityTerm], counts: &TopologyCounts| {
+            terms.iter().map(|t| counts.key_index(&t.topology_key)).collect()
+        };
+        let affinity_keys = key_indices(&affinity, &affinity_counts);
+        let anti_affinity_keys = key_indices(&anti_affinity, &anti_affinity_counts);
         let incoming = IncomingTerms { affinity, anti_affinity, matches_own_affinity };
-        let (affinity, anti_affinity) = incoming_counts(&incoming, nodes.list());
         state.write(PreFilterState {
             incoming: Arc::new(incoming),
             namespace_labels,
             existing_anti_affinity,
-            affinity,
-            anti_affinity,
+            affinity: affinity_counts,
+            anti_affinity: anti_affinity_counts,
+            affinity_keys,
+            anti_affinity_keys,
+            rows: Some(rows),
+            hint: RowHint::default(),
         });
         (None, Status::success())
     }
@@ -259,13 +325,14 @@ impl FilterPlugin for InterPodAffinity {
     /// pods anti-affinity rules`. Error when PreFilter did not run.
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
         let Some(s) = state.read::<PreFilterState>() else { return Status::error(NO_STATE) };
-        if !s.satisfies_affinity(node) {
+        let at = NodeValues::new(s.rows.as_deref(), node, &s.hint);
+        if !s.satisfies_affinity(&at) {
             return Status::unresolvable(ERR_REASON_AFFINITY_RULES_NOT_MATCH);
         }
-        if !s.satisfies_anti_affinity(node) {
+        if !s.satisfies_anti_affinity(&at) {
             return Status::unschedulable(ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH);
         }
-        if !s.satisfies_existing_anti_affinity(node) {
+        if !s.satisfies_existing_anti_affinity(&at) {
             return Status::unschedulable(ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH);
         }
         Status::success()

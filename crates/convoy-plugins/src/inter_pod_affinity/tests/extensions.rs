@@ -130,3 +130,33 @@ fn removing_the_last_peer_restores_the_first_pod_exception() {
         "no PreFilter state"
     );
 }
+
+/// A pod added by an extension on a node whose label value the memo met
+/// only in this cycle (the node was relabelled since the last one) counts
+/// in Filter on that node.
+#[test]
+fn added_pod_counts_on_a_node_with_a_new_value() {
+    let incoming = affinity(
+        pod("p", &[("app", "db")]),
+        required(vec![], vec![term_in("app", "zone", &["db"])]),
+    );
+    let pod_info = info(&incoming);
+    let peer = pod("peer", &[("app", "db")]).node("a");
+    let p = plugin();
+    let nodes = vec![node("a", &[("zone", "z1")]), node("b", &[("zone", "z2")])];
+    let list = snapshot(nodes, std::slice::from_ref(&peer));
+    assert!(p.pre_filter(&mut CycleState::new(), &pod_info, &list).1.is_success());
+    // Node b relabelled to a value never seen.
+    let mut all = list.list().to_vec();
+    let mut b = (*all[1]).clone();
+    b.set_node(Arc::new(NodeBuilder::new("b").label("zone", "z-new").build()));
+    all[1] = Arc::new(b);
+    let list = NodeList::new(all);
+    let mut state = CycleState::new();
+    assert!(p.pre_filter(&mut state, &pod_info, &list).1.is_success());
+    let b = list.get("b").unwrap().clone();
+    assert_eq!(p.filter(&state, &pod_info, &b), ok());
+    let added = pod("added", &[("app", "db")]).node("b");
+    assert!(p.add_pod(&mut state, &pod_info, &info(&added), &b).is_success());
+    assert_eq!(p.filter(&state, &pod_info, &b), u(ANTI));
+}

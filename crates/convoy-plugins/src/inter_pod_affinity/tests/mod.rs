@@ -6,7 +6,10 @@ mod extensions;
 mod filtering;
 mod hints;
 mod multiple_nodes;
+mod perf;
+mod random;
 mod scoring;
+mod upstream;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -142,7 +145,7 @@ fn info(b: &PodBuilder) -> Arc<PodInfo> {
 
 /// The counts as `(key, value) -> count`, for comparisons.
 fn pairs(c: &TopologyCounts) -> BTreeMap<(String, String), i64> {
-    c.pairs().map(|(k, v, n)| ((k.to_string(), v.to_string()), n)).collect()
+    c.pairs().into_iter().map(|(k, v, n)| ((k.to_string(), v.to_string()), n)).collect()
 }
 
 /// PreFilter, then Filter on every node: Err with PreFilter's status when
