@@ -84,10 +84,24 @@ fn reasons_histogram<'a>(
     absent: Option<(&'a Status, usize)>,
 ) -> BTreeMap<String, usize> {
     let mut h: BTreeMap<&str, usize> = BTreeMap::new();
+    // Rejections mostly repeat one static reason: count runs of the same
+    // string (by address, then content) before touching the map.
+    let mut run: Option<(&str, usize)> = None;
     for s in statuses {
         for r in s.reasons() {
-            *h.entry(r.as_ref()).or_insert(0) += 1;
+            let r: &str = r.as_ref();
+            match &mut run {
+                Some((last, n)) if std::ptr::eq(*last, r) || *last == r => *n += 1,
+                _ => {
+                    if let Some((last, n)) = run.replace((r, 1)) {
+                        *h.entry(last).or_insert(0) += n;
+                    }
+                }
+            }
         }
+    }
+    if let Some((last, n)) = run {
+        *h.entry(last).or_insert(0) += n;
     }
     if let Some((absent, n)) = absent.filter(|(_, n)| *n > 0) {
         for r in absent.reasons() {
@@ -212,7 +226,9 @@ struct Pass<'a> {
 
 struct Chunk {
     feasible: Vec<Arc<NodeInfo>>,
-    rejected: Vec<(Arc<str>, Status)>,
+    /// Rejected nodes, by index into the nodes filtered (no name copied:
+    /// only a pod that fits nowhere needs them by name).
+    rejected: Vec<(usize, Status)>,
     processed: usize,
     error: Option<Status>,
 }
@@ -304,8 +320,8 @@ impl Framework {
             // Only a pod that fits nowhere needs the per-node statuses
             // (PostFilter, the FitError); the others get the histogram.
             let mut diagnosis = Diagnosis::default();
-            for (name, s) in chunk.rejected {
-                diagnosis.record(name, s);
+            for (i, s) in chunk.rejected {
+                diagnosis.record(candidates[i].name_arc().clone(), s);
             }
             if let Some((status, n)) = absent {
                 diagnosis.node_to_status.absent = Some(status);
@@ -381,7 +397,7 @@ impl Framework {
                     }
                 }
             } else if s.is_rejected() {
-                c.rejected.push((node.name_arc().clone(), s));
+                c.rejected.push((i, s));
             } else {
                 pass.stop.store(true, Ordering::Relaxed);
                 c.error = Some(s);
