@@ -220,11 +220,6 @@ pub struct Domains {
 }
 
 impl Domains {
-    /// No domain yet, room for `n`.
-    pub fn with_capacity(n: usize) -> Self {
-        Self { index: HashMap::with_capacity_and_hasher(n, Default::default()) }
-    }
-
     /// The index of a value, if it is a domain.
     pub fn get(&self, value: &str) -> Option<u32> {
         self.index.get(value).copied()
@@ -241,18 +236,21 @@ impl Domains {
     }
 
     /// The values and their indices, in no particular order.
-    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
         self.index.iter().map(|(v, &i)| (&**v, i))
+    }
+
+    /// Bytes held: the table and the values (an estimate of the table's
+    /// layout: one entry and one control byte per bucket).
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Box<str>, u32)>() + 1;
+        let values: usize = self.index.keys().map(|v| v.len()).sum();
+        self.index.capacity() * entry * 8 / 7 + values
     }
 
     /// How many domains.
     pub fn len(&self) -> usize {
         self.index.len()
-    }
-
-    /// Whether there is no domain.
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
     }
 }

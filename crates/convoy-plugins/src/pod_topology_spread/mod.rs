@@ -28,15 +28,16 @@
 mod common;
 mod filtering;
 mod hints;
+mod memo;
 mod scoring;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin, Handle, Plugin,
-    PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
+    ActionType, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin, Handle,
+    NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
 };
 use convoy_config::{DefaultingType, PluginArgs, PodTopologySpreadArgs};
 
@@ -45,6 +46,7 @@ pub use common::{
 };
 
 use common::{default_selector, filter_constraints};
+use memo::{Counts, Memos, Request};
 
 /// Filter reason when the skew would exceed `maxSkew` (Unschedulable).
 pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
@@ -67,6 +69,8 @@ struct Inner {
     system_defaulted: bool,
     /// Services and controllers, for the default constraints' selector.
     objects: Arc<ClusterObjects>,
+    /// Per-node counts kept between cycles (see [`memo`]).
+    memos: Mutex<Memos>,
 }
 
 /// Kubernetes' built-in default constraints (`defaultingType: System`).
@@ -126,6 +130,7 @@ impl PodTopologySpread {
                 default_constraints,
                 system_defaulted,
                 objects: handle.objects.clone(),
+                memos: Mutex::default(),
             }),
         })
     }
@@ -170,6 +175,21 @@ impl Inner {
             c.selector = selector.clone();
         }
         Ok(constraints)
+    }
+}
+
+impl Inner {
+    /// The counts of a request's constraints over every node, from the
+    /// memo of its key.
+    fn counts(&self, request: &Request<'_>, nodes: &dyn NodeInfoLister) -> Vec<Counts> {
+        let mut memos = self.memos.lock().unwrap_or_else(|poisoned| {
+            // A panic during an update may have left a memo half counted.
+            let mut memos = poisoned.into_inner();
+            memos.clear();
+            self.memos.clear_poison();
+            memos
+        });
+        memos.counts(request, nodes)
     }
 }
 

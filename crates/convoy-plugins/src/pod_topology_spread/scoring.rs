@@ -9,21 +9,22 @@ use convoy_api::{
 };
 
 use super::common::{Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels};
+use super::memo::{Counts, Purpose, Request};
 use super::{PodTopologySpread, SCHEDULE_ANYWAY};
 use crate::node_affinity::selector::RequiredNodeAffinity;
 
 /// What PreScore computes for Score: per soft constraint, the matching pods
-/// of the domains present among the feasible nodes, and the weights.
+/// per domain over all nodes and the weight.
 #[derive(Debug)]
 pub(super) struct PreScoreState {
     pub(super) constraints: Vec<Constraint>,
     /// Nodes missing a topology key are ignored (scored 0): always with
     /// the pod's own constraints or listed defaults, not with System ones.
     pub(super) require_all: bool,
-    /// Per constraint: the domains of the feasible nodes (none for hostname).
-    pub(super) domains: Vec<Domains>,
-    /// Per constraint: matching pods per domain index, over all nodes.
-    pub(super) counts: Vec<Vec<i64>>,
+    /// Per constraint: matching pods per domain over all nodes, from the
+    /// memo (none for hostname, counted on the node at Score). Upstream
+    /// keeps only the domains of feasible nodes, the only ones Score reads.
+    pub(super) counts: Vec<Counts>,
     /// Per constraint: `ln(domains + 2)` (upstream `topologyNormalizingWeight`).
     pub(super) weights: Vec<f64>,
     /// Per feasible node (Score's order): ignored; empty when none is.
@@ -62,9 +63,23 @@ impl PreScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let n = constraints.len();
-        let mut domains = vec![Domains::default(); n];
-        let mut counts: Vec<Vec<i64>> = vec![Vec::new(); n];
+        // Upstream counts the matching pods of every node after listing the
+        // feasible domains; the memo counts them for every domain.
+        let counts: Vec<Counts> = if constraints.iter().all(Constraint::is_hostname) {
+            vec![Counts::default(); constraints.len()]
+        } else {
+            let required = RequiredNodeAffinity::of_pod(&pod.pod);
+            let purpose = Purpose::Score { require_all };
+            let request = Request { purpose, constraints: &constraints, pod, required: &required };
+            self.inner.counts(&request, all)
+        };
+        // Per constraint: the domains of the feasible nodes not ignored
+        // (their number gives the weight), as indices of the memo's domains
+        // seen, and values no node counts for.
+        let mut seen: Vec<Vec<bool>> =
+            counts.iter().map(|c| vec![false; c.domains.len()]).collect();
+        let mut unknown = vec![Domains::default(); constraints.len()];
+        let mut sizes = vec![0; constraints.len()];
         let mut ignored = Vec::new();
         let mut n_ignored = 0;
         for (j, node) in feasible.iter().enumerate() {
@@ -83,55 +98,31 @@ impl PreScorePlugin for PodTopologySpread {
                     continue;
                 }
                 let value = labels.get(&*c.topology_key).map_or("", String::as_str);
-                if domains[i].intern(value) as usize == counts[i].len() {
-                    counts[i].push(0);
+                match counts[i].domains.get(value) {
+                    Some(d) if !seen[i][d as usize] => {
+                        seen[i][d as usize] = true;
+                        sizes[i] += 1;
+                    }
+                    Some(_) => {}
+                    None => {
+                        if unknown[i].get(value).is_none() {
+                            unknown[i].intern(value);
+                            sizes[i] += 1;
+                        }
+                    }
                 }
             }
         }
         let weights = constraints
             .iter()
-            .zip(&domains)
-            .map(|(c, d)| {
-                let size = if c.is_hostname() { feasible.len() - n_ignored } else { d.len() };
+            .zip(&sizes)
+            .map(|(c, &size)| {
+                let size = if c.is_hostname() { feasible.len() - n_ignored } else { size };
                 topology_normalizing_weight(size)
             })
             .collect();
-        if domains.iter().any(|d| !d.is_empty()) {
-            count_over_all_nodes(&constraints, &domains, &mut counts, require_all, pod, all);
-        }
-        state.write(PreScoreState { constraints, require_all, domains, counts, weights, ignored });
+        state.write(PreScoreState { constraints, require_all, counts, weights, ignored });
         Status::success()
-    }
-}
-
-/// Adds the matching pods of every node (eligible by the inclusion
-/// policies, and having all keys if required) to the domains present among
-/// the feasible nodes.
-fn count_over_all_nodes(
-    constraints: &[Constraint],
-    domains: &[Domains],
-    counts: &mut [Vec<i64>],
-    require_all: bool,
-    pod: &PodInfo,
-    all: &dyn NodeInfoLister,
-) {
-    let required = RequiredNodeAffinity::of_pod(&pod.pod);
-    let tolerations = pod.spec().tolerations.as_deref().unwrap_or(&[]);
-    let ns = pod.namespace();
-    for node in all.list() {
-        let labels = node_labels(node);
-        if node.node().is_none() || (require_all && !has_all_keys(labels, constraints)) {
-            continue;
-        }
-        for (i, c) in constraints.iter().enumerate() {
-            let value = labels.get(&*c.topology_key).map_or("", String::as_str);
-            // Only domains of feasible nodes count (never hostname ones).
-            let Some(d) = domains[i].get(value) else { continue };
-            if !c.includes_node(node, &required, tolerations) {
-                continue;
-            }
-            counts[i][d as usize] += count_pods_match_selector(&node.pods, &c.selector, ns);
-        }
     }
 }
 
@@ -156,7 +147,8 @@ impl ScorePlugin for PodTopologySpread {
             let count = if c.is_hostname() {
                 count_pods_match_selector(&node.pods, &c.selector, pod.namespace())
             } else {
-                s.domains[i].get(value).map_or(0, |d| s.counts[i][d as usize])
+                let c = &s.counts[i];
+                c.domains.get(value).map_or(0, |d| c.sums.pods_of(d))
             };
             score += score_for_count(count, c.max_skew, s.weights[i]);
         }

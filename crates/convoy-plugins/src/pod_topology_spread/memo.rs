@@ -1,0 +1,429 @@
+//! Per-node counts kept between scheduling cycles, so that PreFilter and
+//! PreScore cost O(nodes) generation compares plus the pods of the nodes
+//! that changed, instead of a pass over every pod of the cluster.
+//!
+//! A [`Memo`] belongs to one [`MemoKey`]: everything a node's contribution
+//! depends on besides the node itself (the constraints' keys, selectors and
+//! inclusion policies, the incoming pod's namespace, and its required node
+//! affinity and tolerations when a policy honors them). For each node
+//! position of the snapshot it keeps the node's generation and, per
+//! constraint, the domain the node counts for (if it counts) and its
+//! matching pods; per constraint and domain it keeps the sums: matching
+//! pods and nodes that count (a domain exists, as an entry of upstream's
+//! map, while at least one node counts for it).
+//!
+//! Generations are process-wide and every change to a node takes a new one
+//! ([`convoy_api::next_generation`]), so an equal generation at a position
+//! means the same node content, whatever list it comes from: a sync
+//! compares the snapshot's generation array with the memo's and recounts
+//! only the positions that differ, subtracting their old contribution and
+//! adding the new one. A list that shrinks or grows is handled the same way.
+//!
+//! The sums are behind `Arc`s that the cycle's state shares: a sync that
+//! finds a sum still held by an earlier cycle (binding in flight) copies
+//! it first, which is small except for hostname constraints (one domain per
+//! node, 12 bytes each). Domains are interned in an append-only table also
+//! shared with the states; it is rebuilt, with the whole memo, when domains
+//! no node counts for anymore outnumber the live ones.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Toleration;
+
+use convoy_api::{NodeInfo, NodeInfoLister, PodInfo, Selector};
+
+use super::common::{Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels};
+use crate::node_affinity::selector::RequiredNodeAffinity;
+
+/// How many memos the plugin keeps (least recently used evicted): enough
+/// for a few templates alternating, each in PreFilter and PreScore.
+pub(super) const MEMO_CAPACITY: usize = 8;
+
+/// A slot's "the node does not count" domain.
+const NONE: u32 = u32::MAX;
+
+/// Which extension point a memo serves: which nodes count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// PreFilter: nodes with every topology key; every constraint counted.
+    Filter,
+    /// PreScore: nodes with every key if `require_all`; hostname
+    /// constraints not counted (Score counts them on the node itself).
+    Score {
+        /// Nodes missing a key are left out.
+        require_all: bool,
+    },
+}
+
+/// What a constraint's per-node counts depend on.
+#[derive(Debug, Clone, PartialEq)]
+struct Spec {
+    topology_key: Box<str>,
+    selector: Selector,
+    honor_node_affinity: bool,
+    honor_node_taints: bool,
+}
+
+impl Spec {
+    fn of(c: &Constraint) -> Self {
+        Self {
+            topology_key: c.topology_key.clone(),
+            selector: c.selector.clone(),
+            honor_node_affinity: c.honor_node_affinity,
+            honor_node_taints: c.honor_node_taints,
+        }
+    }
+
+    fn is(&self, c: &Constraint) -> bool {
+        self.topology_key == c.topology_key
+            && self.honor_node_affinity == c.honor_node_affinity
+            && self.honor_node_taints == c.honor_node_taints
+            && self.selector == c.selector
+    }
+}
+
+/// One cycle's question: the constraints of a pod, for an extension point.
+pub(super) struct Request<'a> {
+    pub(super) purpose: Purpose,
+    pub(super) constraints: &'a [Constraint],
+    pub(super) pod: &'a PodInfo,
+    pub(super) required: &'a RequiredNodeAffinity,
+}
+
+impl Request<'_> {
+    fn tolerations(&self) -> &[Toleration] {
+        self.pod.spec().tolerations.as_deref().unwrap_or(&[])
+    }
+
+    fn honors_affinity(&self) -> bool {
+        self.constraints.iter().any(|c| c.honor_node_affinity)
+    }
+
+    fn honors_taints(&self) -> bool {
+        self.constraints.iter().any(|c| c.honor_node_taints)
+    }
+
+    /// Whether constraint `i` is counted in this memo.
+    fn counted(&self, i: usize) -> bool {
+        self.purpose == Purpose::Filter || !self.constraints[i].is_hostname()
+    }
+}
+
+/// Everything a memo's contributions depend on besides the nodes.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct MemoKey {
+    purpose: Purpose,
+    specs: Vec<Spec>,
+    namespace: Box<str>,
+    /// The pod's required node affinity, when a constraint honors it.
+    required: Option<RequiredNodeAffinity>,
+    /// The pod's tolerations, when a constraint honors taints.
+    tolerations: Option<Vec<Toleration>>,
+}
+
+impl MemoKey {
+    pub(super) fn of(r: &Request<'_>) -> Self {
+        Self {
+            purpose: r.purpose,
+            specs: r.constraints.iter().map(Spec::of).collect(),
+            namespace: Box::from(r.pod.namespace()),
+            required: r.honors_affinity().then(|| r.required.clone()),
+            tolerations: r.honors_taints().then(|| r.tolerations().to_vec()),
+        }
+    }
+
+    /// Whether this memo's counts are those of the request.
+    pub(super) fn serves(&self, r: &Request<'_>) -> bool {
+        self.purpose == r.purpose
+            && self.specs.len() == r.constraints.len()
+            && self.specs.iter().zip(r.constraints).all(|(s, c)| s.is(c))
+            && *self.namespace == *r.pod.namespace()
+            && self.required.as_ref() == r.honors_affinity().then_some(r.required)
+            && self.tolerations.as_deref() == r.honors_taints().then(|| r.tolerations())
+    }
+}
+
+/// One constraint's sums per domain index (of the memo's [`Domains`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(super) struct Sums {
+    /// Matching pods on the nodes that count.
+    pub(super) pods: Vec<i64>,
+    /// Nodes that count (a what-if's domain counts as one).
+    pub(super) nodes: Vec<u32>,
+    /// Domains with at least one node (upstream's map's length).
+    pub(super) present: usize,
+}
+
+impl Sums {
+    /// Room for one more domain index.
+    pub(super) fn push_domain(&mut self) {
+        self.pods.push(0);
+        self.nodes.push(0);
+    }
+
+    /// The matching pods of a domain index.
+    pub(super) fn pods_of(&self, d: u32) -> i64 {
+        self.pods[d as usize]
+    }
+
+    /// Whether a domain index exists (has a node that counts).
+    pub(super) fn is_present(&self, d: u32) -> bool {
+        self.nodes[d as usize] > 0
+    }
+
+    /// The smallest count among the present domains, if any.
+    pub(super) fn min(&self) -> Option<i64> {
+        self.pods.iter().zip(&self.nodes).filter(|(_, n)| **n > 0).map(|(p, _)| *p).min()
+    }
+
+    /// A what-if's `delta` pods in domain `d`, which exists from then on;
+    /// returns its new count.
+    pub(super) fn add_what_if(&mut self, d: u32, delta: i64) -> i64 {
+        let d = d as usize;
+        if self.nodes[d] == 0 {
+            self.nodes[d] = 1;
+            self.present += 1;
+        }
+        self.pods[d] += delta;
+        self.pods[d]
+    }
+
+    fn add(&mut self, d: u32, pods: u32) {
+        let d = d as usize;
+        self.pods[d] += i64::from(pods);
+        self.nodes[d] += 1;
+        if self.nodes[d] == 1 {
+            self.present += 1;
+        }
+    }
+
+    fn sub(&mut self, d: u32, pods: u32) {
+        let d = d as usize;
+        self.pods[d] -= i64::from(pods);
+        self.nodes[d] -= 1;
+        if self.nodes[d] == 0 {
+            self.present -= 1;
+        }
+    }
+}
+
+/// One constraint's view of the cluster, as a cycle reads it.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Counts {
+    pub(super) domains: Arc<Domains>,
+    pub(super) sums: Arc<Sums>,
+}
+
+/// A node's contribution to one constraint.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// The domain index, or [`NONE`].
+    domain: u32,
+    pods: u32,
+}
+
+const EMPTY_SLOT: Slot = Slot { domain: NONE, pods: 0 };
+
+/// The per-node contributions and per-domain sums of one [`MemoKey`].
+struct Memo {
+    key: MemoKey,
+    /// Per node position: the generation counted (0: nothing counted).
+    generations: Vec<u64>,
+    /// Per node position, per constraint (`position * k + i`).
+    slots: Vec<Slot>,
+    /// Per constraint.
+    domains: Vec<Arc<Domains>>,
+    sums: Vec<Arc<Sums>>,
+    last_used: u64,
+}
+
+impl Memo {
+    fn new(key: MemoKey) -> Self {
+        let k = key.specs.len();
+        Self {
+            key,
+            generations: Vec::new(),
+            slots: Vec::new(),
+            domains: vec![Arc::default(); k],
+            sums: vec![Arc::default(); k],
+            last_used: 0,
+        }
+    }
+
+    fn k(&self) -> usize {
+        self.key.specs.len()
+    }
+
+    /// Brings the memo to `nodes`; recounts the positions whose generation
+    /// differs.
+    fn sync(&mut self, r: &Request<'_>, nodes: &dyn NodeInfoLister) {
+        let list = nodes.list();
+        let generations = nodes.generations();
+        debug_assert_eq!(list.len(), generations.len());
+        let k = self.k();
+        let n = list.len();
+        for i in n..self.generations.len() {
+            self.forget(i);
+        }
+        self.generations.resize(n, 0);
+        self.slots.resize(n * k, EMPTY_SLOT);
+        // Compare in chunks (a vectorized slice compare), then within the
+        // chunks that differ.
+        const CHUNK: usize = 64;
+        let mut scratch = vec![None; k];
+        for start in (0..n).step_by(CHUNK) {
+            let end = (start + CHUNK).min(n);
+            if self.generations[start..end] == generations[start..end] {
+                continue;
+            }
+            for i in start..end {
+                if self.generations[i] != generations[i] {
+                    self.forget(i);
+                    self.count(i, &list[i], r, &mut scratch);
+                    self.generations[i] = generations[i];
+                }
+            }
+        }
+        if self.too_many_dead_domains() {
+            self.clear();
+            self.sync(r, nodes);
+        }
+    }
+
+    /// Subtracts what position `i` contributed.
+    fn forget(&mut self, i: usize) {
+        let k = self.k();
+        for (c, slot) in self.slots[i * k..(i + 1) * k].iter_mut().enumerate() {
+            if slot.domain != NONE {
+                Arc::make_mut(&mut self.sums[c]).sub(slot.domain, slot.pods);
+            }
+            *slot = EMPTY_SLOT;
+        }
+        self.generations[i] = 0;
+    }
+
+    /// Counts `node` at position `i` (whose slots are empty). `scratch`
+    /// holds, per constraint, the node's count when computed (constraints
+    /// with the same selector share it).
+    fn count(&mut self, i: usize, node: &NodeInfo, r: &Request<'_>, scratch: &mut [Option<u32>]) {
+        let labels = node_labels(node);
+        if node.node().is_none() {
+            return;
+        }
+        let require_all = match r.purpose {
+            Purpose::Filter => true,
+            Purpose::Score { require_all } => require_all,
+        };
+        if require_all && !has_all_keys(labels, r.constraints) {
+            return;
+        }
+        let k = self.k();
+        let tolerations = r.tolerations();
+        scratch.fill(None);
+        for (c, constraint) in r.constraints.iter().enumerate() {
+            if !r.counted(c) || !constraint.includes_node(node, r.required, tolerations) {
+                continue;
+            }
+            let same = (0..c).find(|&j| r.constraints[j].selector == constraint.selector);
+            let pods = match same.and_then(|j| scratch[j]) {
+                Some(p) => p,
+                None => {
+                    count_pods_match_selector(&node.pods, &constraint.selector, r.pod.namespace())
+                        as u32
+                }
+            };
+            scratch[c] = Some(pods);
+            let value = labels.get(&*constraint.topology_key).map_or("", String::as_str);
+            let d = match self.domains[c].get(value) {
+                Some(d) => d,
+                None => {
+                    Arc::make_mut(&mut self.sums[c]).push_domain();
+                    Arc::make_mut(&mut self.domains[c]).intern(value)
+                }
+            };
+            Arc::make_mut(&mut self.sums[c]).add(d, pods);
+            self.slots[i * k + c] = Slot { domain: d, pods };
+        }
+    }
+
+    /// Whether the domains no node counts for anymore (deleted nodes,
+    /// changed labels) outnumber the others (plus some slack).
+    fn too_many_dead_domains(&self) -> bool {
+        self.domains.iter().zip(&self.sums).any(|(d, s)| d.len() > 2 * s.present + 64)
+    }
+
+    fn clear(&mut self) {
+        let key = self.key.clone();
+        let last_used = self.last_used;
+        *self = Self::new(key);
+        self.last_used = last_used;
+    }
+
+    fn counts(&self) -> Vec<Counts> {
+        self.domains
+            .iter()
+            .zip(&self.sums)
+            .map(|(d, s)| Counts { domains: d.clone(), sums: s.clone() })
+            .collect()
+    }
+
+    /// Bytes held (not counting what cycles share), for the docs.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        use std::mem::size_of;
+        let sums: usize =
+            self.sums.iter().map(|s| s.pods.capacity() * 8 + s.nodes.capacity() * 4).sum();
+        let domains: usize = self.domains.iter().map(|d| d.bytes()).sum();
+        self.generations.capacity() * 8 + self.slots.capacity() * size_of::<Slot>() + sums + domains
+    }
+}
+
+/// The plugin's memos, least recently used evicted.
+#[derive(Default)]
+pub(super) struct Memos {
+    memos: Vec<Memo>,
+    clock: u64,
+}
+
+impl Memos {
+    /// The counts of `r`'s constraints over `nodes`, from the memo of its
+    /// key (created, or the least recently used one replaced, if none).
+    pub(super) fn counts(&mut self, r: &Request<'_>, nodes: &dyn NodeInfoLister) -> Vec<Counts> {
+        self.clock += 1;
+        let i = match self.memos.iter().position(|m| m.key.serves(r)) {
+            Some(i) => i,
+            None if self.memos.len() < MEMO_CAPACITY => {
+                self.memos.push(Memo::new(MemoKey::of(r)));
+                self.memos.len() - 1
+            }
+            None => {
+                let i = (0..self.memos.len())
+                    .min_by_key(|&i| self.memos[i].last_used)
+                    .expect("capacity is not 0");
+                self.memos[i] = Memo::new(MemoKey::of(r));
+                i
+            }
+        };
+        let memo = &mut self.memos[i];
+        memo.last_used = self.clock;
+        memo.sync(r, nodes);
+        memo.counts()
+    }
+
+    /// Drops every memo (after a panic left them half updated).
+    pub(super) fn clear(&mut self) {
+        self.memos.clear();
+    }
+
+    /// How many memos are held.
+    #[cfg(test)]
+    pub(super) fn len(&self) -> usize {
+        self.memos.len()
+    }
+
+    /// Bytes held by the memos.
+    #[cfg(test)]
+    pub(super) fn bytes(&self) -> usize {
+        self.memos.iter().map(Memo::bytes).sum()
+    }
+}
