@@ -212,6 +212,26 @@ impl Hasher for Fnv {
     }
 }
 
+/// Hashes node addresses (`usize`, multiples of the allocation alignment)
+/// with one multiplication: they are looked up once per feasible node.
+#[derive(Clone, Copy, Default)]
+pub struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        // Fibonacci hashing; the high bits, which the table uses, mix all.
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(32);
+    }
+}
+
 /// The domains (topology values) of one constraint, interned once per cycle
 /// so that counts live in a vector indexed by domain.
 #[derive(Debug, Clone, Default)]

@@ -26,13 +26,17 @@
 //! shared with the states; it is rebuilt, with the whole memo, when domains
 //! no node counts for anymore outnumber the live ones.
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Toleration;
 
 use convoy_api::{NodeInfo, NodeInfoLister, PodInfo, Selector};
 
-use super::common::{Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels};
+use super::common::{
+    AddressHasher, Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels,
+};
 use crate::node_affinity::selector::RequiredNodeAffinity;
 
 /// How many memos the plugin keeps (least recently used evicted): enough
@@ -101,11 +105,6 @@ impl Request<'_> {
 
     fn honors_taints(&self) -> bool {
         self.constraints.iter().any(|c| c.honor_node_taints)
-    }
-
-    /// Whether constraint `i` is counted in this memo.
-    fn counted(&self, i: usize) -> bool {
-        self.purpose == Purpose::Filter || !self.constraints[i].is_hostname()
     }
 }
 
@@ -214,26 +213,58 @@ pub(super) struct Counts {
     pub(super) sums: Arc<Sums>,
 }
 
-/// A node's contribution to one constraint.
+/// A node's part in one constraint.
 #[derive(Debug, Clone, Copy)]
-struct Slot {
-    /// The domain index, or [`NONE`].
-    domain: u32,
-    pods: u32,
+pub(super) struct Slot {
+    /// The domain index of the node's value, or [`NONE`]: no node object,
+    /// a key missing where every key is required, a hostname constraint
+    /// of PreScore (not aggregated), or, for PreFilter, a node the
+    /// inclusion policies leave out.
+    pub(super) domain: u32,
+    /// The node's matching pods: in the domain's sum when `counted`; for
+    /// a hostname constraint of PreScore, what Score counts on the node.
+    pub(super) pods: u32,
+    /// Whether `pods` is in the domain's sum (the node counts).
+    counted: bool,
+    /// Whether the node has the constraint's key.
+    pub(super) labelled: bool,
 }
 
-const EMPTY_SLOT: Slot = Slot { domain: NONE, pods: 0 };
+const EMPTY_SLOT: Slot = Slot { domain: NONE, pods: 0, counted: false, labelled: false };
+
+impl Slot {
+    /// Whether the slot names a domain.
+    pub(super) fn has_domain(&self) -> bool {
+        self.domain != NONE
+    }
+}
+
+/// Node addresses to positions (PreScore finds its feasible nodes' slots).
+type AddressIndex = HashMap<usize, u32, BuildHasherDefault<AddressHasher>>;
+
+fn address(node: &Arc<NodeInfo>) -> usize {
+    Arc::as_ptr(node) as usize
+}
 
 /// The per-node contributions and per-domain sums of one [`MemoKey`].
 struct Memo {
     key: MemoKey,
     /// Per node position: the generation counted (0: nothing counted).
     generations: Vec<u64>,
+    /// Per node position: whether it has a node object with every key.
+    all_keys: Vec<bool>,
     /// Per node position, per constraint (`position * k + i`).
     slots: Vec<Slot>,
     /// Per constraint.
     domains: Vec<Arc<Domains>>,
     sums: Vec<Arc<Sums>>,
+    /// Per constraint and domain: the slots naming it; and how many
+    /// domains some slot names (the others are dead).
+    refs: Vec<Vec<u32>>,
+    live: Vec<usize>,
+    /// PreScore's memos: per position the node's address, and the reverse.
+    addresses: Vec<usize>,
+    index: AddressIndex,
     last_used: u64,
 }
 
@@ -243,9 +274,14 @@ impl Memo {
         Self {
             key,
             generations: Vec::new(),
+            all_keys: Vec::new(),
             slots: Vec::new(),
             domains: vec![Arc::default(); k],
             sums: vec![Arc::default(); k],
+            refs: vec![Vec::new(); k],
+            live: vec![0; k],
+            addresses: Vec::new(),
+            index: AddressIndex::default(),
             last_used: 0,
         }
     }
@@ -254,26 +290,53 @@ impl Memo {
         self.key.specs.len()
     }
 
-    /// Brings the memo to `nodes`; recounts the positions whose generation
-    /// differs.
+    fn tracks_addresses(&self) -> bool {
+        self.key.purpose != Purpose::Filter
+    }
+
+    /// Brings the memo to `nodes`: recounts the positions whose generation
+    /// differs (and re-indexes those whose node moved, for PreScore).
+    /// Rebuilds it when dead domains pile up.
     fn sync(&mut self, r: &Request<'_>, nodes: &dyn NodeInfoLister) {
+        self.sync_positions(r, nodes);
+        if self.too_many_dead_domains() {
+            self.clear();
+            self.sync_positions(r, nodes);
+        }
+    }
+
+    fn sync_positions(&mut self, r: &Request<'_>, nodes: &dyn NodeInfoLister) {
         let list = nodes.list();
         let generations = nodes.generations();
         debug_assert_eq!(list.len(), generations.len());
         let k = self.k();
         let n = list.len();
+        let tracks = self.tracks_addresses();
         for i in n..self.generations.len() {
             self.forget(i);
+            if tracks {
+                self.unindex(i);
+            }
         }
         self.generations.resize(n, 0);
+        self.all_keys.resize(n, false);
         self.slots.resize(n * k, EMPTY_SLOT);
+        if tracks {
+            self.addresses.resize(n, 0);
+        }
         // Compare in chunks (a vectorized slice compare), then within the
-        // chunks that differ.
+        // chunks that differ. Addresses are read from the list's array of
+        // pointers, without touching the nodes.
         const CHUNK: usize = 64;
         let mut scratch = vec![None; k];
         for start in (0..n).step_by(CHUNK) {
             let end = (start + CHUNK).min(n);
-            if self.generations[start..end] == generations[start..end] {
+            let moved = tracks
+                && !list[start..end]
+                    .iter()
+                    .zip(&self.addresses[start..end])
+                    .all(|(node, &a)| address(node) == a);
+            if !moved && self.generations[start..end] == generations[start..end] {
                 continue;
             }
             for i in start..end {
@@ -282,74 +345,118 @@ impl Memo {
                     self.count(i, &list[i], r, &mut scratch);
                     self.generations[i] = generations[i];
                 }
+                if tracks && self.addresses[i] != address(&list[i]) {
+                    self.unindex(i);
+                    self.addresses[i] = address(&list[i]);
+                    self.index.insert(self.addresses[i], i as u32);
+                }
             }
         }
-        if self.too_many_dead_domains() {
-            self.clear();
-            self.sync(r, nodes);
+    }
+
+    /// Drops position `i`'s address from the index (unless another
+    /// position took it over).
+    fn unindex(&mut self, i: usize) {
+        let a = self.addresses[i];
+        if self.index.get(&a) == Some(&(i as u32)) {
+            self.index.remove(&a);
         }
+        self.addresses[i] = 0;
     }
 
     /// Subtracts what position `i` contributed.
     fn forget(&mut self, i: usize) {
         let k = self.k();
         for (c, slot) in self.slots[i * k..(i + 1) * k].iter_mut().enumerate() {
-            if slot.domain != NONE {
+            if slot.counted {
                 Arc::make_mut(&mut self.sums[c]).sub(slot.domain, slot.pods);
+            }
+            if slot.domain != NONE {
+                let refs = &mut self.refs[c][slot.domain as usize];
+                *refs -= 1;
+                if *refs == 0 {
+                    self.live[c] -= 1;
+                }
             }
             *slot = EMPTY_SLOT;
         }
         self.generations[i] = 0;
+        self.all_keys[i] = false;
     }
 
     /// Counts `node` at position `i` (whose slots are empty). `scratch`
     /// holds, per constraint, the node's count when computed (constraints
     /// with the same selector share it).
     fn count(&mut self, i: usize, node: &NodeInfo, r: &Request<'_>, scratch: &mut [Option<u32>]) {
-        let labels = node_labels(node);
         if node.node().is_none() {
             return;
         }
-        let require_all = match r.purpose {
-            Purpose::Filter => true,
-            Purpose::Score { require_all } => require_all,
+        let labels = node_labels(node);
+        let all_keys = has_all_keys(labels, r.constraints);
+        self.all_keys[i] = all_keys;
+        let (filter, require_all) = match r.purpose {
+            Purpose::Filter => (true, true),
+            Purpose::Score { require_all } => (false, require_all),
         };
-        if require_all && !has_all_keys(labels, r.constraints) {
+        if require_all && !all_keys {
             return;
         }
         let k = self.k();
         let tolerations = r.tolerations();
+        let ns = r.pod.namespace();
         scratch.fill(None);
         for (c, constraint) in r.constraints.iter().enumerate() {
-            if !r.counted(c) || !constraint.includes_node(node, r.required, tolerations) {
+            let value = labels.get(&*constraint.topology_key);
+            let labelled = value.is_some();
+            let pods = |scratch: &mut [Option<u32>]| {
+                let same = (0..c).find(|&j| r.constraints[j].selector == constraint.selector);
+                let n = same.and_then(|j| scratch[j]).unwrap_or_else(|| {
+                    count_pods_match_selector(&node.pods, &constraint.selector, ns) as u32
+                });
+                scratch[c] = Some(n);
+                n
+            };
+            if !filter && constraint.is_hostname() {
+                // Score counts the node's own pods, whatever the policies.
+                let pods = pods(scratch);
+                self.slots[i * k + c] = Slot { domain: NONE, pods, counted: false, labelled };
                 continue;
             }
-            let same = (0..c).find(|&j| r.constraints[j].selector == constraint.selector);
-            let pods = match same.and_then(|j| scratch[j]) {
-                Some(p) => p,
-                None => {
-                    count_pods_match_selector(&node.pods, &constraint.selector, r.pod.namespace())
-                        as u32
-                }
-            };
-            scratch[c] = Some(pods);
-            let value = labels.get(&*constraint.topology_key).map_or("", String::as_str);
-            let d = match self.domains[c].get(value) {
-                Some(d) => d,
-                None => {
-                    Arc::make_mut(&mut self.sums[c]).push_domain();
-                    Arc::make_mut(&mut self.domains[c]).intern(value)
-                }
-            };
-            Arc::make_mut(&mut self.sums[c]).add(d, pods);
-            self.slots[i * k + c] = Slot { domain: d, pods };
+            let counted = constraint.includes_node(node, r.required, tolerations);
+            if filter && !counted {
+                continue;
+            }
+            let pods = if counted { pods(scratch) } else { 0 };
+            let d = self.intern(c, value.map_or("", String::as_str));
+            if counted {
+                Arc::make_mut(&mut self.sums[c]).add(d, pods);
+            }
+            self.slots[i * k + c] = Slot { domain: d, pods, counted, labelled };
         }
     }
 
-    /// Whether the domains no node counts for anymore (deleted nodes,
-    /// changed labels) outnumber the others (plus some slack).
+    /// The index of a domain for one more slot.
+    fn intern(&mut self, c: usize, value: &str) -> u32 {
+        let d = match self.domains[c].get(value) {
+            Some(d) => d,
+            None => {
+                Arc::make_mut(&mut self.sums[c]).push_domain();
+                self.refs[c].push(0);
+                Arc::make_mut(&mut self.domains[c]).intern(value)
+            }
+        };
+        let refs = &mut self.refs[c][d as usize];
+        *refs += 1;
+        if *refs == 1 {
+            self.live[c] += 1;
+        }
+        d
+    }
+
+    /// Whether the domains no slot names anymore (deleted nodes, changed
+    /// labels) outnumber the others (plus some slack).
     fn too_many_dead_domains(&self) -> bool {
-        self.domains.iter().zip(&self.sums).any(|(d, s)| d.len() > 2 * s.present + 64)
+        self.domains.iter().zip(&self.live).any(|(d, &live)| d.len() > 2 * live + 64)
     }
 
     fn clear(&mut self) {
@@ -359,22 +466,58 @@ impl Memo {
         self.last_used = last_used;
     }
 
-    fn counts(&self) -> Vec<Counts> {
-        self.domains
-            .iter()
-            .zip(&self.sums)
-            .map(|(d, s)| Counts { domains: d.clone(), sums: s.clone() })
-            .collect()
-    }
-
     /// Bytes held (not counting what cycles share), for the docs.
     #[cfg(test)]
     fn bytes(&self) -> usize {
         use std::mem::size_of;
         let sums: usize =
             self.sums.iter().map(|s| s.pods.capacity() * 8 + s.nodes.capacity() * 4).sum();
+        let refs: usize = self.refs.iter().map(|r| r.capacity() * 4).sum();
         let domains: usize = self.domains.iter().map(|d| d.bytes()).sum();
-        self.generations.capacity() * 8 + self.slots.capacity() * size_of::<Slot>() + sums + domains
+        let index = self.index.capacity() * (size_of::<(usize, u32)>() + 1) * 8 / 7;
+        self.generations.capacity() * 8
+            + self.all_keys.capacity()
+            + self.slots.capacity() * size_of::<Slot>()
+            + self.addresses.capacity() * 8
+            + index
+            + sums
+            + refs
+            + domains
+    }
+}
+
+/// A synced memo, as PreScore reads it.
+pub(super) struct View<'a> {
+    memo: &'a Memo,
+    list: &'a [Arc<NodeInfo>],
+}
+
+impl View<'_> {
+    /// Per constraint: the domains and their sums.
+    pub(super) fn counts(&self) -> Vec<Counts> {
+        let m = self.memo;
+        m.domains
+            .iter()
+            .zip(&m.sums)
+            .map(|(d, s)| Counts { domains: d.clone(), sums: s.clone() })
+            .collect()
+    }
+
+    /// The position of a node of the list (PreScore's memos only; `None`
+    /// for a node the list does not hold).
+    pub(super) fn position(&self, node: &Arc<NodeInfo>) -> Option<usize> {
+        let p = *self.memo.index.get(&address(node))? as usize;
+        (p < self.list.len() && Arc::ptr_eq(&self.list[p], node)).then_some(p)
+    }
+
+    /// Whether the node at `p` has a node object and every key.
+    pub(super) fn all_keys(&self, p: usize) -> bool {
+        self.memo.all_keys[p]
+    }
+
+    /// The node at `p`'s slot for constraint `c`.
+    pub(super) fn slot(&self, p: usize, c: usize) -> Slot {
+        self.memo.slots[p * self.memo.k() + c]
     }
 }
 
@@ -386,9 +529,14 @@ pub(super) struct Memos {
 }
 
 impl Memos {
-    /// The counts of `r`'s constraints over `nodes`, from the memo of its
-    /// key (created, or the least recently used one replaced, if none).
-    pub(super) fn counts(&mut self, r: &Request<'_>, nodes: &dyn NodeInfoLister) -> Vec<Counts> {
+    /// The memo of `r`'s key (created, or the least recently used one
+    /// replaced, if none) synced to `nodes`, read by `f`.
+    pub(super) fn with<R>(
+        &mut self,
+        r: &Request<'_>,
+        nodes: &dyn NodeInfoLister,
+        f: impl FnOnce(View<'_>) -> R,
+    ) -> R {
         self.clock += 1;
         let i = match self.memos.iter().position(|m| m.key.serves(r)) {
             Some(i) => i,
@@ -407,7 +555,13 @@ impl Memos {
         let memo = &mut self.memos[i];
         memo.last_used = self.clock;
         memo.sync(r, nodes);
-        memo.counts()
+        f(View { memo, list: nodes.list() })
+    }
+
+    /// The counts of `r`'s constraints over `nodes`.
+    #[cfg(test)]
+    pub(super) fn counts(&mut self, r: &Request<'_>, nodes: &dyn NodeInfoLister) -> Vec<Counts> {
+        self.with(r, nodes, |v| v.counts())
     }
 
     /// Drops every memo (after a panic left them half updated).

@@ -46,7 +46,7 @@ pub use common::{
 };
 
 use common::{default_selector, filter_constraints};
-use memo::{Counts, Memos, Request};
+use memo::{Counts, Memos, Request, View};
 
 /// Filter reason when the skew would exceed `maxSkew` (Unschedulable).
 pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
@@ -182,6 +182,16 @@ impl Inner {
     /// The counts of a request's constraints over every node, from the
     /// memo of its key.
     fn counts(&self, request: &Request<'_>, nodes: &dyn NodeInfoLister) -> Vec<Counts> {
+        self.with_memo(request, nodes, |view| view.counts())
+    }
+
+    /// The memo of a request, synced to `nodes`, read by `f`.
+    fn with_memo<R>(
+        &self,
+        request: &Request<'_>,
+        nodes: &dyn NodeInfoLister,
+        f: impl FnOnce(View<'_>) -> R,
+    ) -> R {
         let mut memos = self.memos.lock().unwrap_or_else(|poisoned| {
             // A panic during an update may have left a memo half counted.
             let mut memos = poisoned.into_inner();
@@ -189,7 +199,7 @@ impl Inner {
             self.memos.clear_poison();
             memos
         });
-        memos.counts(request, nodes)
+        memos.with(request, nodes, f)
     }
 }
 

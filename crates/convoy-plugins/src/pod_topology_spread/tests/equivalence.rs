@@ -623,6 +623,13 @@ fn run_seed(seed: u64, nodes: usize, cycles: usize) {
             feasible.swap(i, j);
         }
         feasible.truncate(w.rng.below(feasible.len() + 1));
+        if w.rng.pct(10) {
+            // A node the snapshot does not have (read from its labels).
+            let name = w.name("unlisted");
+            let mut node = NodeInfo::new(random_node(&mut w.rng, &name));
+            node.add_pod(random_pod(&mut w.rng, "unlisted-pod", &name));
+            feasible.insert(w.rng.below(feasible.len() + 1), Arc::new(node));
+        }
         // What-ifs on one node (as preemption and nominated pods make
         // them), now and then one the snapshot does not have.
         let mut what_ifs = WhatIfs::new();

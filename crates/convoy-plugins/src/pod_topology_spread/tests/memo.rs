@@ -2,7 +2,10 @@
 //! (dead domains, memory).
 
 use convoy_api::labels::Selector;
-use convoy_api::{NodeInfoLister, PodInfo};
+use std::sync::Arc;
+
+use convoy_api::testing::NodeBuilder;
+use convoy_api::{NodeInfo, NodeInfoLister, NodeList, PodInfo};
 
 use super::super::common::{Constraint, LABEL_TOPOLOGY_ZONE as ZONE};
 use super::super::memo::{MemoKey, Memos, Purpose, Request};
@@ -149,4 +152,45 @@ fn memory_per_node() {
     assert!(one_zone < 5000 * 24, "{one_zone}");
     assert!(host_zone < 5000 * 120, "{host_zone}");
     assert_eq!(list.list().len(), 5000);
+}
+
+/// PreScore finds its feasible nodes' slots by address: after nodes move,
+/// are copied (same generation, another address), change, or go.
+#[test]
+fn nodes_are_found_by_address() {
+    let constraints = vec![constraint(ZONE, &[("app", "a")]), constraint(HOST, &[("app", "a")])];
+    let p = pod(&[("app", "a")]).info();
+    let required = RequiredNodeAffinity::default();
+    let r = request(Purpose::Score { require_all: true }, &constraints, &p, &required);
+    let mut memos = Memos::default();
+    let mut nodes = nodes("n", 200).list().to_vec();
+    let check = |memos: &mut Memos, nodes: &[Arc<NodeInfo>]| {
+        let list = NodeList::new(nodes.to_vec());
+        memos.with(&r, &list, |view| {
+            for (i, n) in list.list().iter().enumerate() {
+                assert_eq!(view.position(n), Some(i), "{}", n.name());
+                assert!(view.all_keys(i));
+                assert_eq!(view.slot(i, 1).pods, n.pods.len() as u32);
+            }
+            let outside = Arc::new(NodeBuilder::new("outside").info());
+            assert_eq!(view.position(&outside), None);
+        });
+    };
+    check(&mut memos, &nodes);
+    nodes.reverse();
+    check(&mut memos, &nodes);
+    for i in (0..nodes.len()).step_by(3) {
+        // A copy: the same generation at another address.
+        nodes[i] = Arc::new((*nodes[i]).clone());
+    }
+    check(&mut memos, &nodes);
+    for i in (0..nodes.len()).step_by(7) {
+        let name = nodes[i].name().to_string();
+        Arc::make_mut(&mut nodes[i]).add_pod(info(on(&format!("q-{i}"), &name, &[("app", "a")])));
+    }
+    nodes.truncate(150);
+    nodes.swap(3, 140);
+    check(&mut memos, &nodes);
+    nodes.extend(self::nodes("extra", 20).list().iter().cloned());
+    check(&mut memos, &nodes);
 }

@@ -613,3 +613,26 @@ fn normalize_like_upstream() {
     assert!(pl.score(&CycleState::new(), &p, &feasible[0]).is_err());
     assert!(!pl.normalize_score(&CycleState::new(), &p, &mut raw).is_success());
 }
+
+/// PreScore scores the feasible nodes ahead, by address; a node changed in
+/// place afterwards (same address, new generation) is scored from what it
+/// holds then, as upstream's Score reads the node.
+#[test]
+fn a_node_changed_after_pre_score_is_scored_afresh() {
+    let pl = plugin();
+    let p = pod(&[("foo", "")]).constraint(tsc(1, HOST, SA, foo())).info();
+    let all = cluster(vec![hn("node-a"), hn("node-b")], &[]);
+    let mut feasible = all.list().to_vec();
+    let mut state = CycleState::new();
+    assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
+    // ln(4) for two hostnames: 0 pods score 0.
+    assert_eq!(pl.score(&state, &p, &feasible[0]).unwrap(), 0);
+    drop(all);
+    let node = Arc::get_mut(&mut feasible[0]).expect("only the feasible list holds it");
+    for i in 0..3 {
+        node.add_pod(info(on(&format!("p{i}"), "node-a", &[("foo", "")])));
+    }
+    // round(3·ln 4) = 4.
+    assert_eq!(pl.score(&state, &p, &feasible[0]).unwrap(), 4);
+    assert_eq!(pl.score(&state, &p, &feasible[1]).unwrap(), 0);
+}
