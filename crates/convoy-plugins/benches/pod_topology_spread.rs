@@ -3,9 +3,9 @@
 //! and Filter over 500 nodes, PreScore, Score and NormalizeScore over 500
 //! feasible nodes, then a pod of the same template bound to one node (the
 //! only change between two cycles, as in a scheduling run; the oldest of
-//! 2,000 bound pods goes). Three pod
-//! shapes: a hard zone constraint, a soft one, and a ReplicaSet's pod under
-//! the System default constraints (hostname and zone, soft). `fresh` builds
+//! 2,000 bound pods goes). Four pod shapes: a hard zone constraint, a soft
+//! one, a hard hostname one (maxSkew 1), and a ReplicaSet's pod under the
+//! System default constraints (hostname and zone, soft). `fresh` builds
 //! the plugin every cycle: counting every node, as upstream does.
 //!
 //! ```sh
@@ -116,17 +116,18 @@ fn cycle(pl: &PodTopologySpread, pod: &PodInfo, c: &Cluster, start: usize) {
 
 fn pod_topology_spread(c: &mut Criterion) {
     let mut g = c.benchmark_group("PodTopologySpread");
-    let spread = |when: &str| {
+    let spread = |skew: i32, key: &str, when: &str| {
         PodBuilder::new("p").namespace("spread").label("color", "blue").spread(
-            5,
-            ZONE,
+            skew,
+            key,
             when,
             &[("color", "blue")],
         )
     };
     let shapes = [
-        ("hard-zone", spread("DoNotSchedule")),
-        ("soft-zone", spread("ScheduleAnyway")),
+        ("hard-zone", spread(5, ZONE, "DoNotSchedule")),
+        ("soft-zone", spread(5, ZONE, "ScheduleAnyway")),
+        ("hard-hostname", spread(1, HOST, "DoNotSchedule")),
         (
             "default",
             PodBuilder::new("p").namespace("spread").label("app", "web").owner("ReplicaSet", "web"),

@@ -1,30 +1,15 @@
-//! Per-node counts kept between scheduling cycles, so that PreFilter and
-//! PreScore cost O(nodes) generation compares plus the pods of the nodes
-//! that changed, instead of a pass over every pod of the cluster.
+//! Per-node counts kept between scheduling cycles (the design is in the
+//! plugin's module doc): one [`Memo`] per [`MemoKey`], synced to the
+//! snapshot by generation, a few of them in [`Memos`].
 //!
-//! A [`Memo`] belongs to one [`MemoKey`]: everything a node's contribution
-//! depends on besides the node itself (the constraints' keys, selectors and
-//! inclusion policies, the incoming pod's namespace, and its required node
-//! affinity and tolerations when a policy honors them). For each node
-//! position of the snapshot it keeps the node's generation and, per
-//! constraint, the domain the node counts for (if it counts) and its
-//! matching pods; per constraint and domain it keeps the sums: matching
-//! pods and nodes that count (a domain exists, as an entry of upstream's
-//! map, while at least one node counts for it).
-//!
-//! Generations are process-wide and every change to a node takes a new one
-//! ([`convoy_api::next_generation`]), so an equal generation at a position
-//! means the same node content, whatever list it comes from: a sync
-//! compares the snapshot's generation array with the memo's and recounts
-//! only the positions that differ, subtracting their old contribution and
-//! adding the new one. A list that shrinks or grows is handled the same way.
-//!
-//! The sums are behind `Arc`s that the cycle's state shares: a sync that
-//! finds a sum still held by an earlier cycle (binding in flight) copies
-//! it first, which is small except for hostname constraints (one domain per
-//! node, 12 bytes each). Domains are interned in an append-only table also
-//! shared with the states; it is rebuilt, with the whole memo, when domains
-//! no node counts for anymore outnumber the live ones.
+//! Per node position a memo keeps the generation counted, whether the node
+//! has every key, and per constraint a [`Slot`]: the node's domain (interned
+//! for every node that may count, so PreScore can read a feasible node's
+//! domain even when a policy leaves it out), its matching pods, whether
+//! they are in the domain's sum, and whether the node has the key. For
+//! PreScore it also keeps each position's node address and the reverse
+//! index. Per constraint and domain it keeps the [`Sums`] (shared with the
+//! cycles' states) and how many slots name the domain (to drop dead ones).
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
