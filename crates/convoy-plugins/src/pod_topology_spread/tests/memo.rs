@@ -130,28 +130,28 @@ fn dead_domains_are_dropped() {
 }
 
 /// The memory a memo holds per node (for docs/benchmarks.md): printed with
-/// `--nocapture`.
+/// `--nocapture`. Nothing is held per pod.
 #[test]
 fn memory_per_node() {
     let list = nodes("node", 5000);
     let p = pod(&[("app", "a")]).info();
     let required = RequiredNodeAffinity::default();
-    let mut memos = Memos::default();
     let zone = vec![constraint(ZONE, &[("app", "a")])];
-    memos.counts(&request(Purpose::Filter, &zone, &p, &required), &list);
-    let one_zone = memos.bytes();
     let both = vec![constraint(HOST, &[("app", "a")]), constraint(ZONE, &[("app", "a")])];
-    let mut memos = Memos::default();
-    memos.counts(&request(Purpose::Filter, &both, &p, &required), &list);
-    let host_zone = memos.bytes();
-    eprintln!(
-        "5000 nodes: zone constraint {one_zone} B ({} B/node); hostname + zone {host_zone} B ({} B/node)",
-        one_zone / 5000,
-        host_zone / 5000,
-    );
-    assert!(one_zone < 5000 * 24, "{one_zone}");
-    assert!(host_zone < 5000 * 120, "{host_zone}");
-    assert_eq!(list.list().len(), 5000);
+    let score = Purpose::Score { require_all: false };
+    let mut bytes = Vec::new();
+    for (name, purpose, constraints) in [
+        ("PreFilter, zone", Purpose::Filter, &zone),
+        ("PreFilter, hostname and zone", Purpose::Filter, &both),
+        ("PreScore, zone", score, &zone),
+        ("PreScore, hostname and zone (System defaults)", score, &both),
+    ] {
+        let mut memos = Memos::default();
+        memos.counts(&request(purpose, constraints, &p, &required), &list);
+        eprintln!("{name}: {} B per node", memos.bytes() / 5000);
+        bytes.push(memos.bytes() / 5000);
+    }
+    assert!(bytes.iter().all(|&b| b < 120), "{bytes:?}");
 }
 
 /// PreScore finds its feasible nodes' slots by address: after nodes move,
