@@ -271,6 +271,7 @@ fn shipped_config_is_valid() {
         "SchedulingPreferredAffinityWithNSSelector/5000Nodes",
         "TopologySpreading/5000Nodes",
         "PreferredTopologySpreading/5000Nodes",
+        "DefaultTopologySpreading/5000Nodes",
     ] {
         assert!(plans.contains_key(name), "{name}");
     }

@@ -212,6 +212,26 @@ impl Hasher for Fnv {
     }
 }
 
+/// Hashes node addresses (`usize`, multiples of the allocation alignment)
+/// with one multiplication: they are looked up once per feasible node.
+#[derive(Clone, Copy, Default)]
+pub struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(*b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        // Fibonacci hashing; the high bits, which the table uses, mix all.
+        self.0 = (n as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(32);
+    }
+}
+
 /// The domains (topology values) of one constraint, interned once per cycle
 /// so that counts live in a vector indexed by domain.
 #[derive(Debug, Clone, Default)]
@@ -220,11 +240,6 @@ pub struct Domains {
 }
 
 impl Domains {
-    /// No domain yet, room for `n`.
-    pub fn with_capacity(n: usize) -> Self {
-        Self { index: HashMap::with_capacity_and_hasher(n, Default::default()) }
-    }
-
     /// The index of a value, if it is a domain.
     pub fn get(&self, value: &str) -> Option<u32> {
         self.index.get(value).copied()
@@ -241,18 +256,21 @@ impl Domains {
     }
 
     /// The values and their indices, in no particular order.
-    #[cfg(test)]
     pub fn iter(&self) -> impl Iterator<Item = (&str, u32)> {
         self.index.iter().map(|(v, &i)| (&**v, i))
+    }
+
+    /// Bytes held: the table and the values (an estimate of the table's
+    /// layout: one entry and one control byte per bucket).
+    #[cfg(test)]
+    pub fn bytes(&self) -> usize {
+        let entry = std::mem::size_of::<(Box<str>, u32)>() + 1;
+        let values: usize = self.index.keys().map(|v| v.len()).sum();
+        self.index.capacity() * entry * 8 / 7 + values
     }
 
     /// How many domains.
     pub fn len(&self) -> usize {
         self.index.len()
-    }
-
-    /// Whether there is no domain.
-    pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
     }
 }

@@ -10,7 +10,8 @@ use convoy_api::{
     PreFilterPlugin, PreFilterResult, Status,
 };
 
-use super::common::{Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels};
+use super::common::{Constraint, Domains, has_all_keys, node_labels};
+use super::memo::{Counts, Purpose, Request, Sums};
 use super::{
     DO_NOT_SCHEDULE, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
@@ -21,7 +22,7 @@ use crate::node_affinity::selector::RequiredNodeAffinity;
 const MAX_MATCH_NUM: i64 = i32::MAX as i64;
 
 /// What PreFilter computes for Filter: per hard constraint, the matching
-/// pods per domain and the two smallest counts.
+/// pods per domain and the smallest count.
 #[derive(Debug, Clone)]
 pub(super) struct PreFilterState {
     pub(super) constraints: Arc<[Constraint]>,
@@ -34,40 +35,79 @@ pub(super) struct PreFilterState {
     required: Arc<RequiredNodeAffinity>,
 }
 
-/// One constraint's counts: matching pods per domain, and the critical paths.
+/// One constraint's counts (upstream `TpValueToMatchNum[i]` and
+/// `CriticalPaths[i]`): shared with the plugin's memo until a what-if
+/// changes them.
 #[derive(Debug, Clone)]
 pub(super) struct DomainCounts {
-    /// The domains (shared by clones until a what-if adds one).
-    pub(super) domains: Arc<Domains>,
-    /// Matching pods per domain index.
-    pub(super) counts: Vec<i64>,
-    pub(super) paths: CriticalPaths,
+    domains: Arc<Domains>,
+    sums: Arc<Sums>,
+    /// The critical paths' first count: the smallest count of a domain
+    /// (`MAX_MATCH_NUM` when there is none).
+    min: i64,
+    /// Upstream's critical paths, made by the first what-if (Filter only
+    /// needs `min` until then).
+    paths: Option<CriticalPaths>,
 }
 
 impl DomainCounts {
+    fn new(counts: Counts) -> Self {
+        let min = counts.sums.min().unwrap_or(MAX_MATCH_NUM);
+        Self { domains: counts.domains, sums: counts.sums, min, paths: None }
+    }
+
     /// The matching pods of a domain (0 when it is not one).
     pub(super) fn count(&self, value: &str) -> i64 {
-        self.domains.get(value).map_or(0, |d| self.counts[d as usize])
+        self.domains.get(value).map_or(0, |d| self.sums.pods_of(d))
     }
 
     /// Upstream `minMatchNum`: the global minimum, 0 while there are fewer
     /// domains than `minDomains`.
     pub(super) fn min_match_num(&self, min_domains: i32) -> i64 {
-        if (self.domains.len() as i64) < i64::from(min_domains) { 0 } else { self.paths.0[0].num }
+        if (self.sums.present as i64) < i64::from(min_domains) { 0 } else { self.min }
     }
 
-    /// `delta` more matching pods in the domain `value`.
+    /// The domains and their counts, in no particular order (upstream's map).
+    #[cfg(test)]
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&str, i64)> {
+        self.domains
+            .iter()
+            .filter(|(_, d)| self.sums.is_present(*d))
+            .map(|(v, d)| (v, self.sums.pods_of(d)))
+    }
+
+    /// Upstream's critical paths: as its PreFilter makes them, iterating
+    /// over the domains in the order of their values (upstream's order is
+    /// that of a Go map, unspecified; Filter reads only the minimum, which
+    /// does not depend on it, and so do what-ifs on one node).
+    pub(super) fn paths(&self) -> CriticalPaths {
+        self.paths.unwrap_or_else(|| {
+            let mut present: Vec<(&str, u32)> =
+                self.domains.iter().filter(|(_, d)| self.sums.is_present(*d)).collect();
+            present.sort_unstable();
+            let mut paths = CriticalPaths::new();
+            for (value, d) in present {
+                paths.update(d, value.is_empty(), self.sums.pods_of(d));
+            }
+            paths
+        })
+    }
+
+    /// `delta` more matching pods in the domain `value` (which exists from
+    /// then on, as upstream's map entry would).
     fn add(&mut self, value: &str, delta: i64) {
+        let mut paths = self.paths();
         let d = match self.domains.get(value) {
             Some(d) => d,
             None => {
-                self.counts.push(0);
+                Arc::make_mut(&mut self.sums).push_domain();
                 Arc::make_mut(&mut self.domains).intern(value)
             }
         };
-        let num = &mut self.counts[d as usize];
-        *num += delta;
-        self.paths.update(d, value.is_empty(), *num);
+        let num = Arc::make_mut(&mut self.sums).add_what_if(d, delta);
+        paths.update(d, value.is_empty(), num);
+        self.min = paths.0[0].num;
+        self.paths = Some(paths);
     }
 }
 
@@ -123,70 +163,6 @@ fn tolerations(pod: &PodInfo) -> &[Toleration] {
     pod.spec().tolerations.as_deref().unwrap_or(&[])
 }
 
-/// Upstream `calPreFilterState`: counts over every node of the snapshot.
-fn compute_state(
-    constraints: Vec<Constraint>,
-    pod: &PodInfo,
-    nodes: &[Arc<NodeInfo>],
-) -> PreFilterState {
-    let required = RequiredNodeAffinity::of_pod(&pod.pod);
-    let tolerations = tolerations(pod);
-    let ns = pod.namespace();
-    let n = constraints.len();
-    // A constraint whose selector equals an earlier one's reuses its count on each node.
-    let same_as: Vec<Option<usize>> = (0..n)
-        .map(|i| (0..i).find(|&j| constraints[j].selector == constraints[i].selector))
-        .collect();
-    let mut domains: Vec<Domains> = constraints
-        .iter()
-        .map(|c| Domains::with_capacity(if c.is_hostname() { nodes.len() } else { 0 }))
-        .collect();
-    let mut counts: Vec<Vec<i64>> = vec![Vec::new(); n];
-    let mut on_node: Vec<Option<i64>> = vec![None; n];
-    for node in nodes {
-        let labels = node_labels(node);
-        if node.node().is_none() || !has_all_keys(labels, &constraints) {
-            continue;
-        }
-        on_node.fill(None);
-        for (i, c) in constraints.iter().enumerate() {
-            if !c.includes_node(node, &required, tolerations) {
-                continue;
-            }
-            let found = same_as[i].and_then(|j| on_node[j]);
-            let count =
-                found.unwrap_or_else(|| count_pods_match_selector(&node.pods, &c.selector, ns));
-            on_node[i] = Some(count);
-            let value = labels.get(&*c.topology_key).map_or("", String::as_str);
-            let d = domains[i].intern(value) as usize;
-            if d == counts[i].len() {
-                counts[i].push(0);
-            }
-            counts[i][d] += count;
-        }
-    }
-    let self_match = constraints.iter().map(|c| c.selector.matches(pod.labels())).collect();
-    let counts = domains
-        .into_iter()
-        .zip(counts)
-        .map(|(domains, counts)| {
-            let mut paths = CriticalPaths::new();
-            let empty = domains.get("");
-            for (d, &num) in counts.iter().enumerate() {
-                let d = d as u32;
-                paths.update(d, empty == Some(d), num);
-            }
-            DomainCounts { domains: Arc::new(domains), counts, paths }
-        })
-        .collect();
-    PreFilterState {
-        constraints: constraints.into(),
-        counts,
-        self_match,
-        required: Arc::new(required),
-    }
-}
-
 impl PreFilterPlugin for PodTopologySpread {
     /// Skip when the pod has no `DoNotSchedule` constraint (own or
     /// default); Error when a selector cannot be parsed.
@@ -203,7 +179,24 @@ impl PreFilterPlugin for PodTopologySpread {
         if constraints.is_empty() {
             return (None, Status::skip());
         }
-        state.write(compute_state(constraints, pod, nodes.list()));
+        // Upstream `calPreFilterState`: the counts over every node of the
+        // snapshot, from the memo.
+        let required = RequiredNodeAffinity::of_pod(&pod.pod);
+        let request = Request {
+            purpose: Purpose::Filter,
+            constraints: &constraints,
+            pod,
+            required: &required,
+        };
+        let counts =
+            self.inner.counts(&request, nodes).into_iter().map(DomainCounts::new).collect();
+        let self_match = constraints.iter().map(|c| c.selector.matches(pod.labels())).collect();
+        state.write(PreFilterState {
+            constraints: constraints.into(),
+            counts,
+            self_match,
+            required: Arc::new(required),
+        });
         (None, Status::success())
     }
 

@@ -8,7 +8,7 @@
 //!
 //! * `DoNotSchedule` constraints filter: PreFilter counts the matching pods
 //!   per domain over every node of the snapshot that has all the topology
-//!   keys and passes the node inclusion policies; Filter rejects a node whose
+//!   keys and passes the node inclusion policies (from the memo, see below); Filter rejects a node whose
 //!   domain would exceed `maxSkew` over the global minimum (0 while fewer than
 //!   `minDomains` domains exist) — `node(s) didn't match pod topology spread
 //!   constraints` (Unschedulable), or `... (missing required label)`
@@ -21,22 +21,74 @@
 //!   the pod's Services and controller (upstream `DefaultSelector`); none
 //!   deduced, no constraint.
 //!
-//! Topology values are interned once per cycle, so Filter is a label lookup,
-//! a hash lookup and a comparison, without allocating; a pod without
-//! constraints (and without defaults) costs a Skip.
+//! A pod without constraints (and without defaults) costs a Skip.
+//!
+//! # Counting across cycles
+//!
+//! Upstream counts the matching pods of every node of the cluster in
+//! PreFilter, and again in PreScore, on every cycle: at 5,000 nodes that
+//! pass cost more than the rest of the cycle together. Between two cycles
+//! of a scheduling run, though, usually only the node the last pod went to
+//! has changed, and consecutive pods usually come from one template. So the
+//! plugin keeps, between cycles, the per-node counts of a few constraint
+//! sets (module `memo`, eight, least recently used evicted), and sums per
+//! domain:
+//!
+//! * A memo's key is everything a node's count depends on besides the node:
+//!   the constraints' keys, selectors (with `matchLabelKeys` and default
+//!   selectors merged in) and inclusion policies, the pod's namespace, its
+//!   required node affinity and tolerations when a policy honors them, and
+//!   the extension point (PreFilter needs every key on a node; PreScore
+//!   only with the pod's own or listed constraints, and leaves hostname to
+//!   Score). `maxSkew`, `minDomains` and the pod's labels are not in it.
+//! * Per node position the memo keeps the generation it counted. Every
+//!   change to a node takes a new process-wide generation, so equal
+//!   generations mean equal content: a cycle compares the snapshot's
+//!   generation array ([`NodeInfoLister::generations`]) with the memo's, in
+//!   chunks, and recounts only the positions that differ (subtracting their
+//!   old contribution, adding the new one); nodes added, removed or
+//!   reordered are positions that differ.
+//! * Per constraint and domain it keeps the matching pods and the nodes
+//!   that count: a domain exists (an entry of upstream's map, for
+//!   `minDomains`, and a candidate for the minimum) while one node counts
+//!   for it, exactly as upstream creates the entry for an eligible node
+//!   with no matching pod. Domain names are interned in an append-only
+//!   table, rebuilt with the memo when dead domains outnumber live ones.
+//! * The cycle's state shares the sums (`Arc`); the next sync copies them
+//!   if a state still holds them (binding in flight). Only hostname
+//!   constraints have many domains (one per node, 12 bytes each).
+//! * PreFilter's minimum is a scan of the domains' sums; upstream's critical
+//!   paths are only built by the first what-if (AddPod/RemovePod), from the
+//!   domains in the order of their names. Upstream iterates a Go map there,
+//!   in no fixed order; the minimum, which Filter reads, does not depend on
+//!   it, and neither does any sequence of what-ifs on one node (preemption's
+//!   and nominated pods').
+//! * PreScore finds each feasible node's position by its address (an index
+//!   the memo keeps, checked against the snapshot's list) and reads its
+//!   slots: whether it has every key, its domain per constraint, its own
+//!   matching pods for hostname constraints; from them it counts the
+//!   feasible domains (the weights) and scores every feasible node. Score
+//!   returns that score for a node with the same address and generation,
+//!   and reads any other node as upstream does. A feasible node the
+//!   snapshot does not have is read from its labels and pods.
+//!
+//! Exactness is checked by a randomized test against upstream's algorithm
+//! counted from scratch (`tests/equivalence.rs`) and by the parity test
+//! against kube-scheduler.
 
 mod common;
 mod filtering;
 mod hints;
+mod memo;
 mod scoring;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin, Handle, Plugin,
-    PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
+    ActionType, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin, Handle,
+    NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
 };
 use convoy_config::{DefaultingType, PluginArgs, PodTopologySpreadArgs};
 
@@ -45,6 +97,7 @@ pub use common::{
 };
 
 use common::{default_selector, filter_constraints};
+use memo::{Counts, Memos, Request, View};
 
 /// Filter reason when the skew would exceed `maxSkew` (Unschedulable).
 pub const ERR_REASON_CONSTRAINTS_NOT_MATCH: &str =
@@ -67,6 +120,8 @@ struct Inner {
     system_defaulted: bool,
     /// Services and controllers, for the default constraints' selector.
     objects: Arc<ClusterObjects>,
+    /// Per-node counts kept between cycles (see [`memo`]).
+    memos: Mutex<Memos>,
 }
 
 /// Kubernetes' built-in default constraints (`defaultingType: System`).
@@ -126,6 +181,7 @@ impl PodTopologySpread {
                 default_constraints,
                 system_defaulted,
                 objects: handle.objects.clone(),
+                memos: Mutex::default(),
             }),
         })
     }
@@ -170,6 +226,31 @@ impl Inner {
             c.selector = selector.clone();
         }
         Ok(constraints)
+    }
+}
+
+impl Inner {
+    /// The counts of a request's constraints over every node, from the
+    /// memo of its key.
+    fn counts(&self, request: &Request<'_>, nodes: &dyn NodeInfoLister) -> Vec<Counts> {
+        self.with_memo(request, nodes, |view| view.counts())
+    }
+
+    /// The memo of a request, synced to `nodes`, read by `f`.
+    fn with_memo<R>(
+        &self,
+        request: &Request<'_>,
+        nodes: &dyn NodeInfoLister,
+        f: impl FnOnce(View<'_>) -> R,
+    ) -> R {
+        let mut memos = self.memos.lock().unwrap_or_else(|poisoned| {
+            // A panic during an update may have left a memo half counted.
+            let mut memos = poisoned.into_inner();
+            memos.clear();
+            self.memos.clear_poison();
+            memos
+        });
+        memos.with(request, nodes, f)
     }
 }
 

@@ -1,6 +1,8 @@
 //! PreScore, Score and NormalizeScore of PodTopologySpread (upstream
 //! `podtopologyspread/scoring.go`, v1.37.2).
 
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::sync::Arc;
 
 use convoy_api::{
@@ -8,27 +10,36 @@ use convoy_api::{
     Status,
 };
 
-use super::common::{Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels};
+use super::common::{
+    AddressHasher, Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels,
+};
+use super::memo::{Counts, Purpose, Request, View};
 use super::{PodTopologySpread, SCHEDULE_ANYWAY};
 use crate::node_affinity::selector::RequiredNodeAffinity;
 
 /// What PreScore computes for Score: per soft constraint, the matching pods
-/// of the domains present among the feasible nodes, and the weights.
+/// per domain over all nodes and the weight.
 #[derive(Debug)]
 pub(super) struct PreScoreState {
     pub(super) constraints: Vec<Constraint>,
     /// Nodes missing a topology key are ignored (scored 0): always with
     /// the pod's own constraints or listed defaults, not with System ones.
     pub(super) require_all: bool,
-    /// Per constraint: the domains of the feasible nodes (none for hostname).
-    pub(super) domains: Vec<Domains>,
-    /// Per constraint: matching pods per domain index, over all nodes.
-    pub(super) counts: Vec<Vec<i64>>,
+    /// Per constraint: matching pods per domain over all nodes, from the
+    /// memo (none for hostname, counted on the node at Score). Upstream
+    /// keeps only the domains of feasible nodes, the only ones Score reads.
+    pub(super) counts: Vec<Counts>,
     /// Per constraint: `ln(domains + 2)` (upstream `topologyNormalizingWeight`).
     pub(super) weights: Vec<f64>,
     /// Per feasible node (Score's order): ignored; empty when none is.
     pub(super) ignored: Vec<bool>,
+    /// The feasible nodes' scores, by node address (with the node's
+    /// generation, which an equal address must also have).
+    scores: NodeScores,
 }
+
+/// Scores by node address.
+type NodeScores = HashMap<usize, (u64, i64), BuildHasherDefault<AddressHasher>>;
 
 /// Upstream `topologyNormalizingWeight`.
 fn topology_normalizing_weight(size: usize) -> f64 {
@@ -62,77 +73,162 @@ impl PreScorePlugin for PodTopologySpread {
         if constraints.is_empty() {
             return Status::skip();
         }
-        let n = constraints.len();
-        let mut domains = vec![Domains::default(); n];
-        let mut counts: Vec<Vec<i64>> = vec![Vec::new(); n];
-        let mut ignored = Vec::new();
-        let mut n_ignored = 0;
-        for (j, node) in feasible.iter().enumerate() {
-            let labels = node_labels(node);
-            if require_all && !has_all_keys(labels, &constraints) {
-                if ignored.is_empty() {
-                    ignored = vec![false; feasible.len()];
-                }
-                ignored[j] = true;
-                n_ignored += 1;
-                continue;
-            }
-            for (i, c) in constraints.iter().enumerate() {
-                // Per-node counts are computed at Score.
-                if c.is_hostname() {
-                    continue;
-                }
-                let value = labels.get(&*c.topology_key).map_or("", String::as_str);
-                if domains[i].intern(value) as usize == counts[i].len() {
-                    counts[i].push(0);
-                }
-            }
-        }
-        let weights = constraints
-            .iter()
-            .zip(&domains)
-            .map(|(c, d)| {
-                let size = if c.is_hostname() { feasible.len() - n_ignored } else { d.len() };
-                topology_normalizing_weight(size)
-            })
-            .collect();
-        if domains.iter().any(|d| !d.is_empty()) {
-            count_over_all_nodes(&constraints, &domains, &mut counts, require_all, pod, all);
-        }
-        state.write(PreScoreState { constraints, require_all, domains, counts, weights, ignored });
+        let required = RequiredNodeAffinity::of_pod(&pod.pod);
+        let purpose = Purpose::Score { require_all };
+        let request = Request { purpose, constraints: &constraints, pod, required: &required };
+        let s = self.inner.with_memo(&request, all, |view| {
+            pre_score_state(&constraints, require_all, pod, feasible, &view)
+        });
+        state.write(PreScoreState { constraints, ..s });
         Status::success()
     }
 }
 
-/// Adds the matching pods of every node (eligible by the inclusion
-/// policies, and having all keys if required) to the domains present among
-/// the feasible nodes.
-fn count_over_all_nodes(
+/// Upstream `initPreScoreState` and PreScore's count, from the memo: the
+/// weights from the domains of the feasible nodes, and the score of every
+/// feasible node, which Score then reads. A feasible node is read from its
+/// memo slots (no label or pod read); one the memo does not know (not in
+/// the snapshot) is read as upstream reads it.
+fn pre_score_state(
     constraints: &[Constraint],
-    domains: &[Domains],
-    counts: &mut [Vec<i64>],
     require_all: bool,
     pod: &PodInfo,
-    all: &dyn NodeInfoLister,
-) {
-    let required = RequiredNodeAffinity::of_pod(&pod.pod);
-    let tolerations = pod.spec().tolerations.as_deref().unwrap_or(&[]);
-    let ns = pod.namespace();
-    for node in all.list() {
-        let labels = node_labels(node);
-        if node.node().is_none() || (require_all && !has_all_keys(labels, constraints)) {
+    feasible: &[Arc<NodeInfo>],
+    view: &View<'_>,
+) -> PreScoreState {
+    let counts = view.counts();
+    // A node's slots, when the memo has them all: a node not ignored
+    // has a domain for every constraint but hostname ones.
+    let positions: Vec<Option<usize>> = feasible
+        .iter()
+        .map(|node| {
+            view.position(node).filter(|&p| {
+                (require_all && !view.all_keys(p))
+                    || constraints
+                        .iter()
+                        .enumerate()
+                        .all(|(c, k)| k.is_hostname() || view.slot(p, c).has_domain())
+            })
+        })
+        .collect();
+    // Per constraint: the domains of the feasible nodes not ignored (their
+    // number gives the weight), as indices of the memo's domains seen, and
+    // values no node counts for.
+    let mut seen: Vec<Vec<bool>> = counts.iter().map(|c| vec![false; c.domains.len()]).collect();
+    let mut unknown = vec![Domains::default(); constraints.len()];
+    let mut sizes = vec![0; constraints.len()];
+    let mut ignored = Vec::new();
+    let mut n_ignored = 0;
+    for (j, node) in feasible.iter().enumerate() {
+        let labels = positions[j].is_none().then(|| node_labels(node));
+        let is_ignored = match (positions[j], labels) {
+            (Some(p), _) => require_all && !view.all_keys(p),
+            (None, Some(labels)) => require_all && !has_all_keys(labels, constraints),
+            (None, None) => unreachable!(),
+        };
+        if is_ignored {
+            if ignored.is_empty() {
+                ignored = vec![false; feasible.len()];
+            }
+            ignored[j] = true;
+            n_ignored += 1;
             continue;
         }
         for (i, c) in constraints.iter().enumerate() {
-            let value = labels.get(&*c.topology_key).map_or("", String::as_str);
-            // Only domains of feasible nodes count (never hostname ones).
-            let Some(d) = domains[i].get(value) else { continue };
-            if !c.includes_node(node, &required, tolerations) {
+            // Per-node counts are Score's.
+            if c.is_hostname() {
                 continue;
             }
-            counts[i][d as usize] += count_pods_match_selector(&node.pods, &c.selector, ns);
+            let d = match (positions[j], labels) {
+                (Some(p), _) => Some(view.slot(p, i).domain),
+                (None, Some(labels)) => {
+                    let value = labels.get(&*c.topology_key).map_or("", String::as_str);
+                    let d = counts[i].domains.get(value);
+                    if d.is_none() && unknown[i].get(value).is_none() {
+                        unknown[i].intern(value);
+                        sizes[i] += 1;
+                    }
+                    d
+                }
+                (None, None) => unreachable!(),
+            };
+            if let Some(d) = d
+                && !seen[i][d as usize]
+            {
+                seen[i][d as usize] = true;
+                sizes[i] += 1;
+            }
         }
     }
+    let weights = constraints
+        .iter()
+        .zip(&sizes)
+        .map(|(c, &size)| {
+            let size = if c.is_hostname() { feasible.len() - n_ignored } else { size };
+            topology_normalizing_weight(size)
+        })
+        .collect();
+    // The constraints are the caller's (moved in after).
+    let mut s = PreScoreState {
+        constraints: Vec::new(),
+        require_all,
+        counts,
+        weights,
+        ignored,
+        scores: NodeScores::default(),
+    };
+    s.scores.reserve(feasible.len());
+    for (j, node) in feasible.iter().enumerate() {
+        let score = if s.ignored.get(j).copied().unwrap_or(false) {
+            0
+        } else if let Some(p) = positions[j] {
+            let mut score = 0.0;
+            for (i, c) in constraints.iter().enumerate() {
+                let slot = view.slot(p, i);
+                if !slot.labelled {
+                    continue;
+                }
+                let count = if c.is_hostname() {
+                    i64::from(slot.pods)
+                } else {
+                    s.counts[i].sums.pods_of(slot.domain)
+                };
+                score += score_for_count(count, c.max_skew, s.weights[i]);
+            }
+            score.round() as i64
+        } else {
+            score_of(constraints, require_all, &s.counts, &s.weights, pod, node)
+        };
+        s.scores.insert(Arc::as_ptr(node) as usize, (node.generation, score));
+    }
+    s
+}
+
+/// Upstream `Score`, from the node's labels and pods.
+fn score_of(
+    constraints: &[Constraint],
+    require_all: bool,
+    counts: &[Counts],
+    weights: &[f64],
+    pod: &PodInfo,
+    node: &NodeInfo,
+) -> i64 {
+    let labels = node_labels(node);
+    if require_all && !has_all_keys(labels, constraints) {
+        return 0;
+    }
+    let mut score = 0.0;
+    for (i, c) in constraints.iter().enumerate() {
+        let Some(value) = labels.get(&*c.topology_key) else { continue };
+        let count = if c.is_hostname() {
+            count_pods_match_selector(&node.pods, &c.selector, pod.namespace())
+        } else {
+            let c = &counts[i];
+            c.domains.get(value).map_or(0, |d| c.sums.pods_of(d))
+        };
+        score += score_for_count(count, c.max_skew, weights[i]);
+    }
+    score.round() as i64
 }
 
 const NO_PRE_SCORE_STATE: &str =
@@ -146,21 +242,12 @@ impl ScorePlugin for PodTopologySpread {
         let Some(s) = state.read::<PreScoreState>() else {
             return Err(Status::error(NO_PRE_SCORE_STATE));
         };
-        let labels = node_labels(node);
-        if s.require_all && !has_all_keys(labels, &s.constraints) {
-            return Ok(0);
+        // PreScore scored the feasible nodes; another node (or a copy
+        // with other content) is scored here.
+        match s.scores.get(&(node as *const NodeInfo as usize)) {
+            Some(&(generation, score)) if generation == node.generation => Ok(score),
+            _ => Ok(score_of(&s.constraints, s.require_all, &s.counts, &s.weights, pod, node)),
         }
-        let mut score = 0.0;
-        for (i, c) in s.constraints.iter().enumerate() {
-            let Some(value) = labels.get(&*c.topology_key) else { continue };
-            let count = if c.is_hostname() {
-                count_pods_match_selector(&node.pods, &c.selector, pod.namespace())
-            } else {
-                s.domains[i].get(value).map_or(0, |d| s.counts[i][d as usize])
-            };
-            score += score_for_count(count, c.max_skew, s.weights[i]);
-        }
-        Ok(score.round() as i64)
     }
 
     /// Upstream: ignored nodes get 0; the others

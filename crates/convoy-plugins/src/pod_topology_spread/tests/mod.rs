@@ -4,9 +4,12 @@
 //! GA/locked or on in 1.37).
 
 mod args;
+mod equivalence;
 mod filtering;
 mod hints;
+mod memo;
 mod pre_filter;
+mod reference;
 mod scoring;
 
 use std::collections::BTreeMap;

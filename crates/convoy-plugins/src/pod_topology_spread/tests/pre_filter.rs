@@ -19,9 +19,10 @@ fn summary(s: &PreFilterState) -> Summary {
         .iter()
         .map(|c| {
             let mut counts: Vec<(String, i64)> =
-                c.domains.iter().map(|(v, i)| (v.to_string(), c.counts[i as usize])).collect();
+                c.iter().map(|(v, n)| (v.to_string(), n)).collect();
             counts.sort();
-            (counts, [c.paths.0[0].num, c.paths.0[1].num])
+            let paths = c.paths();
+            (counts, [paths.0[0].num, paths.0[1].num])
         })
         .collect()
 }

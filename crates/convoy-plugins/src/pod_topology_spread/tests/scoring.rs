@@ -489,8 +489,7 @@ fn pre_score_state_and_defaults() {
     assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
     let s = state.read::<PreScoreState>().unwrap();
     assert_eq!(s.ignored, [false, false, true]);
-    assert_eq!(s.domains[0].iter().collect::<Vec<_>>(), [("zone1", 0)]);
-    assert!(s.domains[1].is_empty());
+    // One zone among the feasible nodes; hostname: two nodes not ignored.
     assert_eq!(s.weights, [3f64.ln(), 4f64.ln()]);
 
     // System defaults with a ReplicaSet: hostname 3 and zone 5; nodes
@@ -516,9 +515,7 @@ fn pre_score_state_and_defaults() {
     assert_eq!(keys, [(HOST, 3), (ZONE, 5)]);
     assert_eq!(s.constraints[0].selector.to_string(), "foo=tar");
     assert!(s.ignored.is_empty() && !s.require_all);
-    let mut zones: Vec<_> = s.domains[1].iter().map(|(v, _)| v).collect();
-    zones.sort();
-    assert_eq!(zones, ["", "mars"]);
+    // Hostname: four nodes; zone: "mars" and "".
     assert_eq!(s.weights, [6f64.ln(), 4f64.ln()]);
 
     // Listed defaults with a ReplicaSet: only the soft ones, nodes ignored when missing a key.
@@ -615,4 +612,27 @@ fn normalize_like_upstream() {
     // Missing state: errors.
     assert!(pl.score(&CycleState::new(), &p, &feasible[0]).is_err());
     assert!(!pl.normalize_score(&CycleState::new(), &p, &mut raw).is_success());
+}
+
+/// PreScore scores the feasible nodes ahead, by address; a node changed in
+/// place afterwards (same address, new generation) is scored from what it
+/// holds then, as upstream's Score reads the node.
+#[test]
+fn a_node_changed_after_pre_score_is_scored_afresh() {
+    let pl = plugin();
+    let p = pod(&[("foo", "")]).constraint(tsc(1, HOST, SA, foo())).info();
+    let all = cluster(vec![hn("node-a"), hn("node-b")], &[]);
+    let mut feasible = all.list().to_vec();
+    let mut state = CycleState::new();
+    assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
+    // ln(4) for two hostnames: 0 pods score 0.
+    assert_eq!(pl.score(&state, &p, &feasible[0]).unwrap(), 0);
+    drop(all);
+    let node = Arc::get_mut(&mut feasible[0]).expect("only the feasible list holds it");
+    for i in 0..3 {
+        node.add_pod(info(on(&format!("p{i}"), "node-a", &[("foo", "")])));
+    }
+    // round(3·ln 4) = 4.
+    assert_eq!(pl.score(&state, &p, &feasible[0]).unwrap(), 4);
+    assert_eq!(pl.score(&state, &p, &feasible[1]).unwrap(), 0);
 }
