@@ -10,14 +10,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use convoy_api::{
     Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, NodeToStatus,
-    NominatedPods, PodInfo, PostFilterContext, PostFilterResult, Status,
+    NominatedPods, PodInfo, PostFilterResult, Status,
 };
 use rand::Rng;
 use rayon::prelude::*;
 
 use crate::framework::{Framework, PreFilterNarrowing};
 use crate::metrics::{label, timed};
-use crate::runner::CycleRunner;
 
 /// Upstream `minFeasibleNodesToFind`.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -498,61 +497,6 @@ impl Framework {
         }
         all.feasible.truncate(to_find);
         all
-    }
-
-    /// The pods nominated to nodes that `pod` must leave room for (equal
-    /// or higher priority, not itself); `None` when there are none, at the
-    /// cost of one atomic load when nothing is nominated.
-    fn nominated_for(&self, pod: &PodInfo) -> Option<NominatedPods> {
-        let nominator = self.nominator.as_ref().filter(|n| !n.is_empty())?;
-        let nominated = nominator.nominated_pods(pod.priority, &pod.uid);
-        (!nominated.is_empty()).then_some(nominated)
-    }
-
-    /// The node `pod` is nominated to, if it is one of `nodes`.
-    fn nominated_node(
-        &self,
-        pod: &PodInfo,
-        snapshot: &dyn NodeInfoLister,
-        nodes: &[Arc<NodeInfo>],
-    ) -> Option<Arc<NodeInfo>> {
-        let nominator = self.nominator.as_ref().filter(|n| !n.is_empty())?;
-        let name = nominator.nominated_node(pod)?;
-        let node = snapshot.get(&name)?;
-        let in_cycle =
-            nodes.len() == snapshot.list().len() || nodes.iter().any(|n| Arc::ptr_eq(n, node));
-        in_cycle.then(|| node.clone())
-    }
-
-    /// Runs PostFilter (preemption) for a pod that fits nowhere, unless
-    /// the profile has no PostFilter plugin or the cycle skips them, and
-    /// records what it decided in `diagnosis`.
-    fn post_filter_phase(
-        &self,
-        state: &CycleState,
-        pod: &PodInfo,
-        snapshot: &dyn NodeInfoLister,
-        nominated: Option<&NominatedPods>,
-        diagnosis: &mut Diagnosis,
-        rng: &mut impl Rng,
-    ) {
-        if self.post_filter.is_empty() || state.skip_post_filter {
-            return;
-        }
-        let runner = CycleRunner { fwk: self, filters: self.active_filters(state), nominated };
-        let ctx = PostFilterContext { nodes: snapshot, runner: &runner, random: rng.random() };
-        let metrics = self.metrics.clone();
-        let (result, status) = timed(
-            metrics.as_ref(),
-            "PostFilter",
-            &self.name,
-            || self.run_post_filter(state, pod, &diagnosis.node_to_status, &ctx),
-            |(_, s)| label(s),
-        );
-        if !status.reasons().is_empty() {
-            diagnosis.post_filter_msg = status.message();
-        }
-        diagnosis.post_filter = Some(PostFilterOutcome { result, status });
     }
 
     /// Runs PreScore and Score over the feasible nodes, normalizes each
