@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerImage, ContainerPort, Node, NodeSpec, NodeStatus, Pod,
-    PodAffinityTerm, PodSchedulingGate, PodSpec, ResourceRequirements, Taint, Toleration,
-    TopologySpreadConstraint, WeightedPodAffinityTerm,
+    PodAffinityTerm, PodCondition, PodSchedulingGate, PodSpec, PodStatus, ResourceRequirements,
+    Taint, Toleration, TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -254,6 +256,39 @@ impl PodBuilder {
     pub fn with_spec(mut self, f: impl FnOnce(&mut PodSpec)) -> Self {
         f(self.spec());
         self
+    }
+    /// Applies a closure to the status.
+    pub fn with_status(mut self, f: impl FnOnce(&mut PodStatus)) -> Self {
+        f(self.pod.status.get_or_insert_with(PodStatus::default));
+        self
+    }
+    /// `spec.preemptionPolicy`.
+    pub fn preemption_policy(self, policy: &str) -> Self {
+        self.with_spec(|s| s.preemption_policy = Some(policy.to_string()))
+    }
+    /// `status.nominatedNodeName`.
+    pub fn nominated(self, node: &str) -> Self {
+        self.with_status(|s| s.nominated_node_name = Some(node.to_string()))
+    }
+    /// `status.startTime`, as seconds after 2026-01-01T00:00:00Z.
+    pub fn started(self, seconds: i64) -> Self {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_600 + seconds)
+            .expect("a valid time");
+        self.with_status(|s| s.start_time = Some(Time(t)))
+    }
+    /// Being deleted after a preemption: `metadata.deletionTimestamp` and
+    /// `DisruptionTarget=True`, reason `PreemptionByScheduler`.
+    pub fn terminating_by_preemption(mut self) -> Self {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_600).expect("a valid time");
+        self.pod.metadata.deletion_timestamp = Some(Time(t));
+        self.with_status(|s| {
+            s.conditions.get_or_insert_with(Vec::new).push(PodCondition {
+                type_: crate::preemption::DISRUPTION_TARGET.to_string(),
+                status: "True".to_string(),
+                reason: Some(crate::preemption::REASON_PREEMPTION_BY_SCHEDULER.to_string()),
+                ..Default::default()
+            })
+        })
     }
     /// The pod.
     pub fn build(self) -> Pod {

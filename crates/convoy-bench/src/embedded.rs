@@ -134,6 +134,7 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
         config,
         registry: convoy_scheduler::registry(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
         clock: Arc::new(RealClock),
         sink: attempts.clone(),
         seed: None,

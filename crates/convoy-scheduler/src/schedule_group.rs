@@ -292,6 +292,9 @@ impl Scheduler {
                 continue;
             }
             let mut state = CycleState::new();
+            // Members preempt nobody one by one (gang preemption as a
+            // unit is not done yet).
+            state.skip_post_filter = true;
             let pod = m.pod_info.clone();
             let scoped: Vec<Arc<NodeInfo>>;
             let nodes = match scope {
