@@ -15,7 +15,7 @@ use convoy_api::{
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::framework::{Framework, PreFilterNarrowing};
+use crate::framework::{Framework, PreFilterNarrowing, run_filters};
 use crate::metrics::{label, timed};
 
 /// Upstream `minFeasibleNodesToFind`.
@@ -410,15 +410,21 @@ impl Framework {
         parallel: bool,
     ) -> Chunk {
         let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
+        let metrics = self.plugin_metrics(state);
         for i in order {
             if parallel && pass.stop.load(Ordering::Relaxed) {
                 break;
             }
             let node = &nodes[i];
             // Nominated pods cost one lookup per node, and only in cycles
-            // where some pod is nominated.
-            let on_node = pass.nominated.and_then(|n| n.get(node.name())).unwrap_or(&[]);
-            let s = self.run_filters_with_nominated(&pass.filters, state, pod, node, on_node);
+            // where some pod is nominated; the other cycles run the plain
+            // filters directly.
+            let s = match pass.nominated.and_then(|n| n.get(node.name())) {
+                None => run_filters(&pass.filters, state, pod, node, metrics),
+                Some(on_node) => {
+                    self.run_filters_with_nominated(&pass.filters, state, pod, node, on_node)
+                }
+            };
             c.processed += 1;
             if s.is_success() {
                 c.feasible.push(node.clone());
