@@ -275,5 +275,10 @@ mod tests {
             "convoy-scheduler: preempting to accommodate a higher priority pod"
         );
         assert_eq!(preempted_note("u1", "n1"), "Preempted by pod u1 on node n1");
+        assert_eq!(
+            group_disruption_message("convoy-scheduler"),
+            "convoy-scheduler: preempting to accommodate a higher priority podgroup"
+        );
+        assert_eq!(group_preempted_note("g1"), "Preempted by podgroup g1 on node cluster");
     }
 }
