@@ -52,13 +52,16 @@ use crate::scheduler::{LoopState, Scheduler};
 /// Upstream's message when the group has nothing below it to preempt.
 pub const NO_VICTIMS_FOR_GROUP: &str = "No preemption victims found for incoming preemptor";
 
+/// Each placed member and the node it goes to.
+type Assignments = Vec<(Arc<PodInfo>, Arc<str>)>;
+
 /// What a group's preemption decided.
 #[derive(Debug)]
 pub(crate) enum GroupPostFilter {
     /// Preempt `victims`; nominate each member to its node.
     Preempt {
         /// Each placed member and the node it is nominated to.
-        nominations: Vec<(Arc<PodInfo>, Arc<str>)>,
+        nominations: Assignments,
         /// The victims' pods, unit by unit, most important first.
         victims: Vec<Arc<PodInfo>>,
         /// How many of them violate a PodDisruptionBudget.
@@ -290,9 +293,9 @@ impl Scheduler {
         needed: usize,
         work: &Work,
         ls: &mut LoopState,
-    ) -> Result<Vec<(Arc<PodInfo>, Arc<str>)>, String> {
+    ) -> Result<Assignments, String> {
         let mut work = work.clone();
-        let mut placed: Vec<(Arc<PodInfo>, Arc<str>)> = Vec::new();
+        let mut placed: Assignments = Vec::new();
         let mut first_failure = None;
         let n = members.len();
         for (i, m) in members.iter().enumerate() {
