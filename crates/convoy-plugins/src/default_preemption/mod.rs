@@ -1,8 +1,10 @@
 //! DefaultPreemption: the PostFilter plugin that, for a pod that fits
 //! nowhere, finds pods of lower priority whose removal would let it fit
 //! (upstream `plugins/defaultpreemption` and `framework/preemption`,
-//! v1.37.2, `GenericWorkload` and async-preemption gates as their
-//! defaults say, victims one pod each).
+//! v1.37.2, async preemption on). A victim is one pod, or a whole running
+//! gang at its group's priority (upstream's `DomainVictim` with
+//! `disruptionMode: All`; see [`victims`]), when the scheduler hands the
+//! plugin its gang state (`Handle::groups`).
 //!
 //! 1. **Eligibility**: `preemptionPolicy: Never` → `not eligible due to
 //!    preemptionPolicy=Never.`; a pod nominated to a node that still hosts
