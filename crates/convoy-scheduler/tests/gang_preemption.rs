@@ -268,3 +268,36 @@ async fn single_pod_prefers_one_pod_over_a_gang() {
     assert_eq!(env.evicted(), ["single"]);
     assert_eq!(env.bound("low"), 2);
 }
+
+/// A gang with a member of `preemptionPolicy: Never` evicts nobody, and
+/// says why.
+#[tokio::test]
+async fn gang_with_a_never_member_evicts_nothing() {
+    let mut env = Env::new(2, "4");
+    env.gang(PodGroupApi::XK8s, "low", 2, "3", 0);
+    env.settle().await;
+    env.cluster
+        .apply_pod_group(&json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "high", "namespace": "default"},
+            "spec": {"minMember": 2}
+        }))
+        .unwrap();
+    for i in 0..2 {
+        let b = PodBuilder::new(&format!("high-{i}")).cpu("3").priority(1000).pod_group("high");
+        let b = if i == 1 { b.preemption_policy("Never") } else { b };
+        env.cluster.add_pod(b.build()).unwrap();
+    }
+    env.settle().await;
+    assert!(env.evicted().is_empty(), "{:?}", env.evicted());
+    assert_eq!((env.bound("high"), env.bound("low")), (0, 2));
+    let d = env.sink.decisions.lock().unwrap();
+    let last = d.iter().rev().find(|d| d.pod.name.starts_with("high")).unwrap();
+    let convoy_scheduler::decision::Outcome::Unschedulable { message } = &last.outcome else {
+        panic!("{last:?}")
+    };
+    assert!(
+        message.ends_with("pod group preemption: not eligible due to preemptionPolicy=Never."),
+        "{message}"
+    );
+}
