@@ -13,7 +13,7 @@ use std::sync::Arc;
 use convoy_api::PodInfo;
 use convoy_api::preemption::{
     DISRUPTION_TARGET, PreemptionActuator, PreemptionError, REASON_PREEMPTION_BY_SCHEDULER,
-    disruption_message,
+    disruption_message, group_disruption_message,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
@@ -55,21 +55,32 @@ fn failed(what: &str, pod: &PodInfo, e: kube::Error) -> PreemptionError {
     PreemptionError(format!("{what} {}: {e}", pod.key))
 }
 
-impl PreemptionActuator for ApiActuator {
-    fn preempt(
+/// Who preempts: a pod on a node, or a pod group (through one member).
+enum By {
+    Pod(Arc<str>),
+    Group(Arc<str>),
+}
+
+impl ApiActuator {
+    /// The condition, the DELETE and the Event of one victim.
+    fn run(
         &self,
         victim: Arc<PodInfo>,
         preemptor: Arc<PodInfo>,
-        node: Arc<str>,
+        by: By,
     ) -> BoxFuture<'static, Result<(), PreemptionError>> {
         let this = self.clone();
+        let message = match &by {
+            By::Pod(_) => disruption_message(preemptor.scheduler_name()),
+            By::Group(_) => group_disruption_message(preemptor.scheduler_name()),
+        };
         Box::pin(async move {
             let pods: Api<Pod> = Api::namespaced(this.client.clone(), victim.namespace());
             let mut condition = json!({
                 "type": DISRUPTION_TARGET,
                 "status": "True",
                 "reason": REASON_PREEMPTION_BY_SCHEDULER,
-                "message": disruption_message(preemptor.scheduler_name()),
+                "message": message,
                 "lastTransitionTime": Time(Timestamp::now()),
             });
             if let Some(g) = victim.pod.metadata.generation {
@@ -97,15 +108,50 @@ impl PreemptionActuator for ApiActuator {
                 Err(e) if gone(&e) => return Ok(()),
                 Err(e) => return Err(failed("deleting", &victim, e)),
             }
-            tracing::info!(
-                preemptor = %preemptor.key, victim = %victim.key, node = %node,
-                "preemptor preempted victim"
-            );
-            if let Some(events) = &this.events {
-                events.preempted(&victim.key, &victim.uid, &preemptor.key, &preemptor.uid, &node);
+            match (&by, &this.events) {
+                (By::Pod(node), events) => {
+                    tracing::info!(
+                        preemptor = %preemptor.key, victim = %victim.key, node = %node,
+                        "preemptor preempted victim"
+                    );
+                    if let Some(events) = events {
+                        let (v, p) = (&victim, &preemptor);
+                        events.preempted(&v.key, &v.uid, &p.key, &p.uid, node);
+                    }
+                }
+                (By::Group(group_uid), events) => {
+                    tracing::info!(
+                        member = %preemptor.key, victim = %victim.key,
+                        "pod group preempted victim"
+                    );
+                    if let Some(events) = events {
+                        let (v, p) = (&victim, &preemptor);
+                        events.preempted_by_group(&v.key, &v.uid, &p.key, &p.uid, group_uid);
+                    }
+                }
             }
             Ok(())
         })
+    }
+}
+
+impl PreemptionActuator for ApiActuator {
+    fn preempt(
+        &self,
+        victim: Arc<PodInfo>,
+        preemptor: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        self.run(victim, preemptor, By::Pod(node))
+    }
+
+    fn preempt_for_group(
+        &self,
+        victim: Arc<PodInfo>,
+        member: Arc<PodInfo>,
+        group_uid: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        self.run(victim, member, By::Group(group_uid))
     }
 
     fn set_nominated_node_name(

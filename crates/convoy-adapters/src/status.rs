@@ -71,7 +71,7 @@ enum Work {
         victim_uid: String,
         preemptor: PodKey,
         preemptor_uid: String,
-        node: String,
+        note: String,
     },
     Unschedulable {
         pod: PodKey,
@@ -149,7 +149,27 @@ impl StatusWriter {
             victim_uid: victim_uid.into(),
             preemptor: preemptor.clone(),
             preemptor_uid: preemptor_uid.into(),
-            node: node.into(),
+            note: convoy_api::preemption::preempted_note(preemptor_uid, node),
+        })
+    }
+
+    /// Queues the `Preempted` event on a victim of a pod group (`Preempted
+    /// by podgroup <group uid> on node cluster`), related to `member`, one
+    /// of the group's pods (upstream relates it to the PodGroup object).
+    pub fn preempted_by_group(
+        &self,
+        victim: &PodKey,
+        victim_uid: &str,
+        member: &PodKey,
+        member_uid: &str,
+        group_uid: &str,
+    ) -> bool {
+        self.push(Work::Preempted {
+            victim: victim.clone(),
+            victim_uid: victim_uid.into(),
+            preemptor: member.clone(),
+            preemptor_uid: member_uid.into(),
+            note: convoy_api::preemption::group_preempted_note(group_uid),
         })
     }
 
@@ -260,8 +280,7 @@ impl Task {
                     let r = pod_ref(&pod, &uid);
                     self.event(&r, None, EventType::Normal, "Scheduled", "Binding", note).await;
                 }
-                Work::Preempted { victim, victim_uid, preemptor, preemptor_uid, node } => {
-                    let note = convoy_api::preemption::preempted_note(&preemptor_uid, &node);
+                Work::Preempted { victim, victim_uid, preemptor, preemptor_uid, note } => {
                     let (r, related) =
                         (pod_ref(&victim, &victim_uid), pod_ref(&preemptor, &preemptor_uid));
                     let reason = convoy_api::preemption::REASON_PREEMPTED;

@@ -334,6 +334,9 @@ pub struct Handle {
     /// Namespaces, Services and workload controllers, as watched (shared
     /// by every profile).
     pub objects: Arc<ClusterObjects>,
+    /// Which running pods preemption takes together (gangs); `None`: every
+    /// pod is a victim alone.
+    pub groups: Option<Arc<dyn crate::preemption::PreemptionGroups>>,
 }
 
 /// Builds a plugin from its (already validated) args.

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::cycle_state::CycleState;
 use crate::lister::NodeInfoLister;
 use crate::node_info::NodeInfo;
+use crate::pod_group::GroupKey;
 use crate::pod_info::PodInfo;
 use crate::status::Status;
 
@@ -33,6 +34,35 @@ pub const REASON_PREEMPTED: &str = "Preempted";
 /// writes it: `<schedulerName>: preempting to accommodate a higher priority pod`.
 pub fn disruption_message(scheduler_name: &str) -> String {
     format!("{scheduler_name}: preempting to accommodate a higher priority pod")
+}
+
+/// The message of the `DisruptionTarget` condition when the preemptor is
+/// a whole pod group (upstream v1.37.2's executor for a `PodGroupPostFilter`
+/// candidate): `<schedulerName>: preempting to accommodate a higher priority
+/// podgroup` (upstream's preemptor type name).
+pub fn group_disruption_message(scheduler_name: &str) -> String {
+    format!("{scheduler_name}: preempting to accommodate a higher priority podgroup")
+}
+
+/// The `Preempted` Event's note on a victim of a pod group (upstream
+/// v1.37.2, whose group preemption has the whole cluster as its domain):
+/// `Preempted by podgroup <PodGroup UID> on node cluster`.
+pub fn group_preempted_note(group_uid: &str) -> String {
+    format!("Preempted by podgroup {group_uid} on node {GROUP_DOMAIN}")
+}
+
+/// The name of a pod group preemption's domain (upstream's candidate name).
+pub const GROUP_DOMAIN: &str = "cluster";
+
+/// How preemption sees gangs (implemented by the scheduler's gang state):
+/// the running pods of a gang group are one victim, taken all together or
+/// not at all, at the group's priority (upstream v1.37's `DomainVictim`
+/// with `disruptionMode: All`).
+pub trait PreemptionGroups: Send + Sync + std::fmt::Debug {
+    /// The priority `key`'s pods are preempted at, if it is a gang group
+    /// (its PodGroup exists with an all-or-nothing policy); `None`: its
+    /// pods are victims one by one, at their own priority.
+    fn gang_priority(&self, key: &GroupKey) -> Option<i32>;
 }
 
 /// The note of the `Preempted` Event on a victim (upstream v1.37.2):
@@ -180,6 +210,21 @@ pub trait PreemptionActuator: Send + Sync + 'static {
         pod: Arc<PodInfo>,
         node: Option<Arc<str>>,
     ) -> BoxFuture<'static, Result<(), PreemptionError>>;
+
+    /// Preempts `victim` for a whole pod group (`member` is one of its
+    /// pods, `group_uid` the PodGroup's UID): as [`preempt`](Self::preempt)
+    /// with upstream's group wording ([`group_disruption_message`],
+    /// [`group_preempted_note`]). By default, `preempt` with `member` on
+    /// node `cluster`.
+    fn preempt_for_group(
+        &self,
+        victim: Arc<PodInfo>,
+        member: Arc<PodInfo>,
+        group_uid: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        let _ = group_uid;
+        self.preempt(victim, member, Arc::from(GROUP_DOMAIN))
+    }
 }
 
 /// An actuator that does nothing (for schedulers that never preempt, such
@@ -230,5 +275,10 @@ mod tests {
             "convoy-scheduler: preempting to accommodate a higher priority pod"
         );
         assert_eq!(preempted_note("u1", "n1"), "Preempted by pod u1 on node n1");
+        assert_eq!(
+            group_disruption_message("convoy-scheduler"),
+            "convoy-scheduler: preempting to accommodate a higher priority podgroup"
+        );
+        assert_eq!(group_preempted_note("g1"), "Preempted by podgroup g1 on node cluster");
     }
 }

@@ -411,9 +411,12 @@ impl EmbeddedCluster {
         }
         let pod = s.pods.remove(&victim.key).expect("checked above");
         s.bound -= usize::from(is_bound(&pod));
+        // The node it left (a gang's members run on other nodes than the
+        // preemptor's).
+        let left = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or(node);
         s.evictions.push(Eviction {
             victim: victim.key.clone(),
-            node: node.to_string(),
+            node: left.to_string(),
             preemptor: preemptor.key.clone(),
         });
         self.send(ClusterUpdate::PodDeleted(pod));

@@ -149,6 +149,9 @@ pub struct PreemptionDecision {
     pub victims: Vec<(PodKey, i32)>,
     /// PostFilter's message (`preemption: ...`).
     pub message: String,
+    /// When a whole pod group preempts: the group (`pod` is then one of its
+    /// members, and `node` is `cluster`).
+    pub group: Option<GroupKey>,
 }
 
 impl PreemptionDecision {
@@ -211,15 +214,27 @@ impl DecisionSink for LogSink {
     }
 
     fn record_preemption(&self, d: &PreemptionDecision) {
-        match &d.node {
-            Some(node) => tracing::info!(
+        match (&d.node, &d.group) {
+            (Some(_), Some(group)) => tracing::info!(
+                target: "convoy::decision",
+                group = %group, profile = %d.profile, result = "preempting",
+                priority = d.priority, victims = %d.victims_summary(),
+                victim_count = d.victims.len(),
+                "pod group {} preempts {} pod(s): {}", group, d.victims.len(), d.victims_summary()
+            ),
+            (None, Some(group)) => tracing::debug!(
+                target: "convoy::decision",
+                group = %group, profile = %d.profile, result = "not preempting",
+                "pod group {}: {}", group, d.message
+            ),
+            (Some(node), None) => tracing::info!(
                 target: "convoy::decision",
                 pod = %d.pod, profile = %d.profile, result = "preempting", node = %node,
                 priority = d.priority, victims = %d.victims_summary(),
                 victim_count = d.victims.len(),
                 "{} preempts {} pod(s) on {}: {}", d.pod, d.victims.len(), node, d.victims_summary()
             ),
-            None => tracing::debug!(
+            (None, None) => tracing::debug!(
                 target: "convoy::decision",
                 pod = %d.pod, profile = %d.profile, result = "not preempting",
                 "{}: {}", d.pod, d.message

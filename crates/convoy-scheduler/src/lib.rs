@@ -15,6 +15,7 @@ pub mod decision;
 pub mod http;
 pub mod metrics;
 mod preempt;
+mod preempt_group;
 pub mod run;
 pub mod schedule_group;
 pub mod schedule_one;

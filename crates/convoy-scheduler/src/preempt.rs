@@ -29,8 +29,24 @@ use convoy_framework::{Framework, ScheduleError};
 use crate::decision::PreemptionDecision;
 use crate::scheduler::Scheduler;
 
+/// One preemption to carry out off the loop.
+pub(crate) struct Job {
+    /// The preemptor (for a group: one of its members).
+    pub(crate) preemptor: Arc<PodInfo>,
+    /// The PodGroup's UID when a whole group preempts.
+    pub(crate) group_uid: Option<Arc<str>>,
+    /// The node the victims make room on (a group: `cluster`).
+    pub(crate) node: Arc<str>,
+    /// The victims.
+    pub(crate) victims: Vec<Arc<PodInfo>>,
+    /// Lower-priority pods that lost their nomination.
+    pub(crate) lower: Vec<Arc<PodInfo>>,
+    /// The nominations to write (the preemptor's, or each member's).
+    pub(crate) nominations: Vec<(Arc<PodInfo>, Arc<str>)>,
+}
+
 /// `status.nominatedNodeName` as the pod object carries it.
-fn status_nomination(pod: &PodInfo) -> Option<&str> {
+pub(crate) fn status_nomination(pod: &PodInfo) -> Option<&str> {
     pod.pod.status.as_ref()?.nominated_node_name.as_deref().filter(|n| !n.is_empty())
 }
 
@@ -60,6 +76,7 @@ impl Scheduler {
                     .map(|r| r.victims.iter().map(|v| (v.key.clone(), v.priority)).collect())
                     .unwrap_or_default(),
                 message: o.status.message(),
+                group: None,
             });
         }
         let nominator = self.queue.nominator();
@@ -90,12 +107,20 @@ impl Scheduler {
         if !lower.is_empty() {
             self.queue.activate(lower.iter().map(|p| &p.key));
         }
-        self.spawn_preemption(pod.clone(), node, result.victims, lower);
+        let job = Job {
+            preemptor: pod.clone(),
+            group_uid: None,
+            node: node.clone(),
+            victims: result.victims,
+            lower,
+            nominations: vec![(pod.clone(), node)],
+        };
+        self.spawn_preemption(job);
     }
 
     /// Writes a nomination off the loop (failures are logged: the next
     /// attempt writes again).
-    fn write_nomination(&self, pod: Arc<PodInfo>, node: Option<Arc<str>>) {
+    pub(crate) fn write_nomination(&self, pod: Arc<PodInfo>, node: Option<Arc<str>>) {
         let actuator = self.actuator.clone();
         tokio::spawn(async move {
             let key = pod.key.clone();
@@ -106,13 +131,8 @@ impl Scheduler {
     }
 
     /// Preempts the victims off the loop; see the module docs.
-    fn spawn_preemption(
-        &self,
-        preemptor: Arc<PodInfo>,
-        node: Arc<str>,
-        victims: Vec<Arc<PodInfo>>,
-        lower: Vec<Arc<PodInfo>>,
-    ) {
+    pub(crate) fn spawn_preemption(&self, job: Job) {
+        let Job { preemptor, group_uid, node, victims, lower, nominations } = job;
         let actuator = self.actuator.clone();
         let waiting = self.waiting_pods.clone();
         let queue = self.queue.clone();
@@ -135,7 +155,10 @@ impl Scheduler {
                     continue;
                 }
                 let key = v.key.clone();
-                let f = actuator.preempt(v, preemptor.clone(), node.clone());
+                let f = match &group_uid {
+                    None => actuator.preempt(v, preemptor.clone(), node.clone()),
+                    Some(g) => actuator.preempt_for_group(v, preemptor.clone(), g.clone()),
+                };
                 deletions.push(async move { (key, f.await) });
             }
             let mut failed = false;
@@ -154,18 +177,21 @@ impl Scheduler {
                     tracing::warn!(pod = %key, error = %e, "clearing status.nominatedNodeName failed");
                 }
             }
-            if status_nomination(&preemptor) != Some(&*node) {
-                let r = actuator.set_nominated_node_name(preemptor.clone(), Some(node)).await;
+            for (pod, node) in &nominations {
+                if status_nomination(pod) == Some(&**node) {
+                    continue;
+                }
+                let r = actuator.set_nominated_node_name(pod.clone(), Some(node.clone())).await;
                 if let Err(e) = r {
                     tracing::warn!(
-                        pod = %preemptor.key, error = %e,
+                        pod = %pod.key, error = %e,
                         "writing status.nominatedNodeName failed"
                     );
                 }
             }
             if failed || in_memory {
                 // No deletion event may come to bring the preemptor back.
-                queue.activate([&preemptor.key]);
+                queue.activate(nominations.iter().map(|(p, _)| &p.key));
             }
             in_flight.fetch_sub(1, Ordering::AcqRel);
         });

@@ -132,6 +132,7 @@ impl Scheduler {
                 waiting_pods: waiting_pods.clone(),
                 profile: Arc::from(p.scheduler_name.as_str()),
                 objects: objects.clone(),
+                groups: Some(gang.clone()),
             };
             let fwk = Framework::new(
                 p,

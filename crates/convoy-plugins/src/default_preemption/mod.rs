@@ -1,8 +1,10 @@
 //! DefaultPreemption: the PostFilter plugin that, for a pod that fits
 //! nowhere, finds pods of lower priority whose removal would let it fit
 //! (upstream `plugins/defaultpreemption` and `framework/preemption`,
-//! v1.37.2, `GenericWorkload` and async-preemption gates as their
-//! defaults say, victims one pod each).
+//! v1.37.2, async preemption on). A victim is one pod, or a whole running
+//! gang at its group's priority (upstream's `DomainVictim` with
+//! `disruptionMode: All`; see [`victims`]), when the scheduler hands the
+//! plugin its gang state (`Handle::groups`).
 //!
 //! 1. **Eligibility**: `preemptionPolicy: Never` → `not eligible due to
 //!    preemptionPolicy=Never.`; a pod nominated to a node that still hosts
@@ -35,13 +37,13 @@ use convoy_api::objects::DisruptionBudget;
 use convoy_api::preemption::terminating_by_preemption;
 use convoy_api::{
     ClusterObjects, Code, CycleState, Handle, NodeInfo, NodeToStatus, Plugin, PodInfo,
-    PostFilterContext, PostFilterPlugin, PostFilterResult, Status, names,
+    PostFilterContext, PostFilterPlugin, PostFilterResult, PreemptionGroups, Status, names,
 };
 use convoy_config::{DefaultPreemptionArgs, PluginArgs};
 use lists::Lists;
 
 pub use pick::pick_one_node;
-pub use victims::select_victims_on_node;
+pub use victims::{Gangs, Victim, select_victims_on_node};
 
 /// Message when the pod's `preemptionPolicy` is `Never`.
 pub const NOT_ELIGIBLE_NEVER: &str = "not eligible due to preemptionPolicy=Never.";
@@ -70,6 +72,7 @@ pub struct Candidate {
 pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
     objects: Arc<ClusterObjects>,
+    groups: Option<Arc<dyn PreemptionGroups>>,
 }
 
 impl DefaultPreemption {
@@ -82,7 +85,7 @@ impl DefaultPreemption {
             Some(PluginArgs::DefaultPreemption(a)) => a.clone(),
             Some(other) => return Err(format!("want DefaultPreemptionArgs, got {other:?}")),
         };
-        Ok(Self { args, objects: handle.objects.clone() })
+        Ok(Self { args, objects: handle.objects.clone(), groups: handle.groups.clone() })
     }
 
     /// Upstream `calculateNumCandidates`: how many candidates the dry run
@@ -134,6 +137,15 @@ impl DefaultPreemption {
             }),
             status,
         )
+    }
+
+    /// The running gangs of the snapshot (none when the scheduler has no
+    /// gang state).
+    fn gangs(&self, ctx: &PostFilterContext<'_>) -> Gangs {
+        match &self.groups {
+            Some(g) => Gangs::collect(ctx.nodes.list(), |k| g.gang_priority(k)),
+            None => Gangs::default(),
+        }
     }
 
     /// Upstream `PodEligibleToPreemptOthers`.
@@ -192,6 +204,7 @@ impl DefaultPreemption {
             return (Vec::new(), Vec::new(), Vec::new());
         }
         let pdbs = self.objects.pod_disruption_budgets();
+        let gangs = self.gangs(ctx);
         let offset = (ctx.random % n as u64) as usize;
         let wanted = self.num_candidates(n);
         let lists = Lists::new(wanted);
@@ -203,7 +216,9 @@ impl DefaultPreemption {
             let node = potential[(offset + i) % n];
             let mut copy = NodeInfo::clone(node);
             let mut state = state.clone();
-            match select_victims_on_node(&mut state, pod, &mut copy, &pdbs, ctx.runner) {
+            match select_victims_on_node(
+                &mut state, pod, &mut copy, &pdbs, &gangs, ctx.nodes, ctx.runner,
+            ) {
                 Ok((victims, _)) if victims.is_empty() => {
                     let e = Status::error(format!(
                         "expected at least one victim pod on node {:?}",

@@ -477,3 +477,35 @@ fn fit_error_message_counts_the_nodes_not_tried() {
         "0/3 nodes are available: 1 Insufficient cpu, 2 Preemption is not helpful for scheduling."
     );
 }
+
+#[test]
+fn victim_units_order_and_budgets_as_upstream() {
+    use victims::{Victim, more_important_victim, split_units_by_pdb};
+    let at: Arc<str> = Arc::from("n1");
+    let unit = |names: &[&str], priority: i32, group: bool| Victim {
+        pods: names.iter().map(|n| PodBuilder::new(n).label("app", "x").info()).collect(),
+        nodes: names.iter().map(|_| at.clone()).collect(),
+        priority,
+        group: group.then(|| convoy_api::GroupKey::new(convoy_api::PodGroupApi::XK8s, "d", "g")),
+    };
+    // Priority first; at equal priority a group before a pod, the larger
+    // group before the smaller.
+    let mut units = vec![
+        unit(&["single"], 5, false),
+        unit(&["g2a", "g2b"], 5, true),
+        unit(&["g3a", "g3b", "g3c"], 5, true),
+        unit(&["top"], 9, false),
+    ];
+    units.sort_by(more_important_victim);
+    let first: Vec<_> = units.iter().map(|u| u.pods[0].key.name.to_string()).collect();
+    assert_eq!(first, ["top", "g3a", "g2a", "single"]);
+    // A unit violates when any of its pods does, counting each.
+    let mut v = pdb(2, "x");
+    v["metadata"] = json!({"name": "p", "namespace": "default"});
+    let budget =
+        Arc::new(convoy_api::objects::DisruptionBudget::of(&serde_json::from_value(v).unwrap()));
+    let (violating, ok) = split_units_by_pdb(&units, &[budget]);
+    let counts: Vec<_> = violating.iter().map(|(u, n)| (u.pods.len(), *n)).collect();
+    assert_eq!(counts, [(3, 2), (2, 2), (1, 1)]);
+    assert_eq!(ok.len(), 1);
+}
