@@ -59,9 +59,14 @@ const ARRIVAL_MS: u64 = 600;
 /// Every pod's `terminationGracePeriodSeconds`: how long a victim (or a
 /// finished pod) stays Terminating.
 const GRACE_SECONDS: i64 = 2;
-/// Allowed excess of Convoy's evictions over upstream's. Zero: see
-/// docs/preemption.md for upstream's counts over several runs.
-const TOLERANCE: usize = 0;
+/// The run ends once nothing is terminating and nothing changed this long.
+const QUIET: Duration = Duration::from_secs(11);
+/// Allowed excess of Convoy's evictions over upstream's: upstream's own
+/// count is not deterministic (its random tie-breaks, and the timing of
+/// binds, finishes and backoffs): 14 to 18 over 11 runs of this stream on
+/// this machine, so one run of it is compared with a margin of that spread.
+/// Convoy's counts over the same runs: 11 to 15 (docs/preemption.md).
+const TOLERANCE: usize = 4;
 
 const CLASSES: [(&str, i32); 3] = [("low", 100), ("mid", 1000), ("high", 10000)];
 
@@ -229,9 +234,10 @@ async fn cluster() -> Result<(TestEnv, kube::Client)> {
     let ready = eventually(Duration::from_secs(30), || async {
         let all = nodes.list(&ListParams::default()).await.ok()?;
         let ready = all.items.iter().filter(|n| {
-            n.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|cs| {
-                cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")
-            })
+            n.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
         });
         (ready.count() == NODES).then_some(())
     })
@@ -296,9 +302,10 @@ async fn run(which: Which) -> Result<Counts> {
     }
     let base_bound = eventually(Duration::from_secs(30), || async {
         let pods = api.list(&ListParams::default()).await.ok()?;
-        let running = pods.items.iter().filter(|p| {
-            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        });
+        let running = pods
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
         (running.count() == INITIAL).then_some(())
     })
     .await;
@@ -349,10 +356,13 @@ async fn run(which: Which) -> Result<Counts> {
         tokio::time::sleep(Duration::from_millis(150)).await;
     }
 
-    // Quiet: nothing terminating and nothing changing for 4 s (at most 30 s).
+    // Quiet: nothing terminating and nothing changing for QUIET (at most
+    // 40 s). QUIET exceeds the queue's longest backoff (10 s, upstream's
+    // podMaxBackoffSeconds, Convoy's too): a preemptor whose victims are
+    // gone may wait that long before its next attempt binds it.
     let mut stable_since = Instant::now();
     let mut last_state = (0, 0, 0);
-    let quiet_deadline = Instant::now() + Duration::from_secs(30);
+    let quiet_deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let pods = api.list(&ListParams::default()).await?.items;
         let state = {
@@ -367,7 +377,7 @@ async fn run(which: Which) -> Result<Counts> {
             stable_since = Instant::now();
             last_state = state;
         }
-        if stable_since.elapsed() >= Duration::from_secs(4) || Instant::now() >= quiet_deadline {
+        if stable_since.elapsed() >= QUIET || Instant::now() >= quiet_deadline {
             break;
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -415,9 +425,13 @@ async fn run(which: Which) -> Result<Counts> {
         } else {
             counts.wasted += 1;
             counts.wasted_detail.push(format!(
-                "{victim} evicted from {node} for {preemptor} (priority {}), which ended {}",
+                "{victim} evicted from {node} at {when} for {preemptor} (priority {}), which \
+                 ended {}",
                 p.priority,
-                p.node.as_deref().map_or("unbound".to_string(), |n| format!("on {n}"))
+                match (&p.node, p.bound_at) {
+                    (Some(n), Some(t)) => format!("on {n} (bound at {t})"),
+                    _ => "unbound".to_string(),
+                }
             ));
         }
     }
@@ -449,12 +463,13 @@ fn line(label: &str, c: &Counts) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn churn_wastes_no_eviction_and_evicts_no_more_than_upstream() -> Result<()> {
     let started = std::time::Instant::now();
-    let upstream_runs: usize = std::env::var("CONVOY_CHURN_UPSTREAM_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1);
+    let upstream_runs: usize =
+        std::env::var("CONVOY_CHURN_UPSTREAM_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     let convoy = run(Which::Convoy).await?;
     eprintln!("{}", line("convoy", &convoy));
+    for w in &convoy.wasted_detail {
+        eprintln!("  convoy wasted: {w}");
+    }
     let mut upstream = Vec::new();
     for i in 0..upstream_runs {
         let c = run(Which::Upstream).await?;
