@@ -174,11 +174,11 @@ fn observe(seen: &mut BTreeMap<String, Seen>, pods: &[Pod]) {
         s.priority = p.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
         s.present = true;
         s.terminating = p.metadata.deletion_timestamp.is_some();
-        if s.node.is_none() {
-            if let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                s.node = Some(n);
-                s.bound_at = Some(now);
-            }
+        if s.node.is_none()
+            && let Some(n) = p.spec.as_ref().and_then(|s| s.node_name.clone())
+        {
+            s.node = Some(n);
+            s.bound_at = Some(now);
         }
         s.preempted |= preempted_by_scheduler(p);
     }
