@@ -18,7 +18,8 @@
 //! carrying `spec.priority`: the admission plugin then writes the same
 //! `spec.priority` back, and `preemptionPolicy: PreemptLowerPriority`, which
 //! is what a scheduler assumes when it is unset. Objects that already name a
-//! class are left alone. Whether the server runs the plugin is probed once
+//! class are left alone. A new class is waited for until a dry-run pod
+//! naming it is admitted (the plugin reads classes from an informer). Whether the server runs the plugin is probed once
 //! per workload, when the first object with a priority is about to be
 //! created, by a dry-run create of a pod with `spec.priority: 1`; a server
 //! that accepts it gets every object as written, as upstream's does.
@@ -132,8 +133,16 @@ impl PriorityBridge {
         *self.admission.get_or_init(|| probe(client.clone(), namespace.to_string())).await
     }
 
-    /// Makes `keys`' classes (once each; one that exists is fine).
-    async fn ensure(&self, client: &kube::Client, keys: &[ClassKey]) -> Result<(), String> {
+    /// Makes `keys`' classes (once each; one that exists is fine) and
+    /// waits until the admission plugin sees them (it reads classes from an
+    /// informer: a pod naming a class created a moment ago is refused with
+    /// "no PriorityClass with name ... was found").
+    async fn ensure(
+        &self,
+        client: &kube::Client,
+        namespace: &str,
+        keys: &[ClassKey],
+    ) -> Result<(), String> {
         let api: Api<PriorityClass> = Api::all(client.clone());
         for key in keys {
             if self.made.lock().contains(key) {
@@ -144,6 +153,7 @@ impl PriorityBridge {
                 Err(kube::Error::Api(s)) if s.code == 409 => {}
                 Err(e) => return Err(format!("creating PriorityClass {}: {e}", key.name())),
             }
+            wait_visible(client, namespace, key).await?;
             tracing::info!(
                 class = %key.name(),
                 "the API server runs the Priority admission plugin (upstream's scheduler_perf \
@@ -170,7 +180,7 @@ impl PriorityBridge {
             return Ok(());
         }
         let keys: HashSet<ClassKey> = pods.iter_mut().filter_map(rewrite_pod).collect();
-        self.ensure(client, &keys.into_iter().collect::<Vec<_>>()).await
+        self.ensure(client, namespace, &keys.into_iter().collect::<Vec<_>>()).await
     }
 
     /// Prepares objects of any kind for creation in `namespace` (which
@@ -188,22 +198,58 @@ impl PriorityBridge {
         if !vs.iter().any(has) {
             return Ok(());
         }
-        if !self.admission(client, namespace.unwrap_or("default")).await {
+        let namespace = namespace.unwrap_or("default");
+        if !self.admission(client, namespace).await {
             return Ok(());
         }
         let mut keys = HashSet::new();
         for v in vs.iter_mut() {
             keys.extend(rewrite_value(v)?);
         }
-        self.ensure(client, &keys.into_iter().collect::<Vec<_>>()).await
+        self.ensure(client, namespace, &keys.into_iter().collect::<Vec<_>>()).await
     }
 }
 
-/// A dry-run create of a pod with `spec.priority: 1` in `namespace`:
-/// refused (403, naming the priority) when the Priority admission plugin
-/// runs.
-async fn probe(client: kube::Client, namespace: String) -> bool {
-    let pod = Pod {
+/// How long a new class may take to reach the admission plugin.
+const VISIBLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Waits until a dry-run pod naming `key`'s class is admitted.
+async fn wait_visible(
+    client: &kube::Client,
+    namespace: &str,
+    key: &ClassKey,
+) -> Result<(), String> {
+    let mut pod = probe_pod();
+    let spec = pod.spec.as_mut().expect("probe_pod has a spec");
+    spec.priority = None;
+    spec.priority_class_name = Some(key.name());
+    spec.preemption_policy = key.never.then(|| "Never".to_string());
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let pp = PostParams { dry_run: true, ..Default::default() };
+    let start = std::time::Instant::now();
+    loop {
+        match api.create(&pp, &pod).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s))
+                if s.code == 403
+                    && s.message.contains("no PriorityClass")
+                    && start.elapsed() < VISIBLE_TIMEOUT =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            Err(e) => {
+                return Err(format!(
+                    "PriorityClass {} not usable by the admission plugin: {e}",
+                    key.name()
+                ));
+            }
+        }
+    }
+}
+
+/// The pod of the dry runs: `spec.priority: 1`, one pause container.
+fn probe_pod() -> Pod {
+    Pod {
         metadata: ObjectMeta {
             generate_name: Some("convoy-bench-priority-probe-".into()),
             ..Default::default()
@@ -218,7 +264,14 @@ async fn probe(client: kube::Client, namespace: String) -> bool {
             ..Default::default()
         }),
         ..Default::default()
-    };
+    }
+}
+
+/// A dry-run create of a pod with `spec.priority: 1` in `namespace`:
+/// refused (403, naming the priority) when the Priority admission plugin
+/// runs.
+async fn probe(client: kube::Client, namespace: String) -> bool {
+    let pod = probe_pod();
     let pp = PostParams { dry_run: true, ..Default::default() };
     match Api::<Pod>::namespaced(client, &namespace).create(&pp, &pod).await {
         Ok(_) => false,
