@@ -938,12 +938,53 @@ impl Exec {
         selector: &Selector,
     ) -> Result<(), String> {
         let keys = selected_pods(&self.created, namespaces, selector);
-        self.wait_until("pods to be scheduled", || {
+        let waited = self
+            .wait_until("pods to be scheduled", || {
+                let s = self.tracker.state.lock();
+                let got = keys.iter().filter(|k| s.bound.contains(*k)).count();
+                (got >= keys.len(), format!("{got}/{} scheduled", keys.len()))
+            })
+            .await;
+        let Err(e) = waited else { return Ok(()) };
+        // Say which pods are left and what the API server shows for them
+        // (a bind the watch missed would show as a node name here).
+        let left: Vec<PodKey> = {
             let s = self.tracker.state.lock();
-            let got = keys.iter().filter(|k| s.bound.contains(*k)).count();
-            (got >= keys.len(), format!("{got}/{} scheduled", keys.len()))
-        })
-        .await
+            keys.iter().filter(|k| !s.bound.contains(*k)).take(3).cloned().collect()
+        };
+        let mut seen = Vec::new();
+        for k in &left {
+            seen.push(self.describe_pod(k).await);
+        }
+        Err(format!("{e}; not bound: {}", seen.join("; ")))
+    }
+
+    /// A pod as the API server shows it: node, deletion, `PodScheduled`.
+    async fn describe_pod(&self, key: &PodKey) -> String {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        match api.get(&key.name).await {
+            Ok(p) => {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+                let scheduled = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+                    .map(|c| {
+                        format!(
+                            "PodScheduled={} {}: {}",
+                            c.status,
+                            c.reason.as_deref().unwrap_or(""),
+                            c.message.as_deref().unwrap_or("")
+                        )
+                    })
+                    .unwrap_or_else(|| "no PodScheduled condition".into());
+                let deleting =
+                    if p.metadata.deletion_timestamp.is_some() { ", deleting" } else { "" };
+                format!("{key} (node {node:?}{deleting}, {scheduled})")
+            }
+            Err(e) => format!("{key} ({e})"),
+        }
     }
 
     /// Waits until every pod the benchmark created in `namespaces` (all when

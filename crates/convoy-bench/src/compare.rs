@@ -148,6 +148,21 @@ impl Comparison {
         }
         for (s, r) in &self.runs {
             for w in &r.results {
+                for win in &w.windows {
+                    let rate = crate::groups::bind_span_rate(win)
+                        .map_or("-".to_string(), |v| format!("{v:.1}"));
+                    writeln!(
+                        out,
+                        "{} {}/{}: {} pods bound in a {:.1} s window, {rate} pods/s from the \
+                         first bind to the last",
+                        s.name(),
+                        w.name,
+                        win.name,
+                        win.pods,
+                        win.duration.as_secs_f64()
+                    )
+                    .unwrap();
+                }
                 if let Some(e) = evictions_of(&w.items).filter(|_| evicted) {
                     writeln!(out, "{} {}: {}", s.name(), w.name, describe_evictions(&e)).unwrap();
                 }

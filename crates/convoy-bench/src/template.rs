@@ -134,8 +134,8 @@ fn lex(text: &str) -> Result<Vec<Item<'_>>, TemplateError> {
     Ok(items)
 }
 
-/// How a list of nodes ended.
-enum End<'a> {
+/// What ended a list of nodes.
+enum Stop<'a> {
     /// The end of the text.
     Eof,
     /// `{{else}}` or `{{else if ...}}` (the condition, if any).
@@ -153,7 +153,7 @@ fn keyword(body: &str) -> (&str, &str) {
 /// Parses nodes until `{{else}}`, `{{end}}` or the end of the text.
 fn parse<'a>(
     items: &mut std::vec::IntoIter<Item<'a>>,
-) -> Result<(Vec<Node>, End<'a>), TemplateError> {
+) -> Result<(Vec<Node>, Stop<'a>), TemplateError> {
     let mut nodes = Vec::new();
     while let Some(item) = items.next() {
         let body = match item {
@@ -177,32 +177,32 @@ fn parse<'a>(
                     let (then, end) = parse(items)?;
                     branches.push((cond, then));
                     match end {
-                        End::Else(Some(c)) => cond = c.to_string(),
-                        End::Else(None) => match parse(items)? {
-                            (otherwise, End::End) => break otherwise,
+                        Stop::Else(Some(c)) => cond = c.to_string(),
+                        Stop::Else(None) => match parse(items)? {
+                            (otherwise, Stop::End) => break otherwise,
                             _ => return Err(err("missing {{end}} after {{else}}".into())),
                         },
-                        End::End => break Vec::new(),
-                        End::Eof => return Err(err("missing {{end}}".into())),
+                        Stop::End => break Vec::new(),
+                        Stop::Eof => return Err(err("missing {{end}}".into())),
                     }
                 };
                 nodes.push(Node::If { branches, otherwise });
             }
             ("else", rest) => {
                 return match keyword(rest) {
-                    ("", "") => Ok((nodes, End::Else(None))),
-                    ("if", cond) if !cond.is_empty() => Ok((nodes, End::Else(Some(cond)))),
+                    ("", "") => Ok((nodes, Stop::Else(None))),
+                    ("if", cond) if !cond.is_empty() => Ok((nodes, Stop::Else(Some(cond)))),
                     _ => Err(err("only {{else}} and {{else if ...}} are supported".into())),
                 };
             }
-            ("end", "") => return Ok((nodes, End::End)),
+            ("end", "") => return Ok((nodes, Stop::End)),
             (w, _) if CONTROL.contains(&w) => {
                 return Err(err(format!("{w:?} actions are not supported (only if/else/end)")));
             }
             _ => nodes.push(Node::Print(body.to_string())),
         }
     }
-    Ok((nodes, End::Eof))
+    Ok((nodes, Stop::Eof))
 }
 
 fn execute(nodes: &[Node], env: &Env, out: &mut String) -> Result<(), TemplateError> {
@@ -234,14 +234,14 @@ fn execute(nodes: &[Node], env: &Env, out: &mut String) -> Result<(), TemplateEr
 pub fn render(text: &str, env: &Env) -> Result<String, TemplateError> {
     let mut items = lex(text)?.into_iter();
     let nodes = match parse(&mut items)? {
-        (nodes, End::Eof) => nodes,
-        (_, End::Else(_)) => {
+        (nodes, Stop::Eof) => nodes,
+        (_, Stop::Else(_)) => {
             return Err(TemplateError {
                 action: "else".into(),
                 message: "{{else}} outside an {{if}}".into(),
             });
         }
-        (_, End::End) => {
+        (_, Stop::End) => {
             return Err(TemplateError {
                 action: "end".into(),
                 message: "{{end}} outside an {{if}}".into(),
