@@ -15,9 +15,10 @@ deps:
 	@scripts/check-toolchain.sh
 	cd testenv && go mod download
 	cd testenv/etcd && go mod download
+	cd testenv/kwok && go mod download
 	$(CARGO) fetch --locked
 
-## testenv: build (or reuse) kube-apiserver, kube-scheduler, kubectl and etcd.
+## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd and kwok.
 testenv: deps
 	testenv/testenv build
 

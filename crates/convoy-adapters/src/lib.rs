@@ -5,10 +5,13 @@
 //! - [`connect`]: a [`kube::Client`] from a kubeconfig or the in-cluster
 //!   service account, with a client-go-style QPS/burst limit.
 //! - [`cluster_updates`]: watches Nodes, Pods, PodGroups (both APIs,
-//!   through the dynamic API; [`pod_groups`]), Namespaces, Services and
-//!   workload controllers ([`objects`]), and yields the same
+//!   through the dynamic API; [`pod_groups`]), Namespaces, Services,
+//!   workload controllers, PodDisruptionBudgets and PriorityClasses
+//!   ([`objects`]), and yields the same
 //!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster.
 //! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`.
+//! - [`ApiActuator`]: the [`convoy_api::PreemptionActuator`]: victims'
+//!   `DisruptionTarget` condition, DELETE and Event; nominations.
 //! - [`StatusWriter`]: Events, the `PodScheduled` condition and PodGroup
 //!   status, queued and rate-limited off the scheduling path.
 //! - [`leader`]: leader election on a Lease.
@@ -23,6 +26,7 @@ pub mod group_status;
 pub mod leader;
 pub mod objects;
 pub mod pod_groups;
+pub mod preemption;
 mod rate;
 pub mod status;
 pub mod trim;
@@ -33,5 +37,6 @@ pub use client::{RateLimit, RateLimitLayer, connect};
 pub use error::{AdapterError, Result};
 pub use group_status::{GroupReport, GroupReportOutcome};
 pub use leader::{LeaderElection, LeaderHandle};
+pub use preemption::ApiActuator;
 pub use status::{StatusWriter, StatusWriterOptions};
 pub use watch::{WatchOptions, cluster_updates, cluster_updates_reporting};

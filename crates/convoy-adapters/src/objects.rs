@@ -1,8 +1,9 @@
 //! The watches of the [`ClusterObject`] kinds: Namespaces, Services,
-//! ReplicationControllers, ReplicaSets and StatefulSets, all namespaces, as
-//! upstream kube-scheduler's informers. Plugins read their labels
-//! (namespaces, for pod affinity's `namespaceSelector`) and selectors (the
-//! default topology spreading constraints).
+//! ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets
+//! (`policy/v1`) and PriorityClasses (`scheduling.k8s.io/v1`), all
+//! namespaces, as upstream kube-scheduler's informers. Plugins read their
+//! labels (namespaces, for pod affinity's `namespaceSelector`), selectors
+//! (the default topology spreading constraints) and budgets (preemption).
 //!
 //! Each kind has its own watcher and [`Translator`], with the same relist
 //! bookkeeping as nodes and pods. Objects are trimmed
@@ -19,6 +20,8 @@ use convoy_api::objects::ObjectKind;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -47,7 +50,15 @@ macro_rules! watched_object {
     )*};
 }
 
-watched_object!(Namespace, Service, ReplicationController, ReplicaSet, StatefulSet);
+watched_object!(
+    Namespace,
+    Service,
+    ReplicationController,
+    ReplicaSet,
+    StatefulSet,
+    PodDisruptionBudget,
+    PriorityClass
+);
 
 /// One event of one of the object watchers.
 #[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]
@@ -57,9 +68,11 @@ pub(crate) enum ObjectEvent {
     ReplicationController(watcher::Result<Event<ReplicationController>>),
     ReplicaSet(watcher::Result<Event<ReplicaSet>>),
     StatefulSet(watcher::Result<Event<StatefulSet>>),
+    PodDisruptionBudget(watcher::Result<Event<PodDisruptionBudget>>),
+    PriorityClass(watcher::Result<Event<PriorityClass>>),
 }
 
-/// The five watchers, one stream each (merged by the caller).
+/// The seven watchers, one stream each (merged by the caller).
 pub(crate) fn object_streams(
     client: &kube::Client,
     cfg: &watcher::Config,
@@ -83,10 +96,12 @@ pub(crate) fn object_streams(
         watch(client, cfg, ObjectEvent::ReplicationController),
         watch(client, cfg, ObjectEvent::ReplicaSet),
         watch(client, cfg, ObjectEvent::StatefulSet),
+        watch(client, cfg, ObjectEvent::PodDisruptionBudget),
+        watch(client, cfg, ObjectEvent::PriorityClass),
     ]
 }
 
-/// The translators of the five kinds, and whether each has been listed.
+/// The translators of the seven kinds, and whether each has been listed.
 #[derive(Default)]
 pub(crate) struct ObjectTranslators {
     namespaces: Translator<Namespace>,
@@ -94,7 +109,9 @@ pub(crate) struct ObjectTranslators {
     replication_controllers: Translator<ReplicationController>,
     replica_sets: Translator<ReplicaSet>,
     stateful_sets: Translator<StatefulSet>,
-    listed: [bool; 5],
+    pdbs: Translator<PodDisruptionBudget>,
+    priority_classes: Translator<PriorityClass>,
+    listed: [bool; 7],
 }
 
 impl ObjectTranslators {
@@ -108,6 +125,8 @@ impl ObjectTranslators {
             }
             ObjectEvent::ReplicaSet(e) => (3, self.replica_sets.handle_result(e, out)),
             ObjectEvent::StatefulSet(e) => (4, self.stateful_sets.handle_result(e, out)),
+            ObjectEvent::PodDisruptionBudget(e) => (5, self.pdbs.handle_result(e, out)),
+            ObjectEvent::PriorityClass(e) => (6, self.priority_classes.handle_result(e, out)),
         };
         self.listed[i] |= first_list_done;
     }
@@ -235,6 +254,8 @@ mod tests {
             ObjectEvent::Service(Ok(Event::InitDone)),
             ObjectEvent::ReplicationController(Ok(Event::InitDone)),
             ObjectEvent::ReplicaSet(Ok(Event::InitDone)),
+            ObjectEvent::PodDisruptionBudget(Ok(Event::InitDone)),
+            ObjectEvent::PriorityClass(Ok(Event::InitDone)),
         ];
         for e in done {
             t.handle(e, &mut out);

@@ -61,11 +61,31 @@ impl Default for StatusWriterOptions {
 }
 
 enum Work {
-    Scheduled { pod: PodKey, uid: String, node: String },
-    Unschedulable { pod: PodKey, uid: String, message: String, event: bool },
+    Scheduled {
+        pod: PodKey,
+        uid: String,
+        node: String,
+    },
+    Preempted {
+        victim: PodKey,
+        victim_uid: String,
+        preemptor: PodKey,
+        preemptor_uid: String,
+        note: String,
+    },
+    Unschedulable {
+        pod: PodKey,
+        uid: String,
+        message: String,
+        event: bool,
+    },
     Group(GroupReport),
     RefreshGroup(GroupKey),
-    InvalidGroup { key: GroupKey, uid: String, message: String },
+    InvalidGroup {
+        key: GroupKey,
+        uid: String,
+        message: String,
+    },
     Flush(oneshot::Sender<()>),
 }
 
@@ -111,6 +131,46 @@ impl StatusWriter {
     /// queue was full and the event dropped.
     pub fn scheduled(&self, pod: &PodKey, uid: &str, node: &str) -> bool {
         self.push(Work::Scheduled { pod: pod.clone(), uid: uid.into(), node: node.into() })
+    }
+
+    /// Queues the `Preempted` event on a victim (`Preempted by pod <uid> on
+    /// node <node>`, action `Preempting`, related to the preemptor). False
+    /// if the queue was full and the event dropped.
+    pub fn preempted(
+        &self,
+        victim: &PodKey,
+        victim_uid: &str,
+        preemptor: &PodKey,
+        preemptor_uid: &str,
+        node: &str,
+    ) -> bool {
+        self.push(Work::Preempted {
+            victim: victim.clone(),
+            victim_uid: victim_uid.into(),
+            preemptor: preemptor.clone(),
+            preemptor_uid: preemptor_uid.into(),
+            note: convoy_api::preemption::preempted_note(preemptor_uid, node),
+        })
+    }
+
+    /// Queues the `Preempted` event on a victim of a pod group (`Preempted
+    /// by podgroup <group uid> on node cluster`), related to `member`, one
+    /// of the group's pods (upstream relates it to the PodGroup object).
+    pub fn preempted_by_group(
+        &self,
+        victim: &PodKey,
+        victim_uid: &str,
+        member: &PodKey,
+        member_uid: &str,
+        group_uid: &str,
+    ) -> bool {
+        self.push(Work::Preempted {
+            victim: victim.clone(),
+            victim_uid: victim_uid.into(),
+            preemptor: member.clone(),
+            preemptor_uid: member_uid.into(),
+            note: convoy_api::preemption::group_preempted_note(group_uid),
+        })
     }
 
     /// Queues a `FailedScheduling` event and the `PodScheduled=False,
@@ -217,13 +277,22 @@ impl Task {
             match work {
                 Work::Scheduled { pod, uid, node } => {
                     let note = format!("Successfully assigned {pod} to {node}");
-                    self.event(&pod_ref(&pod, &uid), EventType::Normal, "Scheduled", note).await;
+                    let r = pod_ref(&pod, &uid);
+                    self.event(&r, None, EventType::Normal, "Scheduled", "Binding", note).await;
+                }
+                Work::Preempted { victim, victim_uid, preemptor, preemptor_uid, note } => {
+                    let (r, related) =
+                        (pod_ref(&victim, &victim_uid), pod_ref(&preemptor, &preemptor_uid));
+                    let reason = convoy_api::preemption::REASON_PREEMPTED;
+                    self.event(&r, Some(related), EventType::Normal, reason, "Preempting", note)
+                        .await;
                 }
                 Work::Unschedulable { pod, uid, message, event } => {
                     if event {
                         let note = message.clone();
                         let r = pod_ref(&pod, &uid);
-                        self.event(&r, EventType::Warning, "FailedScheduling", note).await;
+                        let (warning, reason) = (EventType::Warning, "FailedScheduling");
+                        self.event(&r, None, warning, reason, "Scheduling", note).await;
                     }
                     self.condition(&pod, &uid, &message).await;
                 }
@@ -234,7 +303,8 @@ impl Task {
                 }
                 Work::InvalidGroup { key, uid, message } => {
                     let r = group_ref(&key, &uid);
-                    self.event(&r, EventType::Warning, "InvalidPodGroup", message).await;
+                    let (warning, reason) = (EventType::Warning, "InvalidPodGroup");
+                    self.event(&r, None, warning, reason, "Scheduling", message).await;
                 }
                 Work::Flush(done) => {
                     let _ = done.send(());
@@ -252,8 +322,10 @@ impl Task {
     async fn event(
         &mut self,
         regarding: &ObjectReference,
+        related: Option<ObjectReference>,
         type_: EventType,
         reason: &str,
+        action: &str,
         note: String,
     ) {
         self.take().await;
@@ -261,8 +333,8 @@ impl Task {
             type_,
             reason: reason.into(),
             note: Some(note),
-            action: if reason == "Scheduled" { "Binding" } else { "Scheduling" }.into(),
-            secondary: None,
+            action: action.into(),
+            secondary: related,
         };
         if let Err(e) = self.recorder.publish(&event, regarding).await {
             self.counters.failed.fetch_add(1, Ordering::Relaxed);
@@ -330,7 +402,9 @@ impl Task {
     async fn group(&mut self, report: GroupReport) {
         let (warning, reason, note) = report.event();
         let type_ = if warning { EventType::Warning } else { EventType::Normal };
-        self.event(&group_ref(&report.key, &report.uid), type_, reason, note).await;
+        let action = if reason == "Scheduled" { "Binding" } else { "Scheduling" };
+        let r = group_ref(&report.key, &report.uid);
+        self.event(&r, None, type_, reason, action, note).await;
         match report.key.api {
             PodGroupApi::Upstream => self.upstream_condition(&report).await,
             PodGroupApi::XK8s => self.xk8s_status(&report.key, true).await,

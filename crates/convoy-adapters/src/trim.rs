@@ -17,7 +17,8 @@ pub fn trim_node(node: &mut Node) {
 /// containers' env, envFrom, volumeMounts (unless one has
 /// `bindMountOptions`, a field Convoy refuses: see `convoy_api::pod_fields`),
 /// command, args, probes and lifecycle; and its status except phase,
-/// conditions and nominatedNodeName.
+/// conditions, nominatedNodeName and startTime (preemption spares the
+/// pods that started first).
 pub fn trim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(spec) = pod.spec.as_mut() {
@@ -31,6 +32,7 @@ pub fn trim_pod(pod: &mut Pod) {
             phase: status.phase,
             conditions: status.conditions,
             nominated_node_name: status.nominated_node_name,
+            start_time: status.start_time,
             ..Default::default()
         });
     }
@@ -126,7 +128,8 @@ mod tests {
             "status": {
                 "phase": "Pending",
                 "conditions": [{ "type": "PodScheduled", "status": "False" }],
-                "nominatedNodeName": "n1"
+                "nominatedNodeName": "n1",
+                "startTime": "2026-01-01T00:00:00Z"
             }
         });
         assert_eq!(serde_json::to_value(&pod).unwrap(), want);

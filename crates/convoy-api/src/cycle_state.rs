@@ -26,6 +26,10 @@ pub struct CycleState {
     pub skip_filter_plugins: Vec<&'static str>,
     /// Plugins whose PreScore returned Skip: their Score is not called.
     pub skip_score_plugins: Vec<&'static str>,
+    /// No PostFilter (preemption) for this pod in this cycle: set by the
+    /// group cycle, which places members one by one and preempts nothing
+    /// for them (upstream's pod-group cycle skips per-pod PostFilter).
+    pub skip_post_filter: bool,
 }
 
 impl std::fmt::Debug for CycleState {

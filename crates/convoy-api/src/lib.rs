@@ -24,6 +24,7 @@ pub mod plugin;
 pub mod pod_fields;
 pub mod pod_group;
 pub mod pod_info;
+pub mod preemption;
 pub mod resource;
 pub mod status;
 pub mod testing;
@@ -45,6 +46,10 @@ pub use plugin::*;
 pub use pod_fields::{UnevaluatedField, unevaluated_fields};
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
 pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
+pub use preemption::{
+    FilterRunner, NoActuator, NominatedPods, PodNominator, PostFilterContext, PreemptionActuator,
+    PreemptionError, PreemptionGroups,
+};
 pub use resource::{PodRequests, Resource};
 pub use status::{Code, Reason, Status};
 

@@ -1,8 +1,9 @@
 //! The cluster objects besides nodes, pods and PodGroups that plugins read
 //! (upstream's informer listers): Namespaces (their labels feed pod
-//! affinity's `namespaceSelector`), and the Services, ReplicationControllers,
+//! affinity's `namespaceSelector`); the Services, ReplicationControllers,
 //! ReplicaSets and StatefulSets whose selectors make the default topology
-//! spreading constraints.
+//! spreading constraints; the PodDisruptionBudgets preemption counts; and
+//! the PriorityClasses pods' priorities come from.
 //!
 //! The scheduler applies every [`ClusterObject`] update to one
 //! [`ClusterObjects`] store, which every profile's plugins share through the
@@ -14,6 +15,8 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::labels::{Labels, Selector};
@@ -36,6 +39,11 @@ pub enum ClusterObject {
     ReplicaSet(Arc<ReplicaSet>),
     /// A StatefulSet (its selector).
     StatefulSet(Arc<StatefulSet>),
+    /// A PodDisruptionBudget (its selector and how many disruptions it
+    /// allows), `policy/v1`.
+    PodDisruptionBudget(Arc<PodDisruptionBudget>),
+    /// A PriorityClass (cluster-scoped), `scheduling.k8s.io/v1`.
+    PriorityClass(Arc<PriorityClass>),
 }
 
 impl ClusterObject {
@@ -47,6 +55,8 @@ impl ClusterObject {
             ClusterObject::ReplicationController(_) => "ReplicationController",
             ClusterObject::ReplicaSet(_) => "ReplicaSet",
             ClusterObject::StatefulSet(_) => "StatefulSet",
+            ClusterObject::PodDisruptionBudget(_) => "PodDisruptionBudget",
+            ClusterObject::PriorityClass(_) => "PriorityClass",
         }
     }
 
@@ -58,21 +68,162 @@ impl ClusterObject {
             ClusterObject::ReplicationController(o) => &o.metadata,
             ClusterObject::ReplicaSet(o) => &o.metadata,
             ClusterObject::StatefulSet(o) => &o.metadata,
+            ClusterObject::PodDisruptionBudget(o) => &o.metadata,
+            ClusterObject::PriorityClass(o) => &o.metadata,
         }
     }
 
-    /// `namespace/name`, or `name` for a Namespace.
+    /// `namespace/name`, or `name` for a Namespace or a PriorityClass.
     pub fn key(&self) -> String {
         let m = self.metadata();
         let name = m.name.as_deref().unwrap_or("");
         match self {
-            ClusterObject::Namespace(_) => name.to_string(),
+            ClusterObject::Namespace(_) | ClusterObject::PriorityClass(_) => name.to_string(),
             _ => format!("{}/{name}", m.namespace.as_deref().unwrap_or("default")),
         }
     }
 }
 
 type NsName = (Arc<str>, Arc<str>);
+
+/// A PodDisruptionBudget as preemption reads it (upstream
+/// `filterPodsWithPDBViolation`, v1.37.2).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DisruptionBudget {
+    /// `metadata.namespace`.
+    pub namespace: Arc<str>,
+    /// `metadata.name`.
+    pub name: Arc<str>,
+    /// `spec.selector`, compiled; `None` when it selects nothing: absent,
+    /// empty (upstream v1.37 counts an empty selector as matching nothing
+    /// here, unlike the disruption controller) or invalid.
+    pub selector: Option<Selector>,
+    /// `status.disruptionsAllowed`.
+    pub disruptions_allowed: i32,
+    /// The names in `status.disruptedPods` (evictions the API server has
+    /// already counted).
+    pub disrupted_pods: std::collections::BTreeSet<String>,
+}
+
+impl DisruptionBudget {
+    /// Reads a PodDisruptionBudget.
+    pub fn of(pdb: &PodDisruptionBudget) -> Self {
+        let (ns, name) = ns_name(&pdb.metadata);
+        let sel = pdb.spec.as_ref().and_then(|s| s.selector.as_ref());
+        let empty = sel.is_none_or(|s| {
+            s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                && s.match_expressions.as_ref().is_none_or(|e| e.is_empty())
+        });
+        let selector = if empty { None } else { Selector::from_label_selector(sel).ok() };
+        let status = pdb.status.as_ref();
+        Self {
+            namespace: ns,
+            name,
+            selector,
+            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
+            disrupted_pods: status
+                .and_then(|s| s.disrupted_pods.as_ref())
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Whether the budget covers a pod (same namespace, labels matched by
+    /// the selector; a pod without labels is never covered, as upstream).
+    pub fn covers(&self, namespace: &str, labels: &Labels) -> bool {
+        *self.namespace == *namespace
+            && !labels.is_empty()
+            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    }
+}
+
+/// A PriorityClass as admission reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PriorityClassInfo {
+    /// `metadata.name`.
+    pub name: Arc<str>,
+    /// `value`.
+    pub value: i32,
+    /// `globalDefault`.
+    pub global_default: bool,
+    /// `preemptionPolicy` (`PreemptLowerPriority` when unset, as the API
+    /// server defaults it).
+    pub preemption_policy: Option<String>,
+}
+
+impl PriorityClassInfo {
+    /// Reads a PriorityClass.
+    pub fn of(pc: &PriorityClass) -> Self {
+        Self {
+            name: Arc::from(pc.metadata.name.as_deref().unwrap_or("")),
+            value: pc.value.unwrap_or(0),
+            global_default: pc.global_default.unwrap_or(false),
+            preemption_policy: pc.preemption_policy.clone(),
+        }
+    }
+}
+
+/// The PriorityClasses every API server creates at start-up
+/// (`system-cluster-critical`, `system-node-critical`).
+pub fn system_priority_classes() -> [PriorityClassInfo; 2] {
+    [
+        PriorityClassInfo {
+            name: Arc::from("system-cluster-critical"),
+            value: 2_000_000_000,
+            global_default: false,
+            preemption_policy: None,
+        },
+        PriorityClassInfo {
+            name: Arc::from("system-node-critical"),
+            value: 2_000_001_000,
+            global_default: false,
+            preemption_policy: None,
+        },
+    ]
+}
+
+/// What the Priority admission plugin decides for a new pod (upstream
+/// `plugin/pkg/admission/priority`, v1.37.2): a pod that sets
+/// `spec.priority` keeps it; otherwise `spec.priorityClassName` is resolved
+/// (an unknown name refuses the pod, naming the field), or the
+/// `globalDefault` class (the lowest if several), or priority 0. The
+/// class's `preemptionPolicy` is copied when the pod sets none. `classes`
+/// are the cluster's PriorityClasses; the system classes are always known.
+pub fn admit_priority(
+    spec: &mut k8s_openapi::api::core::v1::PodSpec,
+    classes: &[PriorityClassInfo],
+) -> Result<(), String> {
+    if spec.priority.is_some() {
+        return Ok(());
+    }
+    let system = system_priority_classes();
+    let name = spec.priority_class_name.as_deref().unwrap_or("");
+    let class = if name.is_empty() {
+        classes.iter().filter(|c| c.global_default).min_by_key(|c| c.value)
+    } else {
+        let found = classes.iter().chain(system.iter()).find(|c| *c.name == *name);
+        Some(found.ok_or_else(|| {
+            format!("spec.priorityClassName: no PriorityClass with name {name} was found")
+        })?)
+    };
+    match class {
+        Some(c) => {
+            spec.priority = Some(c.value);
+            spec.priority_class_name = Some(c.name.to_string());
+            if spec.preemption_policy.is_none() {
+                spec.preemption_policy =
+                    Some(c.preemption_policy.clone().unwrap_or("PreemptLowerPriority".into()));
+            }
+        }
+        None => {
+            spec.priority = Some(0);
+            if spec.preemption_policy.is_none() {
+                spec.preemption_policy = Some("PreemptLowerPriority".into());
+            }
+        }
+    }
+    Ok(())
+}
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -85,6 +236,9 @@ struct Inner {
     replication_controllers: HashMap<NsName, Arc<Labels>>,
     replica_sets: HashMap<NsName, Arc<LabelSelector>>,
     stateful_sets: HashMap<NsName, Arc<LabelSelector>>,
+    /// PodDisruptionBudgets, sorted by namespace and name.
+    pdbs: BTreeMap<NsName, Arc<DisruptionBudget>>,
+    priority_classes: HashMap<Arc<str>, Arc<PriorityClassInfo>>,
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
@@ -151,6 +305,13 @@ impl ClusterObjects {
                 let sel = ss.spec.selector.clone();
                 st.stateful_sets.insert(ns_name(m), Arc::new(sel));
             }
+            ClusterObject::PodDisruptionBudget(pdb) => {
+                st.pdbs.insert(ns_name(m), Arc::new(DisruptionBudget::of(pdb)));
+            }
+            ClusterObject::PriorityClass(pc) => {
+                let pc = PriorityClassInfo::of(pc);
+                st.priority_classes.insert(pc.name.clone(), Arc::new(pc));
+            }
         }
     }
 
@@ -180,7 +341,26 @@ impl ClusterObjects {
             ClusterObject::StatefulSet(_) => {
                 st.stateful_sets.remove(&key);
             }
+            ClusterObject::PodDisruptionBudget(_) => {
+                st.pdbs.remove(&key);
+            }
+            ClusterObject::PriorityClass(_) => {
+                st.priority_classes.remove(&key.1);
+            }
         }
+    }
+
+    /// Every PodDisruptionBudget, sorted by namespace and name (preemption
+    /// lists them once per attempt).
+    pub fn pod_disruption_budgets(&self) -> Vec<Arc<DisruptionBudget>> {
+        self.read().pdbs.values().cloned().collect()
+    }
+
+    /// Every PriorityClass, sorted by name.
+    pub fn priority_classes(&self) -> Vec<Arc<PriorityClassInfo>> {
+        let mut v: Vec<_> = self.read().priority_classes.values().cloned().collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
     }
 
     /// The labels of a namespace; `None` when the namespace is unknown.
@@ -245,6 +425,8 @@ impl ClusterObjects {
             ("ReplicationController", st.replication_controllers.len()),
             ("ReplicaSet", st.replica_sets.len()),
             ("StatefulSet", st.stateful_sets.len()),
+            ("PodDisruptionBudget", st.pdbs.len()),
+            ("PriorityClass", st.priority_classes.len()),
         ])
     }
 }
@@ -296,5 +478,93 @@ mod tests {
         assert!(s.stateful_set_selector("n", "r").is_none());
         assert_eq!(rs.key(), "n/r");
         assert_eq!(s.counts()["ReplicaSet"], 1);
+    }
+
+    #[test]
+    fn keeps_disruption_budgets_and_priority_classes() {
+        let s = ClusterObjects::new();
+        let pdb = |name: &str, selector: serde_json::Value| {
+            ClusterObject::PodDisruptionBudget(obj!(json!({
+                "metadata": {"name": name, "namespace": "n"},
+                "spec": {"selector": selector},
+                "status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1,
+                           "expectedPods": 2, "disruptedPods": {"p1": "2026-01-01T00:00:00Z"}}
+            })))
+        };
+        s.apply(&pdb("b", json!({"matchLabels": {"app": "web"}})));
+        s.apply(&pdb("a", json!({})));
+        let all = s.pod_disruption_budgets();
+        assert_eq!(all.iter().map(|p| &*p.name).collect::<Vec<_>>(), ["a", "b"]);
+        assert!(all[0].selector.is_none(), "an empty selector matches nothing");
+        let web: Labels = [("app".to_string(), "web".to_string())].into();
+        assert!(all[1].covers("n", &web));
+        assert!(!all[1].covers("other", &web));
+        assert!(!all[1].covers("n", &Labels::new()), "a pod without labels is never covered");
+        assert_eq!(all[1].disruptions_allowed, 1);
+        assert!(all[1].disrupted_pods.contains("p1"));
+        s.delete(&pdb("a", json!({})));
+        assert_eq!(s.pod_disruption_budgets().len(), 1);
+
+        let pc = ClusterObject::PriorityClass(obj!(
+            json!({"metadata": {"name": "high"}, "value": 1000, "globalDefault": true})
+        ));
+        assert_eq!(pc.key(), "high");
+        s.apply(&pc);
+        assert_eq!(s.priority_classes()[0].value, 1000);
+        assert_eq!(s.counts()["PriorityClass"], 1);
+        s.delete(&pc);
+        assert!(s.priority_classes().is_empty());
+    }
+
+    #[test]
+    fn admits_priorities_as_the_api_server() {
+        let classes = [
+            PriorityClassInfo {
+                name: Arc::from("high"),
+                value: 1000,
+                global_default: false,
+                preemption_policy: Some("Never".into()),
+            },
+            PriorityClassInfo {
+                name: Arc::from("low"),
+                value: 10,
+                global_default: true,
+                preemption_policy: None,
+            },
+        ];
+        let admit = |spec: serde_json::Value, classes: &[PriorityClassInfo]| {
+            let mut spec: k8s_openapi::api::core::v1::PodSpec =
+                serde_json::from_value(spec).unwrap();
+            admit_priority(&mut spec, classes)
+                .map(|()| (spec.priority, spec.preemption_policy, spec.priority_class_name))
+        };
+        let s = |v: &str| Some(v.to_string());
+        let cases: Vec<(serde_json::Value, &[PriorityClassInfo], Result<_, String>)> = vec![
+            (json!({"containers": [], "priority": 7}), &classes[..], Ok((Some(7), None, None))),
+            (
+                json!({"containers": [], "priorityClassName": "high"}),
+                &classes[..],
+                Ok((Some(1000), s("Never"), s("high"))),
+            ),
+            (
+                json!({"containers": []}),
+                &classes[..],
+                Ok((Some(10), s("PreemptLowerPriority"), s("low"))),
+            ),
+            (json!({"containers": []}), &[][..], Ok((Some(0), s("PreemptLowerPriority"), None))),
+            (
+                json!({"containers": [], "priorityClassName": "system-node-critical"}),
+                &[][..],
+                Ok((Some(2_000_001_000), s("PreemptLowerPriority"), s("system-node-critical"))),
+            ),
+            (
+                json!({"containers": [], "priorityClassName": "nope"}),
+                &classes[..],
+                Err("spec.priorityClassName: no PriorityClass with name nope was found".to_string()),
+            ),
+        ];
+        for (spec, classes, want) in cases {
+            assert_eq!(admit(spec.clone(), classes), want, "{spec}");
+        }
     }
 }

@@ -20,6 +20,7 @@ use crate::lister::NodeInfoLister;
 use crate::node_info::NodeInfo;
 use crate::objects::ClusterObjects;
 use crate::pod_info::{PodInfo, QueuedPodInfo};
+use crate::preemption::PostFilterContext;
 use crate::status::Status;
 
 /// The highest score a Score plugin may give after normalization.
@@ -184,22 +185,33 @@ pub struct NodeToStatus {
     pub absent: Option<Status>,
 }
 
-/// The outcome of a PostFilter plugin (preemption).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The outcome of a PostFilter plugin (preemption), upstream's
+/// `PostFilterResult` with its `NominatingInfo` in override mode.
+#[derive(Debug, Clone, Default)]
 pub struct PostFilterResult {
-    /// The node the pod is nominated to after preemption.
-    pub nominated_node_name: Option<String>,
+    /// The node the pod is nominated to; `None` clears the pod's
+    /// nomination (preemption would not help anywhere).
+    pub nominated_node_name: Option<Arc<str>>,
+    /// The pods to preempt on that node, most important first; empty
+    /// when clearing.
+    pub victims: Vec<Arc<PodInfo>>,
 }
 
 /// Runs when no node fits (preemption lives here).
 pub trait PostFilterPlugin: Plugin {
-    /// Success with a nominated node ends the PostFilter phase;
-    /// Unschedulable lets the next plugin try.
+    /// Success with a nominated node and victims ends the PostFilter
+    /// phase: the scheduler records the nomination, preempts the victims
+    /// off the loop and requeues the pod (which still fails this cycle).
+    /// Unschedulable lets the next plugin try; its message is appended to
+    /// the pod's FitError. A `None` result keeps the pod's nomination, a
+    /// result without a node clears it. `ctx` gives the snapshot and the
+    /// profile's plugins for what-ifs on copies of nodes.
     fn post_filter(
         &self,
         state: &CycleState,
         pod: &PodInfo,
         statuses: &NodeToStatus,
+        ctx: &PostFilterContext<'_>,
     ) -> (Option<PostFilterResult>, Status);
 }
 
@@ -322,6 +334,9 @@ pub struct Handle {
     /// Namespaces, Services and workload controllers, as watched (shared
     /// by every profile).
     pub objects: Arc<ClusterObjects>,
+    /// Which running pods preemption takes together (gangs); `None`: every
+    /// pod is a victim alone.
+    pub groups: Option<Arc<dyn crate::preemption::PreemptionGroups>>,
 }
 
 /// Builds a plugin from its (already validated) args.

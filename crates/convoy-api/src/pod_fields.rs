@@ -45,9 +45,6 @@ pub enum Support {
     RefusedWhen(&'static str),
     /// Upstream's default plugins do not read it to place a pod either.
     Ignored,
-    /// Read by upstream's preemption, which Convoy does not do yet: the pod
-    /// is scheduled as usual, and never evicts another.
-    WithoutPreemption,
 }
 
 impl Support {
@@ -58,7 +55,6 @@ impl Support {
             Support::Refused => "**refused**".to_string(),
             Support::RefusedWhen(when) => format!("**refused** when {when}"),
             Support::Ignored => "ignored".to_string(),
-            Support::WithoutPreemption => "no preemption yet".to_string(),
         }
     }
 
@@ -223,22 +219,23 @@ pub const FIELDS: &[FieldRule] = &[
     ),
     rule(
         "spec.priority",
-        WithoutPreemption,
+        Evaluated,
         &[PRIORITY_SORT, DEFAULT_PREEMPTION],
-        "Queue order (PrioritySort) is evaluated. Convoy does not preempt yet: a pod that fits \
-         nowhere waits and evicts nobody.",
+        "Queue order, and preemption: a pod that fits nowhere may preempt pods of lower \
+         priority (see preemption.md).",
     ),
     rule(
         "spec.preemptionPolicy",
-        WithoutPreemption,
+        Evaluated,
         &[DEFAULT_PREEMPTION],
-        "Convoy does not preempt yet: every pod behaves as `Never`.",
+        "`Never`: the pod preempts nobody.",
     ),
     rule(
         "spec.priorityClassName",
         Ignored,
         NONE,
-        "The Priority admission plugin resolves it into `priority`.",
+        "The Priority admission plugin resolves it into `priority` (the embedded cluster and \
+         `simulate` do the same).",
     ),
     // Volumes.
     rule("spec.volumes[].persistentVolumeClaim", Refused, PVC, ""),

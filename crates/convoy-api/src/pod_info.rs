@@ -196,6 +196,17 @@ impl PodInfo {
         self.pod.spec.as_ref().expect("PodInfo::new checks the spec")
     }
 
+    /// Whether `spec.preemptionPolicy` is `Never`: the pod never preempts
+    /// others (it still sorts by priority, and may itself be a victim).
+    pub fn never_preempts(&self) -> bool {
+        self.spec().preemption_policy.as_deref() == Some("Never")
+    }
+
+    /// `status.startTime`, when the pod has started.
+    pub fn start_time(&self) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> {
+        self.pod.status.as_ref()?.start_time.as_ref()
+    }
+
     /// Whether the pod has `spec.schedulingGates`.
     pub fn is_gated(&self) -> bool {
         self.spec().scheduling_gates.as_ref().is_some_and(|g| !g.is_empty())

@@ -9,11 +9,13 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerImage, ContainerPort, Node, NodeSpec, NodeStatus, Pod,
-    PodAffinityTerm, PodSchedulingGate, PodSpec, ResourceRequirements, Taint, Toleration,
-    TopologySpreadConstraint, WeightedPodAffinityTerm,
+    PodAffinityTerm, PodCondition, PodSchedulingGate, PodSpec, PodStatus, ResourceRequirements,
+    Taint, Toleration, TopologySpreadConstraint, WeightedPodAffinityTerm,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 
 use crate::node_info::NodeInfo;
 use crate::pod_info::PodInfo;
@@ -255,6 +257,39 @@ impl PodBuilder {
         f(self.spec());
         self
     }
+    /// Applies a closure to the status.
+    pub fn with_status(mut self, f: impl FnOnce(&mut PodStatus)) -> Self {
+        f(self.pod.status.get_or_insert_with(PodStatus::default));
+        self
+    }
+    /// `spec.preemptionPolicy`.
+    pub fn preemption_policy(self, policy: &str) -> Self {
+        self.with_spec(|s| s.preemption_policy = Some(policy.to_string()))
+    }
+    /// `status.nominatedNodeName`.
+    pub fn nominated(self, node: &str) -> Self {
+        self.with_status(|s| s.nominated_node_name = Some(node.to_string()))
+    }
+    /// `status.startTime`, as seconds after 2026-01-01T00:00:00Z.
+    pub fn started(self, seconds: i64) -> Self {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_600 + seconds)
+            .expect("a valid time");
+        self.with_status(|s| s.start_time = Some(Time(t)))
+    }
+    /// Being deleted after a preemption: `metadata.deletionTimestamp` and
+    /// `DisruptionTarget=True`, reason `PreemptionByScheduler`.
+    pub fn terminating_by_preemption(mut self) -> Self {
+        let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_600).expect("a valid time");
+        self.pod.metadata.deletion_timestamp = Some(Time(t));
+        self.with_status(|s| {
+            s.conditions.get_or_insert_with(Vec::new).push(PodCondition {
+                type_: crate::preemption::DISRUPTION_TARGET.to_string(),
+                status: "True".to_string(),
+                reason: Some(crate::preemption::REASON_PREEMPTION_BY_SCHEDULER.to_string()),
+                ..Default::default()
+            })
+        })
+    }
     /// The pod.
     pub fn build(self) -> Pod {
         self.pod
@@ -368,5 +403,34 @@ impl NodeBuilder {
     /// The node as a [`NodeInfo`] with no pods.
     pub fn info(self) -> NodeInfo {
         NodeInfo::new(Arc::new(self.node))
+    }
+}
+
+/// A small deterministic random source (splitmix64) for randomised tests:
+/// the same seed gives the same sequence on every machine, so a failing
+/// seed can be replayed.
+#[derive(Debug, Clone)]
+pub struct TestRng(pub u64);
+
+impl TestRng {
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+    /// True with probability `percent` %.
+    pub fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+    /// One of `items` (not empty).
+    pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
+        items[self.below(items.len())]
     }
 }

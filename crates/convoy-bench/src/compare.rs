@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use convoy_testenv::TestEnv;
+use convoy_testenv::{Options as TestEnvOptions, TestEnv};
 
 use crate::api::{ApiOptions, SchedulerKind};
 use crate::config::{Config, SCHEDULING_THROUGHPUT};
@@ -23,17 +23,21 @@ pub struct Comparison {
 /// Runs the selected workloads once per scheduler, each on a fresh testenv
 /// control plane (started and stopped around the workload). `api` gives
 /// binaries and sampling; its kubeconfig and scheduler are replaced.
+/// `testenv` says what the control plane runs: the API server alone
+/// (`TestEnvOptions::API_ONLY`, as upstream scheduler_perf measures) unless
+/// `--controllers` asks for kube-controller-manager and KWOK too.
 pub fn compare(
     config: &Config,
     opts: &RunOptions,
     api: &ApiOptions,
     schedulers: &[SchedulerKind],
+    testenv: TestEnvOptions,
 ) -> Result<Comparison, String> {
     let mut out = Comparison::default();
     for &scheduler in schedulers {
         tracing::info!(scheduler = scheduler.name(), "comparing");
         let report = run_each(config, opts, |plan| {
-            let env = TestEnv::start().map_err(|e| format!("starting testenv: {e}"))?;
+            let env = TestEnv::start_with(testenv).map_err(|e| format!("starting testenv: {e}"))?;
             let api =
                 ApiOptions { kubeconfig: env.kubeconfig().to_path_buf(), scheduler, ..api.clone() };
             let result = api_workload(plan, &api);

@@ -146,6 +146,7 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<EmbeddedOutcom
         config,
         registry: convoy_scheduler::registry(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
         clock: Arc::new(RealClock),
         sink: attempts.clone(),
         seed: None,

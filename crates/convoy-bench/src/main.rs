@@ -188,6 +188,10 @@ struct CompareArgs {
     /// created on each fresh control plane).
     #[arg(long = "prepare", value_name = "FILE.yaml")]
     prepare: Vec<PathBuf>,
+    /// Also run kube-controller-manager and KWOK in each control plane
+    /// (default: the API server alone, as upstream scheduler_perf).
+    #[arg(long)]
+    controllers: bool,
     #[command(flatten)]
     binaries: Binaries,
 }
@@ -405,10 +409,12 @@ fn compare(args: CompareArgs) -> ExitCode {
     api.sample_interval = SampleInterval::Fixed(interval);
     api.timeout = timeout;
     api.prepare = prepare;
-    let comparison = match convoy_bench::compare::compare(&config, &opts, &api, &schedulers) {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
+    let testenv = convoy_testenv::Options { controllers: args.controllers };
+    let comparison =
+        match convoy_bench::compare::compare(&config, &opts, &api, &schedulers, testenv) {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        };
     print!("{}", comparison.table());
     print!("{}", convoy_bench::groups::compare_table(&comparison));
     match comparison.write(&args.out, &opts.topic) {

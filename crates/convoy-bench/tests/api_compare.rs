@@ -72,7 +72,8 @@ fn compare_three_schedulers_on_testenv() {
     // Finer than upstream's 1 s so that a 15-pod window yields samples.
     api.sample_interval = SampleInterval::Fixed(Duration::from_millis(10));
     api.timeout = Duration::from_secs(60);
-    let cmp = compare(&config, &opts, &api, &SchedulerKind::ALL).expect("compare");
+    let cmp = compare(&config, &opts, &api, &SchedulerKind::ALL, convoy_testenv::Options::API_ONLY)
+        .expect("compare");
     println!("{}", cmp.table());
 
     assert_eq!(cmp.runs.len(), 3);

@@ -26,6 +26,8 @@ pub enum PluginArgs {
     InterPodAffinity(InterPodAffinityArgs),
     /// `PodTopologySpreadArgs`.
     PodTopologySpread(PodTopologySpreadArgs),
+    /// `DefaultPreemptionArgs`.
+    DefaultPreemption(DefaultPreemptionArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -42,6 +44,7 @@ impl PluginArgs {
             names::NODE_AFFINITY => Some(Self::NodeAffinity(Default::default())),
             names::INTER_POD_AFFINITY => Some(Self::InterPodAffinity(Default::default())),
             names::POD_TOPOLOGY_SPREAD => Some(Self::PodTopologySpread(Default::default())),
+            names::DEFAULT_PREEMPTION => Some(Self::DefaultPreemption(Default::default())),
             _ => None,
         }
     }
@@ -55,6 +58,7 @@ impl PluginArgs {
             // Its one range check fails at decoding, with the position.
             Self::InterPodAffinity(_) => Vec::new(),
             Self::PodTopologySpread(args) => args.validate(),
+            Self::DefaultPreemption(args) => args.validate(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -106,6 +110,18 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
             PluginArgs::PodTopologySpread(PodTopologySpreadArgs {
                 default_constraints: raw.default_constraints.unwrap_or_default(),
                 defaulting_type: raw.defaulting_type,
+            })
+        }
+        names::DEFAULT_PREEMPTION => {
+            let raw = Option::<PreemptionArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            let defaults = DefaultPreemptionArgs::default();
+            PluginArgs::DefaultPreemption(DefaultPreemptionArgs {
+                min_candidate_nodes_percentage: raw
+                    .min_candidate_nodes_percentage
+                    .unwrap_or(defaults.min_candidate_nodes_percentage),
+                min_candidate_nodes_absolute: raw
+                    .min_candidate_nodes_absolute
+                    .unwrap_or(defaults.min_candidate_nodes_absolute),
             })
         }
         _ => PluginArgs::Other(
@@ -474,7 +490,60 @@ fn hard_pod_affinity_weight<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i3
     }
 }
 
+/// `DefaultPreemptionArgs` (upstream `v1/defaults.go`,
+/// `validation_pluginargs.go`, v1.37.2): how many candidate nodes
+/// preemption keeps from its dry run, at least
+/// `max(nodes × minCandidateNodesPercentage / 100, minCandidateNodesAbsolute)`
+/// (capped at the number of nodes tried).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultPreemptionArgs {
+    /// Percentage of the potential nodes; `[0, 100]`, default 10.
+    pub min_candidate_nodes_percentage: i32,
+    /// Absolute number; `>= 0`, default 100. Not both 0.
+    pub min_candidate_nodes_absolute: i32,
+}
+
+impl Default for DefaultPreemptionArgs {
+    fn default() -> Self {
+        Self { min_candidate_nodes_percentage: 10, min_candidate_nodes_absolute: 100 }
+    }
+}
+
+impl DefaultPreemptionArgs {
+    fn validate(&self) -> Vec<(String, String)> {
+        const PCT: &str = "minCandidateNodesPercentage";
+        const ABS: &str = "minCandidateNodesAbsolute";
+        let (pct, abs) = (self.min_candidate_nodes_percentage, self.min_candidate_nodes_absolute);
+        let mut problems = Vec::new();
+        if !(0..=100).contains(&pct) {
+            problems.push((PCT.to_owned(), format!("{pct} not in valid range [0, 100]")));
+        }
+        if abs < 0 {
+            problems.push((ABS.to_owned(), format!("{abs} not in valid range [0, inf)")));
+        }
+        if pct == 0 && abs == 0 {
+            problems.push((PCT.to_owned(), format!("cannot be zero at the same time as {ABS}")));
+            problems.push((ABS.to_owned(), format!("cannot be zero at the same time as {PCT}")));
+        }
+        problems
+    }
+}
+
 // Raw forms of the top-level args: they accept `apiVersion` and `kind`.
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct PreemptionArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_preemption")]
+    #[allow(dead_code)]
+    kind: (),
+    min_candidate_nodes_percentage: Option<i32>,
+    min_candidate_nodes_absolute: Option<i32>,
+}
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -569,6 +638,10 @@ fn kind_inter_pod_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Err
 
 fn kind_affinity<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "kind", "NodeAffinityArgs")
+}
+
+fn kind_preemption<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "DefaultPreemptionArgs")
 }
 
 fn kind_spread<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {

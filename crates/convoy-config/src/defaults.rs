@@ -39,6 +39,9 @@ pub mod names {
     /// `GpuPlacement` (Convoy's own; not in the default set, enabled by a profile).
     pub const GPU_PLACEMENT: &str = "GpuPlacement";
 
+    /// `DefaultPreemption` (PostFilter).
+    pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
+
     // Upstream default plugins (v1.37) Convoy does not implement yet: named
     // by the pod-field table (`convoy_api::pod_fields`) and the framework,
     // which refuses the pods they would have to evaluate.
@@ -51,8 +54,6 @@ pub mod names {
     pub const VOLUME_ZONE: &str = "VolumeZone";
     /// `NodeVolumeLimits`: CSI attach limits.
     pub const NODE_VOLUME_LIMITS: &str = "NodeVolumeLimits";
-    /// `DefaultPreemption` (PostFilter).
-    pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
     /// `DynamicResources`: ResourceClaims and DRA extended resources.
     pub const DYNAMIC_RESOURCES: &str = "DynamicResources";
     /// `NodeDeclaredFeatures`: node features a pod requires (default since
@@ -75,6 +76,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::weighted(NODE_RESOURCES_FIT, 1),
         PluginRef::weighted(POD_TOPOLOGY_SPREAD, 2),
         PluginRef::weighted(INTER_POD_AFFINITY, 2),
+        PluginRef::new(DEFAULT_PREEMPTION),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
         PluginRef::weighted(IMAGE_LOCALITY, 1),
         PluginRef::new(DEFAULT_BINDER),
@@ -90,7 +92,6 @@ pub const UPSTREAM_ONLY_DEFAULTS: &[&str] = &[
     names::VOLUME_RESTRICTIONS,
     names::VOLUME_ZONE,
     names::NODE_VOLUME_LIMITS,
-    names::DEFAULT_PREEMPTION,
     names::DYNAMIC_RESOURCES,
     names::NODE_DECLARED_FEATURES,
 ];

@@ -26,8 +26,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 pub use args::{
-    DEFAULT_HARD_POD_AFFINITY_WEIGHT, InterPodAffinityArgs, NodeAffinityArgs,
-    NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs, PluginArgs,
+    DEFAULT_HARD_POD_AFFINITY_WEIGHT, DefaultPreemptionArgs, InterPodAffinityArgs,
+    NodeAffinityArgs, NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs, PluginArgs,
     RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy, ScoringStrategyType,
     UtilizationShapePoint,
 };

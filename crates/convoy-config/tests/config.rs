@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use convoy_config::{
-    ConfigError, DefaultingType, InterPodAffinityArgs, KnownPlugins, PluginArgs, PluginRef,
-    PodTopologySpreadArgs, ResourceSpec, SchedulerConfig, ScoringStrategyType, default_multi_point,
-    load_file, names, parse_str,
+    ConfigError, DefaultPreemptionArgs, DefaultingType, InterPodAffinityArgs, KnownPlugins,
+    PluginArgs, PluginRef, PodTopologySpreadArgs, ResourceSpec, SchedulerConfig,
+    ScoringStrategyType, default_multi_point, load_file, names, parse_str,
 };
 
 fn known() -> KnownPlugins {
@@ -42,7 +42,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 14] = [
+const DEFAULT_MULTI_POINT: [&str; 15] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -54,6 +54,7 @@ const DEFAULT_MULTI_POINT: [&str; 14] = [
     "NodeResourcesFit:1",
     "PodTopologySpread:2",
     "InterPodAffinity:2",
+    "DefaultPreemption",
     "NodeResourcesBalancedAllocation:1",
     "ImageLocality:1",
     "DefaultBinder",
@@ -138,6 +139,7 @@ fn minimal_upstream_config_gets_defaults() {
     assert_eq!(
         profile.plugin_args.keys().collect::<Vec<_>>(),
         [
+            names::DEFAULT_PREEMPTION,
             names::INTER_POD_AFFINITY,
             names::NODE_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
@@ -182,6 +184,7 @@ fn merges_plugins_with_defaults() {
                 "NodeResourcesFit:1",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
+                "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
                 "ImageLocality:1",
                 "DefaultBinder",
@@ -189,7 +192,7 @@ fn merges_plugins_with_defaults() {
         ),
         (
             "disable upstream plugins Convoy lacks",
-            "multiPoint: {disabled: [{name: VolumeBinding}, {name: DefaultPreemption}]}",
+            "multiPoint: {disabled: [{name: VolumeBinding}, {name: DynamicResources}]}",
             "multiPoint",
             &DEFAULT_MULTI_POINT,
         ),
@@ -208,6 +211,7 @@ fn merges_plugins_with_defaults() {
                 "NodePorts",
                 "NodeResourcesFit:1",
                 "InterPodAffinity:2",
+                "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
                 "ImageLocality:1",
                 "DefaultBinder",
@@ -234,6 +238,7 @@ fn merges_plugins_with_defaults() {
                 "NodeResourcesFit:1",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
+                "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
                 "ImageLocality:1",
                 "DefaultBinder",
@@ -276,6 +281,65 @@ fn args_default_and_decode() {
     assert_eq!(*ipa, InterPodAffinityArgs::default());
     assert_eq!(ipa.hard_pod_affinity_weight, 1);
     assert!(!ipa.ignore_preferred_terms_of_existing_pods);
+}
+
+/// Upstream's `DefaultPreemptionArgs`: defaults 10 % / 100, and
+/// `ValidateDefaultPreemptionArgs` with the field named.
+#[test]
+fn default_preemption_args() {
+    let args = |yaml: &str| {
+        format!("profiles:\n- pluginConfig:\n  - name: DefaultPreemption\n    args: {yaml}\n")
+    };
+    let decode = |yaml: &str| match &ok(&args(yaml)).profiles[0].plugin_args["DefaultPreemption"] {
+        PluginArgs::DefaultPreemption(a) => a.clone(),
+        other => panic!("{other:?}"),
+    };
+    let want = |pct, abs| DefaultPreemptionArgs {
+        min_candidate_nodes_percentage: pct,
+        min_candidate_nodes_absolute: abs,
+    };
+    assert_eq!(decode("{}"), want(10, 100));
+    assert_eq!(
+        decode("{minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 5}"),
+        want(0, 5)
+    );
+    assert_eq!(
+        decode("{kind: DefaultPreemptionArgs, apiVersion: kubescheduler.config.k8s.io/v1}"),
+        want(10, 100)
+    );
+    let cases = [
+        (
+            "{minCandidateNodesPercentage: 120}",
+            vec![
+                "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: 120 not in valid range [0, 100]",
+            ],
+        ),
+        (
+            "{minCandidateNodesAbsolute: -1}",
+            vec![
+                "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute: -1 not in valid range [0, inf)",
+            ],
+        ),
+        (
+            "{minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0}",
+            vec![
+                "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage: cannot be zero at the same time as minCandidateNodesAbsolute",
+                "profiles[0].pluginConfig[0].args.minCandidateNodesAbsolute: cannot be zero at the same time as minCandidateNodesPercentage",
+            ],
+        ),
+        (
+            "{minCandidateNodes: 3}",
+            vec![
+                "profiles[0].pluginConfig[0].args.minCandidateNodes: unknown field `minCandidateNodes`",
+            ],
+        ),
+    ];
+    for (yaml, wants) in cases {
+        let e = err(&args(yaml));
+        for w in wants {
+            assert!(e.contains(w), "{yaml}: {e}");
+        }
+    }
 }
 
 #[test]
@@ -424,15 +488,15 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
         (
             "upstream plugin Convoy lacks enabled",
-            "profiles:\n- plugins: {postFilter: {enabled: [{name: DefaultPreemption}]}}\n",
+            "profiles:\n- plugins: {preFilter: {enabled: [{name: VolumeBinding}]}}\n",
             &[
-                r#"profiles[0].plugins.postFilter.enabled[0]: unknown plugin "DefaultPreemption"; known plugins: Coscheduling"#,
+                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "VolumeBinding"; known plugins: Coscheduling"#,
             ],
         ),
         (

@@ -6,8 +6,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use convoy_api::objects::{PriorityClassInfo, admit_priority};
 use convoy_api::{
     BindError, Binder, ClusterObject, ClusterUpdate, GroupKey, PodGroup, PodInfo, PodKey,
+    PreemptionActuator, PreemptionError,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
@@ -46,12 +48,37 @@ struct State {
     bound: usize,
     /// Last `metadata.resourceVersion` given out.
     resource_version: u64,
+    /// Pods deleted by preemption, in order.
+    evictions: Vec<Eviction>,
+}
+
+/// A pod the scheduler preempted (deleted through
+/// [`PreemptionActuator::preempt`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Eviction {
+    /// The victim.
+    pub victim: PodKey,
+    /// The node it ran on.
+    pub node: String,
+    /// The pod it made room for.
+    pub preemptor: PodKey,
 }
 
 impl State {
     fn next_version(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()
+    }
+
+    /// The PriorityClasses held.
+    fn priority_classes(&self) -> Vec<PriorityClassInfo> {
+        self.objects
+            .values()
+            .filter_map(|o| match o {
+                ClusterObject::PriorityClass(pc) => Some(PriorityClassInfo::of(pc)),
+                _ => None,
+            })
+            .collect()
     }
 }
 
@@ -135,8 +162,13 @@ impl EmbeddedCluster {
                 s.nodes.insert(name, Arc::clone(&node));
                 cluster.send(ClusterUpdate::NodeAdded(node));
             }
+            let classes = s.priority_classes();
             for mut pod in objects.pods {
                 prepare_pod_for_create(&mut pod);
+                // `parse_objects` has already refused unknown classes.
+                if let Some(spec) = pod.spec.as_mut() {
+                    let _ = admit_priority(spec, &classes);
+                }
                 pod.metadata.resource_version = Some(s.next_version());
                 let pod = Arc::new(pod);
                 if let Some(old) = s.pods.insert(PodKey::of(&pod), Arc::clone(&pod)) {
@@ -269,13 +301,18 @@ impl EmbeddedCluster {
     /// namespace `default` and a UID when absent, `matchLabelKeys` and
     /// `mismatchLabelKeys` merged into its pod affinity selectors and
     /// `matchLabelKeys` into its spread constraints' selectors; with
-    /// scheduling gates, `PodScheduled=False`, reason `SchedulingGated`);
-    /// emits `PodAdded`.
+    /// scheduling gates, `PodScheduled=False`, reason `SchedulingGated`;
+    /// its priority resolved from its PriorityClass as the Priority
+    /// admission plugin does, an unknown class refused); emits `PodAdded`.
     pub fn add_pod(&self, mut pod: Pod) -> Result<Arc<Pod>, ClusterError> {
         let key = pod_key(&pod)?;
         let mut s = self.state.lock();
         if s.pods.contains_key(&key) {
             return Err(ClusterError::AlreadyExists(format!("pod {key}")));
+        }
+        if let Some(spec) = pod.spec.as_mut() {
+            admit_priority(spec, &s.priority_classes())
+                .map_err(|e| ClusterError::Invalid(format!("pod {key}: {e}")))?;
         }
         prepare_pod_for_create(&mut pod);
         pod.metadata.resource_version = Some(s.next_version());
@@ -354,6 +391,58 @@ impl EmbeddedCluster {
         self.binds.load(Ordering::Relaxed)
     }
 
+    /// The pods preemption deleted, in order.
+    pub fn evictions(&self) -> Vec<Eviction> {
+        self.state.lock().evictions.clone()
+    }
+
+    /// Preempts a pod as the API server sees upstream's executor do it:
+    /// the pod (with that UID) is deleted at once (no kubelet here to wait
+    /// for; its `DisruptionTarget` condition would be gone with it), and
+    /// the eviction recorded; `PodDeleted` is emitted. A pod already gone
+    /// or recreated under another UID is left alone.
+    pub fn preempt_now(&self, victim: &PodInfo, preemptor: &PodInfo, node: &str) {
+        let mut s = self.state.lock();
+        let same = s.pods.get(&victim.key).is_some_and(|p| {
+            victim.uid.is_empty() || p.metadata.uid.as_deref() == Some(&*victim.uid)
+        });
+        if !same {
+            return;
+        }
+        let pod = s.pods.remove(&victim.key).expect("checked above");
+        s.bound -= usize::from(is_bound(&pod));
+        // The node it left (a gang's members run on other nodes than the
+        // preemptor's).
+        let left = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).unwrap_or(node);
+        s.evictions.push(Eviction {
+            victim: victim.key.clone(),
+            node: left.to_string(),
+            preemptor: preemptor.key.clone(),
+        });
+        self.send(ClusterUpdate::PodDeleted(pod));
+    }
+
+    /// Writes a pod's `status.nominatedNodeName` (`None` clears it) as a
+    /// status patch would; emits `PodUpdated`. A pod gone or recreated is
+    /// left alone.
+    pub fn set_nominated_node_name(&self, pod: &PodInfo, node: Option<&str>) {
+        let mut s = self.state.lock();
+        let Some(old) = s.pods.get(&pod.key).cloned() else { return };
+        if !pod.uid.is_empty() && old.metadata.uid.as_deref() != Some(&*pod.uid) {
+            return;
+        }
+        let mut new = Pod::clone(&old);
+        let status = new.status.get_or_insert_with(PodStatus::default);
+        if status.nominated_node_name.as_deref() == node {
+            return;
+        }
+        status.nominated_node_name = node.map(str::to_string);
+        new.metadata.resource_version = Some(s.next_version());
+        let new = Arc::new(new);
+        s.pods.insert(pod.key.clone(), Arc::clone(&new));
+        self.send(ClusterUpdate::PodUpdated { old, new });
+    }
+
     /// Binds a pod as the API server's `pods/binding` does; see
     /// [`Binder::bind`] (which returns this, already resolved).
     pub fn bind_now(&self, pod: &PodInfo, node: &str) -> Result<(), BindError> {
@@ -386,7 +475,11 @@ impl EmbeddedCluster {
         let old = Arc::clone(old);
         let mut new = Pod::clone(&old);
         new.spec.get_or_insert_with(Default::default).node_name = Some(node.to_string());
-        set_scheduled(new.status.get_or_insert_with(PodStatus::default));
+        let status = new.status.get_or_insert_with(PodStatus::default);
+        set_scheduled(status);
+        // As kube-apiserver v1.37 on a binding
+        // (`ClearingNominatedNodeNameAfterBinding`).
+        status.nominated_node_name = None;
         new.metadata.resource_version = Some(s.next_version());
         let new = Arc::new(new);
         s.pods.insert(pod.key.clone(), Arc::clone(&new));
@@ -419,6 +512,54 @@ impl Binder for EmbeddedCluster {
     /// bound elsewhere (409 Conflict) or the node does not exist.
     fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>> {
         Box::pin(std::future::ready(self.bind_now(&pod, &node)))
+    }
+}
+
+impl PreemptionActuator for EmbeddedCluster {
+    /// [`EmbeddedCluster::preempt_now`]; ready at once.
+    fn preempt(
+        &self,
+        victim: Arc<PodInfo>,
+        preemptor: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        self.preempt_now(&victim, &preemptor, &node);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// [`EmbeddedCluster::set_nominated_node_name`]; ready at once.
+    fn set_nominated_node_name(
+        &self,
+        pod: Arc<PodInfo>,
+        node: Option<Arc<str>>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        EmbeddedCluster::set_nominated_node_name(self, &pod, node.as_deref());
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+/// The embedded cluster as a [`PreemptionActuator`] of its own type.
+#[derive(Debug, Clone)]
+pub struct EmbeddedActuator(pub Arc<EmbeddedCluster>);
+
+impl PreemptionActuator for EmbeddedActuator {
+    /// As [`EmbeddedCluster`]'s.
+    fn preempt(
+        &self,
+        victim: Arc<PodInfo>,
+        preemptor: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        self.0.preempt(victim, preemptor, node)
+    }
+
+    /// As [`EmbeddedCluster`]'s.
+    fn set_nominated_node_name(
+        &self,
+        pod: Arc<PodInfo>,
+        node: Option<Arc<str>>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        PreemptionActuator::set_nominated_node_name(&*self.0, pod, node)
     }
 }
 

@@ -10,9 +10,12 @@
 //! produces the same [`ClusterUpdate`](convoy_api::ClusterUpdate) stream as
 //! the API-server adapter (every node, every pod, then `Synced`), and
 //! implements [`Binder`](convoy_api::Binder) as the API server's
-//! `pods/binding` does, in O(1) and without waiting. Pods are created as
+//! `pods/binding` does, in O(1) and without waiting, and
+//! [`PreemptionActuator`](convoy_api::PreemptionActuator) (victims deleted
+//! at once, as with a zero grace period). Pods are created as
 //! the API server creates them ([`prepare_pod_for_create`]: defaults, and
-//! `matchLabelKeys` merged into pod affinity selectors).
+//! `matchLabelKeys` merged into pod affinity selectors, priority resolved
+//! from the PriorityClasses as the Priority admission plugin does).
 //!
 //! May depend on: `convoy-api`, `k8s-openapi`, `tokio`'s sync channels, and
 //! the YAML/JSON crates (`serde-saphyr`, `serde_json`,
@@ -22,6 +25,6 @@ pub mod cluster;
 pub mod create;
 pub mod load;
 
-pub use cluster::{ClusterError, EmbeddedBinder, EmbeddedCluster};
+pub use cluster::{ClusterError, EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Eviction};
 pub use create::prepare_pod_for_create;
 pub use load::{InvalidObject, LoadError, Objects, PodGroupObject, load_file, parse_objects};

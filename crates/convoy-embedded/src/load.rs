@@ -1,6 +1,8 @@
 //! Loading a cluster from YAML or JSON text: nodes, pods, PodGroups, and
-//! the Namespaces, Services, ReplicationControllers, ReplicaSets and
-//! StatefulSets plugins read.
+//! the Namespaces, Services, ReplicationControllers, ReplicaSets,
+//! StatefulSets, PodDisruptionBudgets and PriorityClasses plugins read.
+//! Pods without `spec.priority` get it from their PriorityClass, as the
+//! Priority admission plugin gives it (an unknown class is an error).
 //!
 //! Accepts what people have at hand: a single object, a multi-document YAML
 //! stream (`---`), a `kind: List` as `kubectl get
@@ -28,9 +30,11 @@ use std::sync::Arc;
 
 use convoy_api::objects::ObjectKind;
 use convoy_api::resource::Resource;
-use convoy_api::{ClusterObject, PodInfo};
+use convoy_api::{ClusterObject, PodInfo, PodKey};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use serde_json::Value;
 
@@ -153,8 +157,9 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
     parse_objects(&text, &path.display().to_string())
 }
 
-/// Parses nodes, pods, PodGroups, Namespaces, Services and workload
-/// controllers from YAML or JSON text. `source` names the text in error
+/// Parses nodes, pods, PodGroups, Namespaces, Services, workload
+/// controllers, PodDisruptionBudgets and PriorityClasses from YAML or JSON
+/// text. `source` names the text in error
 /// messages (usually the file name).
 ///
 /// Empty documents are skipped, and so are objects of other kinds (counted
@@ -169,15 +174,17 @@ pub fn parse_objects(text: &str, source: &str) -> Result<Objects, LoadError> {
         for (i, value) in values.into_iter().enumerate() {
             loader.document(value, i + 1)?;
         }
-        return Ok(loader.objects);
-    }
-    for doc in split_documents(text) {
-        if !doc.has_content {
-            continue;
+    } else {
+        for doc in split_documents(text) {
+            if !doc.has_content {
+                continue;
+            }
+            let value =
+                doc.parse().map_err(|message| loader.err(doc.number, None, None, message))?;
+            loader.document(value, doc.number)?;
         }
-        let value = doc.parse().map_err(|message| loader.err(doc.number, None, None, message))?;
-        loader.document(value, doc.number)?;
     }
+    loader.admit_priorities()?;
     Ok(loader.objects)
 }
 
@@ -298,6 +305,8 @@ fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
         "Namespace" => ("v1", false),
         "Pod" | "Service" | "ReplicationController" => ("v1", true),
         "ReplicaSet" | "StatefulSet" => ("apps/v1", true),
+        "PodDisruptionBudget" => ("policy/v1", true),
+        "PriorityClass" => ("scheduling.k8s.io/v1", false),
         _ => return None,
     })
 }
@@ -420,6 +429,12 @@ impl Loader<'_> {
             "StatefulSet" => {
                 self.add_object::<StatefulSet>(value, doc, item).map_err(|m| fail(self, m))
             }
+            "PodDisruptionBudget" => {
+                self.add_object::<PodDisruptionBudget>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "PriorityClass" => {
+                self.add_object::<PriorityClass>(value, doc, item).map_err(|m| fail(self, m))
+            }
             "PodGroup" => {
                 let api_version = api_version.unwrap_or_default();
                 if !POD_GROUP_API_VERSIONS.contains(&api_version.as_str()) {
@@ -534,6 +549,36 @@ impl Loader<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// Resolves the priority of every pod that has none from its
+    /// PriorityClass (once all the file's classes are known), as the
+    /// Priority admission plugin does; an unknown class is an error naming
+    /// the pod and the field. Pods that set `spec.priority` (a dump of a
+    /// real cluster) keep it.
+    fn admit_priorities(&mut self) -> Result<(), LoadError> {
+        let classes: Vec<convoy_api::objects::PriorityClassInfo> = self
+            .objects
+            .others
+            .iter()
+            .filter_map(|o| match o {
+                ClusterObject::PriorityClass(pc) => {
+                    Some(convoy_api::objects::PriorityClassInfo::of(pc))
+                }
+                _ => None,
+            })
+            .collect();
+        for i in 0..self.objects.pods.len() {
+            let pod = &mut self.objects.pods[i];
+            let Some(spec) = pod.spec.as_mut() else { continue };
+            if let Err(message) = convoy_api::objects::admit_priority(spec, &classes) {
+                let key = PodKey::of(pod).to_string();
+                let (doc, item) =
+                    self.seen.get(&(Kind::Pod, key.clone())).copied().unwrap_or((0, None));
+                return Err(self.err(doc, item, Some(format!("Pod {key}")), message));
+            }
+        }
+        Ok(())
     }
 
     fn add_node(&mut self, mut node: Node, doc: usize, item: Option<usize>) -> Result<(), String> {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use convoy_api::{
     Code, CycleState, FilterPlugin, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, NodeToStatus,
-    PodInfo, Status,
+    NominatedPods, PodInfo, PostFilterResult, Status,
 };
 use rand::Rng;
 use rayon::prelude::*;
@@ -71,9 +71,22 @@ pub struct Diagnosis {
     pub pre_filter_msg: String,
     /// The PostFilter message (preemption), if any.
     pub post_filter_msg: String,
+    /// What PostFilter decided, when it ran (the profile has PostFilter
+    /// plugins and the cycle did not skip them).
+    pub post_filter: Option<PostFilterOutcome>,
     /// Nodes not in `node_to_status.map` that `node_to_status.absent`
     /// stands for (nodes a PreFilter result excluded).
     pub absent_nodes: usize,
+}
+
+/// The result of the PostFilter phase (preemption).
+#[derive(Debug, Clone)]
+pub struct PostFilterOutcome {
+    /// `None` keeps the pod's nomination as it is; otherwise the nominated
+    /// node (or none: clear it) and the victims to preempt.
+    pub result: Option<PostFilterResult>,
+    /// The phase's status (Success when a plugin found a placement).
+    pub status: Status,
 }
 
 /// Count of rejected nodes per reason: each status's reasons once per node,
@@ -173,7 +186,7 @@ impl fmt::Display for FitError {
             }
         }
         if !d.post_filter_msg.is_empty() {
-            write!(f, " {}.", d.post_filter_msg)?;
+            write!(f, " {}", d.post_filter_msg)?;
         }
         Ok(())
     }
@@ -215,10 +228,12 @@ impl fmt::Display for ScheduleError {
     }
 }
 
-/// One Filter pass: the plugins that run this cycle, and the shared
-/// progress of a parallel pass (stop once enough nodes fit).
+/// One Filter pass: the plugins that run this cycle, the pods nominated to
+/// nodes that the pod must leave room for, and the shared progress of a
+/// parallel pass (stop once enough nodes fit).
 struct Pass<'a> {
     filters: Vec<&'a Arc<dyn FilterPlugin>>,
+    nominated: Option<&'a NominatedPods>,
     found: AtomicUsize,
     to_find: usize,
     stop: AtomicBool,
@@ -261,6 +276,9 @@ impl Framework {
         if let Some(status) = self.refusal(pod) {
             return Err(fit_error(Diagnosis::rejected_by_all(status, nodes.len())));
         }
+        // The pods nominated to nodes that this pod must leave room for;
+        // `None` (no cost) when nothing is nominated.
+        let nominated = self.nominated_for(pod);
 
         // PreFilter.
         self.begin_cycle(state);
@@ -276,7 +294,32 @@ impl Framework {
             if !status.is_rejected() {
                 return Err(ScheduleError::Internal(status));
             }
+            // No PostFilter here, unlike upstream: the default plugins'
+            // PreFilter rejections are unresolvable (preemption cannot
+            // help), and a pod GangScheduling's starvation guard holds back
+            // (Unschedulable) must not preempt others.
             return Err(fit_error(Diagnosis::rejected_by_all(status, nodes.len())));
+        }
+
+        // A pod nominated to a node (it preempted there) tries that node
+        // first: if it fits, it goes there, unscored (upstream
+        // `evaluateNominatedNode`).
+        if let Some(node) = self.nominated_node(pod, snapshot, nodes) {
+            let filters = self.active_filters(state);
+            let on_node = nominated.as_ref().and_then(|n| n.get(node.name())).unwrap_or(&[]);
+            let s = self.run_filters_with_nominated(&filters, state, pod, &node, on_node);
+            if s.is_success() {
+                return Ok(ScheduleResult {
+                    node: node.name_arc().clone(),
+                    score: 0,
+                    evaluated: 1,
+                    feasible: 1,
+                    rejected: BTreeMap::new(),
+                });
+            }
+            if !s.is_rejected() {
+                return Err(ScheduleError::Internal(s));
+            }
         }
         let subset: Vec<Arc<NodeInfo>>;
         let candidates: &[Arc<NodeInfo>] = match pre.and_then(|r| r.node_names) {
@@ -295,7 +338,7 @@ impl Framework {
             metrics.as_ref(),
             "Filter",
             &self.name,
-            || self.find_feasible(state, pod, candidates, to_find, start),
+            || self.find_feasible(state, pod, candidates, to_find, start, nominated.as_ref()),
             |c| match (&c.error, c.feasible.is_empty()) {
                 (Some(_), _) => "Error",
                 (None, true) => "Unschedulable",
@@ -327,16 +370,7 @@ impl Framework {
                 diagnosis.node_to_status.absent = Some(status);
                 diagnosis.absent_nodes = n;
             }
-            let (_, post) = timed(
-                metrics.as_ref(),
-                "PostFilter",
-                &self.name,
-                || self.run_post_filter(state, pod, &diagnosis.node_to_status),
-                |(_, s)| label(s),
-            );
-            if !self.post_filter.is_empty() && !post.reasons().is_empty() {
-                diagnosis.post_filter_msg = post.message();
-            }
+            self.post_filter_phase(state, pod, snapshot, nominated.as_ref(), &mut diagnosis, rng);
             return Err(fit_error(diagnosis));
         }
         let rejected = reasons_histogram(
@@ -376,12 +410,21 @@ impl Framework {
         parallel: bool,
     ) -> Chunk {
         let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
+        let metrics = self.plugin_metrics(state);
         for i in order {
             if parallel && pass.stop.load(Ordering::Relaxed) {
                 break;
             }
             let node = &nodes[i];
-            let s = run_filters(&pass.filters, state, pod, node, self.plugin_metrics(state));
+            // Nominated pods cost one lookup per node, and only in cycles
+            // where some pod is nominated; the other cycles run the plain
+            // filters directly.
+            let s = match pass.nominated.and_then(|n| n.get(node.name())) {
+                None => run_filters(&pass.filters, state, pod, node, metrics),
+                Some(on_node) => {
+                    self.run_filters_with_nominated(&pass.filters, state, pod, node, on_node)
+                }
+            };
             c.processed += 1;
             if s.is_success() {
                 c.feasible.push(node.clone());
@@ -414,10 +457,12 @@ impl Framework {
         nodes: &[Arc<NodeInfo>],
         to_find: usize,
         start: usize,
+        nominated: Option<&NominatedPods>,
     ) -> Chunk {
         let n = nodes.len();
         let pass = Pass {
             filters: self.active_filters(state),
+            nominated,
             found: AtomicUsize::new(0),
             to_find,
             stop: AtomicBool::new(false),
@@ -691,10 +736,19 @@ mod tests {
             Arc::from("b"),
             Status::unresolvable("node(s) had untolerated taint(s)").with_plugin("TaintToleration"),
         );
-        let e = FitError { num_all_nodes: 4, diagnosis: d };
+        let mut e = FitError { num_all_nodes: 4, diagnosis: d };
         assert_eq!(
             e.to_string(),
             "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu."
+        );
+        // The PostFilter message follows verbatim (upstream adds no period).
+        e.diagnosis.post_filter_msg = "preemption: 0/4 nodes are available: 4 Preemption is \
+            not helpful for scheduling."
+            .to_string();
+        assert_eq!(
+            e.to_string(),
+            "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. \
+             preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
         );
         assert_eq!(
             e.diagnosis.unschedulable_plugins.iter().copied().collect::<Vec<_>>(),

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_api::{
-    ActionType, BindPlugin, ClusterEventWithHint, CycleState, EventResource, FilterPlugin, Handle,
-    NodeInfo, NodeInfoLister, NodeToStatus, PermitPlugin, Plugin, PodInfo, PostBindPlugin,
-    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, PreScorePlugin, QueueSortPlugin, Registry, ReservePlugin, ScorePlugin, Status,
-    pod_fields,
+    ActionType, BindPlugin, ClusterEventWithHint, Code, CycleState, EventResource, FilterPlugin,
+    Handle, NodeInfo, NodeInfoLister, NodeToStatus, PermitPlugin, Plugin, PodInfo, PodNominator,
+    PostBindPlugin, PostFilterContext, PostFilterPlugin, PostFilterResult, PreBindPlugin,
+    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueSortPlugin, Registry,
+    ReservePlugin, ScorePlugin, Status, pod_fields,
 };
 use convoy_config::{PluginSet, Profile};
 
@@ -59,6 +59,8 @@ pub struct Framework {
     /// Upstream default plugins Convoy lacks that the profile disables: the
     /// pod fields only they read are ignored, as upstream would.
     pub(crate) disabled_upstream: Vec<&'static str>,
+    /// The pods nominated to nodes (counted in Filter); `None`: none ever.
+    pub(crate) nominator: Option<Arc<dyn PodNominator>>,
 }
 
 impl std::fmt::Debug for Framework {
@@ -83,6 +85,9 @@ pub struct FrameworkOptions {
     pub pool: Option<Arc<rayon::ThreadPool>>,
     /// Where extension-point and (sampled) plugin timings go.
     pub metrics: Option<Arc<dyn FrameworkMetrics>>,
+    /// The pods nominated to nodes by preemption, which Filter counts
+    /// (the scheduling queue's); `None` when nothing nominates pods.
+    pub nominator: Option<Arc<dyn PodNominator>>,
 }
 
 fn strip<T: ?Sized>(v: Vec<(Arc<T>, &convoy_config::PluginRef)>) -> Vec<Arc<T>> {
@@ -234,6 +239,7 @@ impl Framework {
                 .copied()
                 .filter(|name| p.disables_upstream(name))
                 .collect(),
+            nominator: opts.nominator.clone(),
         })
     }
 
@@ -374,6 +380,104 @@ impl Framework {
     pub fn run_filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         run_filters(&self.active_filters(state), state, pod, node, self.plugin_metrics(state))
     }
+
+    /// Whether the profile has PostFilter plugins.
+    pub fn has_post_filter_plugins(&self) -> bool {
+        !self.post_filter.is_empty()
+    }
+
+    /// The pods nominated to nodes, as this profile sees them.
+    pub fn nominator(&self) -> Option<&Arc<dyn PodNominator>> {
+        self.nominator.as_ref()
+    }
+
+    /// Upstream `RunPreFilterExtensionAddPod`: every PreFilter plugin's
+    /// `add_pod` (plugins whose PreFilter returned Skip excepted); the
+    /// first failure becomes an Error naming the plugin.
+    pub fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        self.run_extensions(state, |ext, state| ext.add_pod(state, pod, to_add, node), "AddPod")
+    }
+
+    /// Upstream `RunPreFilterExtensionRemovePod`: every PreFilter plugin's
+    /// `remove_pod`, as [`run_pre_filter_extension_add_pod`](Self::run_pre_filter_extension_add_pod).
+    pub fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status {
+        self.run_extensions(
+            state,
+            |ext, state| ext.remove_pod(state, pod, to_remove, node),
+            "RemovePod",
+        )
+    }
+
+    fn run_extensions(
+        &self,
+        state: &mut CycleState,
+        run: impl Fn(&dyn convoy_api::PreFilterExtensions, &mut CycleState) -> Status,
+        what: &str,
+    ) -> Status {
+        for p in &self.pre_filter {
+            let Some(ext) = p.pre_filter_extensions() else { continue };
+            if state.skip_filter_plugins.contains(&p.name()) {
+                continue;
+            }
+            let s = run(ext, state);
+            if !s.is_success() {
+                return Status::error(format!(
+                    "running {what} on PreFilter plugin {:?}: {}",
+                    p.name(),
+                    s.message()
+                ))
+                .with_plugin(p.name());
+            }
+        }
+        Status::success()
+    }
+
+    /// Upstream `RunFilterPluginsWithNominatedPods`, with the pods
+    /// nominated to this node that the pod must leave room for (equal or
+    /// higher priority, not itself) given: the filters run on a copy of the
+    /// node and the state with them added; if the pod fits, once more on
+    /// the node as it is (a filter such as pod affinity must not pass only
+    /// thanks to pods that are not there yet). With no such pods, one plain
+    /// pass.
+    pub(crate) fn run_filters_with_nominated(
+        &self,
+        filters: &[&Arc<dyn FilterPlugin>],
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        nominated: &[Arc<PodInfo>],
+    ) -> Status {
+        let metrics = self.plugin_metrics(state);
+        if nominated.is_empty() {
+            return run_filters(filters, state, pod, node, metrics);
+        }
+        let mut node_with = node.clone();
+        let mut state_with = state.clone();
+        for p in nominated {
+            node_with.add_pod(p.clone());
+            let s = self.run_pre_filter_extension_add_pod(&mut state_with, pod, p, &node_with);
+            if !s.is_success() {
+                return s;
+            }
+        }
+        let s = run_filters(filters, &state_with, pod, &node_with, metrics);
+        if !s.is_success() {
+            return s;
+        }
+        run_filters(filters, state, pod, node, metrics)
+    }
 }
 
 /// Runs the given Filter plugins on one node, stopping at the first rejection.
@@ -405,25 +509,43 @@ pub(crate) fn run_filters(
 }
 
 impl Framework {
-    /// Runs PostFilter plugins until one succeeds.
+    /// Runs PostFilter plugins as upstream's `RunPostFilterPlugins`: the
+    /// first Success or UnschedulableAndUnresolvable ends the phase (with
+    /// that plugin's result); an Error aborts it; otherwise the reasons of
+    /// every plugin are joined, with the last result that said something
+    /// about the nomination.
     pub fn run_post_filter(
         &self,
         state: &CycleState,
         pod: &PodInfo,
         statuses: &NodeToStatus,
+        ctx: &PostFilterContext<'_>,
     ) -> (Option<PostFilterResult>, Status) {
-        let mut last = Status::unschedulable("no PostFilter plugin");
+        let mut result = None;
+        let mut reasons = Vec::new();
+        let mut rejector = "";
         for p in &self.post_filter {
-            let (r, s) = p.post_filter(state, pod, statuses);
-            if s.is_success() {
-                return (r, s.with_plugin(p.name()));
+            let (r, s) = p.post_filter(state, pod, statuses, ctx);
+            match s.code() {
+                Code::Success | Code::UnschedulableAndUnresolvable => {
+                    return (r, s.with_plugin(p.name()));
+                }
+                Code::Unschedulable => {}
+                _ => return (None, s.with_plugin(p.name())),
             }
-            last = s.with_plugin(p.name());
-            if !last.is_rejected() {
-                return (None, last);
+            if r.is_some() {
+                result = r;
+            }
+            reasons.extend(s.reasons().iter().cloned());
+            if rejector.is_empty() {
+                rejector = p.name();
             }
         }
-        (None, last)
+        let mut status = Status::new(Code::Unschedulable);
+        for r in reasons {
+            status.push_reason(r);
+        }
+        (result, status.with_plugin(rejector))
     }
 
     /// Runs PreScore, recording Skip.

@@ -9,11 +9,12 @@
 pub mod algorithm;
 pub mod framework;
 pub mod metrics;
+mod runner;
 pub mod waiting_pods;
 
 pub use algorithm::{
-    Diagnosis, FitError, SCORES_TARGET, ScheduleError, ScheduleResult, num_feasible_nodes_to_find,
-    select_host,
+    Diagnosis, FitError, PostFilterOutcome, SCORES_TARGET, ScheduleError, ScheduleResult,
+    num_feasible_nodes_to_find, select_host,
 };
 pub use framework::{Framework, FrameworkError, FrameworkOptions, MAX_PERMIT_TIMEOUT};
 pub use metrics::FrameworkMetrics;

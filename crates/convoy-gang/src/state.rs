@@ -324,6 +324,14 @@ impl GangState {
         })
     }
 
+    /// The gang group's priority (the highest among its members), if `key`
+    /// names a gang group; see [`convoy_api::PreemptionGroups`].
+    pub fn gang_priority(&self, key: &GroupKey) -> Option<i32> {
+        let groups = self.groups.lock();
+        let g = groups.get(key)?;
+        g.spec.as_ref().is_some_and(|s| s.gang).then(|| g.priority())
+    }
+
     /// The distinct `schedulerName`s of the group's pods, once, the first
     /// time there is more than one (the group is then rejected and this
     /// is reported); `None` otherwise.
@@ -446,4 +454,10 @@ fn pending_keys(g: &Group) -> Vec<PodKey> {
         .collect();
     keys.sort();
     keys
+}
+
+impl convoy_api::PreemptionGroups for GangState {
+    fn gang_priority(&self, key: &GroupKey) -> Option<i32> {
+        GangState::gang_priority(self, key)
+    }
 }

@@ -147,6 +147,7 @@ fn pod_topology_spread(c: &mut Criterion) {
                 waiting_pods: Arc::new(NoWaiting),
                 profile: Arc::from("convoy-scheduler"),
                 objects: Arc::new(convoy_api::ClusterObjects::new()),
+                groups: None,
             };
             handle.objects.apply(&rs);
             let mut c = cluster();

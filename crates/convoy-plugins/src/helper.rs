@@ -103,6 +103,7 @@ pub(crate) mod testing {
             waiting_pods: Arc::new(NoWaiting),
             profile: Arc::from("convoy-scheduler"),
             objects: Arc::new(convoy_api::ClusterObjects::new()),
+            groups: None,
         }
     }
 

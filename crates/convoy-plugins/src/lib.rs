@@ -13,13 +13,15 @@
 //! May depend on: `convoy-api` (the plugin API), `convoy-config` (plugin
 //! args), `k8s-openapi` (object types) and small pure crates. Does no IO
 //! besides calling the [`Binder`](convoy_api::Binder) handed to
-//! `DefaultBinder`.
+//! `DefaultBinder` (DefaultPreemption only chooses victims; the scheduler
+//! deletes them).
 
 use std::sync::Arc;
 
 use convoy_api::{Plugin, Registry, names};
 
 pub mod default_binder;
+pub mod default_preemption;
 pub mod gpu_placement;
 pub mod helper;
 pub mod image_locality;
@@ -35,6 +37,7 @@ pub mod scheduling_gates;
 pub mod taint_toleration;
 
 pub use default_binder::DefaultBinder;
+pub use default_preemption::DefaultPreemption;
 pub use gpu_placement::GpuPlacement;
 pub use image_locality::ImageLocality;
 pub use inter_pod_affinity::InterPodAffinity;
@@ -80,6 +83,9 @@ pub fn registry() -> Registry {
     r.register(names::DEFAULT_BINDER, |_, handle| {
         Ok(Arc::new(DefaultBinder::new(handle.binder.clone())) as Arc<dyn Plugin>)
     });
+    r.register(names::DEFAULT_PREEMPTION, |args, handle| {
+        Ok(Arc::new(DefaultPreemption::new(args, handle)?) as Arc<dyn Plugin>)
+    });
     r.register(names::GPU_PLACEMENT, |args, _| {
         Ok(Arc::new(GpuPlacement::new(args)?) as Arc<dyn Plugin>)
     });
@@ -108,6 +114,7 @@ mod tests {
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::IMAGE_LOCALITY,
             names::DEFAULT_BINDER,
+            names::DEFAULT_PREEMPTION,
             names::GPU_PLACEMENT,
         ];
         want.sort();

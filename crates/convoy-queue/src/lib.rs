@@ -25,6 +25,10 @@
 //! the pool when no pooled pod was rejected by one of them, so events nobody
 //! waits for cost no per-pod work.
 //!
+//! The queue also keeps the [`Nominator`]: the pods nominated to nodes by
+//! preemption, which Filter counts so that the room freed for a preemptor
+//! is not taken by pods of lower priority.
+//!
 //! May depend on: `convoy-api`, `tokio` (sync only), `parking_lot`.
 
 mod active;
@@ -32,6 +36,7 @@ mod backoff;
 mod heap;
 mod in_flight;
 mod metrics;
+mod nominator;
 mod profiles;
 mod queue;
 mod state;
@@ -39,6 +44,7 @@ mod store;
 mod unschedulable;
 
 pub use metrics::{IncomingCount, IncomingEvent, PendingCounts, QueueKind};
+pub use nominator::Nominator;
 pub use profiles::ProfileQueueing;
 pub use queue::{
     DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_IN_UNSCHEDULABLE, Failure,

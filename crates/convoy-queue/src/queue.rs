@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use crate::metrics::{IncomingCount, IncomingEvent, PendingCounts, QueueKind};
+use crate::nominator::Nominator;
 use crate::profiles::ProfileQueueing;
 use crate::state::State;
 
@@ -41,6 +42,9 @@ pub struct QueueConfig {
     /// How long a pod may stay in the unschedulable pool before the
     /// periodic flush retries it (`podMaxInUnschedulablePodsDuration`).
     pub max_in_unschedulable: Duration,
+    /// The pods nominated to nodes (shared with the frameworks, which
+    /// count them in Filter).
+    pub nominator: Arc<Nominator>,
 }
 
 impl QueueConfig {
@@ -53,6 +57,7 @@ impl QueueConfig {
             initial_backoff: DEFAULT_INITIAL_BACKOFF,
             max_backoff: DEFAULT_MAX_BACKOFF,
             max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
+            nominator: Arc::new(Nominator::new()),
         }
     }
 }
@@ -86,6 +91,7 @@ pub enum Failure {
 pub struct SchedulingQueue {
     state: Mutex<State>,
     notify: Notify,
+    nominator: Arc<Nominator>,
 }
 
 impl std::fmt::Debug for SchedulingQueue {
@@ -97,7 +103,16 @@ impl std::fmt::Debug for SchedulingQueue {
 impl SchedulingQueue {
     /// An empty queue.
     pub fn new(config: QueueConfig) -> Self {
-        Self { state: Mutex::new(State::new(config)), notify: Notify::new() }
+        let nominator = config.nominator.clone();
+        Self { state: Mutex::new(State::new(config)), notify: Notify::new(), nominator }
+    }
+
+    /// The pods nominated to nodes. The queue keeps it in step with the
+    /// pods it receives (`status.nominatedNodeName`, updates, deletions);
+    /// the scheduler nominates preemptors and ends nominations of pods it
+    /// assumes.
+    pub fn nominator(&self) -> &Arc<Nominator> {
+        &self.nominator
     }
 
     fn wake(&self, to_active: usize) {
@@ -113,7 +128,11 @@ impl SchedulingQueue {
     /// `unschedulable_plugins`, so that plugin's events can release it). A
     /// pod the queue already holds is updated instead.
     pub fn add(&self, pod: Arc<PodInfo>) {
-        let n = self.state.lock().add(pod, IncomingEvent::PodAdd);
+        let n = {
+            let mut s = self.state.lock();
+            self.nominator.pod_added(&pod);
+            s.add(pod, IncomingEvent::PodAdd)
+        };
         self.wake(n);
     }
 
@@ -128,6 +147,7 @@ impl SchedulingQueue {
     ) {
         let n = {
             let mut s = self.state.lock();
+            self.nominator.pod_added(&pod);
             s.add(pod, IncomingEvent::PodAdd) + s.activate(keys)
         };
         self.wake(n);
@@ -142,6 +162,7 @@ impl SchedulingQueue {
     ) {
         let n = {
             let mut s = self.state.lock();
+            self.nominator.pod_updated(&pod);
             s.update(pod) + s.activate(keys)
         };
         self.wake(n);
@@ -277,14 +298,20 @@ impl SchedulingQueue {
     /// Queue; in flight, the update is kept for when the attempt ends. A
     /// pod the queue does not know is added.
     pub fn update(&self, new_pod: Arc<PodInfo>) {
-        let n = self.state.lock().update(new_pod);
+        let n = {
+            let mut s = self.state.lock();
+            self.nominator.pod_updated(&new_pod);
+            s.update(new_pod)
+        };
         self.wake(n);
     }
 
-    /// A pending pod was deleted: removed from wherever it is (an in-flight
-    /// pod will not be requeued).
+    /// A pending pod was deleted (or bound): removed from wherever it is
+    /// (an in-flight pod will not be requeued), and its nomination ends.
     pub fn delete(&self, pod: &PodInfo) {
-        self.state.lock().delete(pod);
+        let mut s = self.state.lock();
+        self.nominator.delete(pod);
+        s.delete(pod);
     }
 
     /// Moves pods whose backoff is over from backoffQ to activeQ (the

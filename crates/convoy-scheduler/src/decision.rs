@@ -132,6 +132,35 @@ impl GroupDecision {
     }
 }
 
+/// One run of preemption (PostFilter) for a pod that fit nowhere,
+/// recorded before the pod's own (unschedulable) decision.
+#[derive(Debug, Clone)]
+pub struct PreemptionDecision {
+    /// The preemptor.
+    pub pod: PodKey,
+    /// The profile.
+    pub profile: Arc<str>,
+    /// The preemptor's priority.
+    pub priority: i32,
+    /// The node the preemptor is nominated to, when victims were chosen.
+    pub node: Option<Arc<str>>,
+    /// The victims on that node, most important first, with their
+    /// priorities.
+    pub victims: Vec<(PodKey, i32)>,
+    /// PostFilter's message (`preemption: ...`).
+    pub message: String,
+    /// When a whole pod group preempts: the group (`pod` is then one of its
+    /// members, and `node` is `cluster`).
+    pub group: Option<GroupKey>,
+}
+
+impl PreemptionDecision {
+    /// `ns/a, ns/b`: the victims.
+    pub fn victims_summary(&self) -> String {
+        self.victims.iter().map(|(k, _)| k.to_string()).collect::<Vec<_>>().join(", ")
+    }
+}
+
 /// Receives decisions. Called on the scheduling loop or binding tasks:
 /// implementations must be cheap and must not block.
 pub trait DecisionSink: Send + Sync {
@@ -141,6 +170,10 @@ pub trait DecisionSink: Send + Sync {
     /// Records one group attempt (before the per-pod decisions of its
     /// members). Ignored by default.
     fn record_group(&self, _decision: &GroupDecision) {}
+
+    /// Records one run of preemption (before the preemptor's decision).
+    /// Ignored by default.
+    fn record_preemption(&self, _decision: &PreemptionDecision) {}
 }
 
 /// Writes each decision as one log line at info level (`tracing`), JSON or
@@ -180,6 +213,35 @@ impl DecisionSink for LogSink {
         }
     }
 
+    fn record_preemption(&self, d: &PreemptionDecision) {
+        match (&d.node, &d.group) {
+            (Some(_), Some(group)) => tracing::info!(
+                target: "convoy::decision",
+                group = %group, profile = %d.profile, result = "preempting",
+                priority = d.priority, victims = %d.victims_summary(),
+                victim_count = d.victims.len(),
+                "pod group {} preempts {} pod(s): {}", group, d.victims.len(), d.victims_summary()
+            ),
+            (None, Some(group)) => tracing::debug!(
+                target: "convoy::decision",
+                group = %group, profile = %d.profile, result = "not preempting",
+                "pod group {}: {}", group, d.message
+            ),
+            (Some(node), None) => tracing::info!(
+                target: "convoy::decision",
+                pod = %d.pod, profile = %d.profile, result = "preempting", node = %node,
+                priority = d.priority, victims = %d.victims_summary(),
+                victim_count = d.victims.len(),
+                "{} preempts {} pod(s) on {}: {}", d.pod, d.victims.len(), node, d.victims_summary()
+            ),
+            (None, None) => tracing::debug!(
+                target: "convoy::decision",
+                pod = %d.pod, profile = %d.profile, result = "not preempting",
+                "{}: {}", d.pod, d.message
+            ),
+        }
+    }
+
     fn record_group(&self, d: &GroupDecision) {
         let latency_us = d.latency.as_micros() as u64;
         let placed = d.placed_before + d.placed;
@@ -212,6 +274,12 @@ impl DecisionSink for Fanout {
     fn record(&self, d: &Decision) {
         for s in &self.0 {
             s.record(d);
+        }
+    }
+
+    fn record_preemption(&self, d: &PreemptionDecision) {
+        for s in &self.0 {
+            s.record_preemption(d);
         }
     }
 

@@ -3,7 +3,8 @@
 //!
 //! - [`scheduler`]: one queue and one cache shared by the profiles'
 //!   frameworks, fed by a stream of cluster updates from any adapter;
-//! - [`schedule_one`]: the scheduling cycle, top to bottom;
+//! - [`schedule_one`]: the scheduling cycle, top to bottom (and
+//!   `preempt.rs`: what a preemption leads to);
 //! - [`run`]: the production loop and the simulation driver;
 //! - [`decision`]: how every decision is explained;
 //! - [`simulate`]: `convoy-scheduler simulate` on the embedded cluster.
@@ -13,6 +14,8 @@
 pub mod decision;
 pub mod http;
 pub mod metrics;
+mod preempt;
+mod preempt_group;
 pub mod run;
 pub mod schedule_group;
 pub mod schedule_one;

@@ -15,6 +15,8 @@
 //! | `scheduler_plugin_execution_duration_seconds` | `plugin`, `extension_point`, `status` | [`Metrics::observe_plugin`], sampled cycles only |
 //! | `scheduler_podgroup_schedule_attempts_total` | `result`, `profile` | [`DecisionSink::record_group`] |
 //! | `scheduler_podgroup_scheduling_attempt_duration_seconds` | `result`, `profile` | [`DecisionSink::record_group`] |
+//! | `scheduler_preemption_attempts_total` | | [`DecisionSink::record_preemption`] |
+//! | `scheduler_preemption_victims` | | [`DecisionSink::record_preemption`] |
 //! | `convoy_status_writes_dropped_total` | | [`Metrics::sync_status_writes_dropped`] or [`Metrics::status_write_dropped`] |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
@@ -39,7 +41,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::decision::{Decision, DecisionSink};
+use crate::decision::{Decision, DecisionSink, PreemptionDecision};
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -109,6 +111,8 @@ pub struct Metrics {
     extension_point_duration: HistogramFamily<ExtensionPointLabels>,
     plugin_duration: HistogramFamily<PluginLabels>,
     status_writes_dropped: Counter,
+    preemption_attempts: Counter,
+    preemption_victims: Histogram,
     cycles: AtomicU64,
 }
 
@@ -216,6 +220,19 @@ impl Metrics {
             status_writes_dropped.clone(),
         );
 
+        let preemption_attempts = Counter::default();
+        registry.register(
+            "scheduler_preemption_attempts",
+            "Total preemption attempts in the cluster till now",
+            preemption_attempts.clone(),
+        );
+        let preemption_victims = Histogram::new(buckets(1.0, 2.0, 7));
+        registry.register(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims for preemption initiated by a single pod",
+            preemption_victims.clone(),
+        );
+
         Self {
             registry,
             schedule_attempts,
@@ -229,6 +246,8 @@ impl Metrics {
             extension_point_duration,
             plugin_duration,
             status_writes_dropped,
+            preemption_attempts,
+            preemption_victims,
             cycles: AtomicU64::new(0),
         }
     }
@@ -360,6 +379,16 @@ impl DecisionSink for Metrics {
         self.attempt_duration.get_or_create(&labels).observe(d.latency.as_secs_f64());
         if let Some(sli) = d.since_first_attempt {
             self.observe_sli(d.attempt, sli);
+        }
+    }
+
+    /// `scheduler_preemption_attempts_total` (every run, as upstream's
+    /// DefaultPreemption counts every PostFilter call) and
+    /// `scheduler_preemption_victims` (when victims were chosen).
+    fn record_preemption(&self, d: &PreemptionDecision) {
+        self.preemption_attempts.inc();
+        if d.node.is_some() {
+            self.preemption_victims.observe(d.victims.len() as f64);
         }
     }
 

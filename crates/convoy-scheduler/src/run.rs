@@ -159,7 +159,7 @@ impl Scheduler {
                 tokio::task::yield_now().await;
                 continue;
             }
-            if self.binds_in_flight() > 0 {
+            if self.binds_in_flight() > 0 || self.preemptions_in_flight() > 0 {
                 if self.waiting_pods.is_empty() {
                     tokio::task::yield_now().await;
                 } else {

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use convoy_api::{CycleState, GroupKey, NodeInfo, PodInfo, QueuedPodInfo, Status};
+use convoy_api::{Code, CycleState, GroupKey, NodeInfo, PodInfo, QueuedPodInfo, Status};
 use convoy_framework::{Framework, ScheduleError, ScheduleResult};
 use convoy_gang::group::{
     can_still_succeed, could_fit_empty_cluster, domains, min_resources_available, placement_order,
@@ -48,6 +48,9 @@ struct Attempt {
     /// events may help the group.
     plugins: BTreeSet<&'static str>,
     pending: BTreeSet<&'static str>,
+    /// Whether a member was rejected by some node as Unschedulable (not
+    /// unresolvable): removing pods might help it.
+    preemptible: bool,
 }
 
 /// A member placed tentatively.
@@ -159,7 +162,7 @@ impl Scheduler {
         }
         plugins.extend(attempt.plugins.iter().copied());
         pending.extend(attempt.pending.iter().copied());
-        let Attempt { placed, failed, not_tried, first_failure, .. } = attempt;
+        let Attempt { placed, failed, not_tried, first_failure, preemptible, .. } = attempt;
 
         let success = if barrier {
             failed.is_empty() && not_tried.is_empty() && !placed.is_empty()
@@ -219,6 +222,13 @@ impl Scheduler {
         };
         let failures = self.gang.record_attempt(&key, false, may_starve, self.clock.now());
         let why = first_failure.unwrap_or_else(|| "members are not available".to_string());
+        // The group preempts as one unit (not for a Permit barrier, a
+        // required topology, or a failure of the group rules themselves).
+        let preemption = (fwk.has_post_filter_plugins()
+            && !barrier
+            && spec.required_topology.is_none()
+            && preemptible)
+            .then(|| self.preempt_group(&fwk, &key, &spec, &members, needed));
         let message = if barrier {
             format!(
                 "{fit}/{} present pods fit ({placed_before} placed, minMember {min}): {why}",
@@ -226,6 +236,10 @@ impl Scheduler {
             )
         } else {
             format!("{}/{min} pods fit (minMember {min}): {why}", placed_before + fit)
+        };
+        let message = match preemption {
+            Some(p) => format!("{message} pod group preemption: {p}"),
+            None => message,
         };
         group_decision.outcome = GroupOutcome::Unschedulable { message: message.clone() };
         group_decision.nodes.clear();
@@ -292,6 +306,9 @@ impl Scheduler {
                 continue;
             }
             let mut state = CycleState::new();
+            // Members preempt nobody one by one (gang preemption as a
+            // unit is not done yet).
+            state.skip_post_filter = true;
             let pod = m.pod_info.clone();
             let scoped: Vec<Arc<NodeInfo>>;
             let nodes = match scope {
@@ -322,6 +339,12 @@ impl Scheduler {
                     if let ScheduleError::Fit(f) = &e {
                         a.plugins.extend(f.diagnosis.unschedulable_plugins.iter().copied());
                         a.pending.extend(f.diagnosis.pending_plugins.iter().copied());
+                        let statuses = &f.diagnosis.node_to_status;
+                        a.preemptible |= statuses
+                            .map
+                            .values()
+                            .chain(statuses.absent.as_ref())
+                            .any(|s| s.code() == Code::Unschedulable);
                     }
                     a.failed.push((m, e));
                     continue;

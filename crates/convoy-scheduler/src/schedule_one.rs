@@ -2,8 +2,11 @@
 //! `schedule_one.go`:
 //!
 //! 1. take a fresh snapshot of the cache (only changed nodes are copied);
-//! 2. run the profile's algorithm: PreFilter, Filter, (PostFilter), PreScore,
-//!    Score, NormalizeScore, pick the best node;
+//! 2. run the profile's algorithm: PreFilter, Filter (a pod nominated to a
+//!    node tries it first), PreScore, Score, NormalizeScore, pick the best
+//!    node. A pod that fits nowhere runs PostFilter (preemption) and fails
+//!    the cycle: its victims are preempted off the loop, it is nominated to
+//!    their node and requeued (`preempt.rs`);
 //! 3. assume the pod on that node in the cache, so the next cycle sees it;
 //! 4. Reserve, then Permit;
 //! 5. hand the pod to a binding task (PreBind, Bind, PostBind) and return
@@ -66,6 +69,7 @@ impl Scheduler {
         let result = match result {
             Ok(r) => r,
             Err(e) => {
+                // Fits nowhere (after preempting, perhaps), or failed.
                 self.fail(&fwk, qpi, e, total, started);
                 return;
             }
@@ -157,10 +161,12 @@ impl Scheduler {
         self.queue.done(&pod.uid);
     }
 
-    /// Assumes the pod on the node in the cache (and tells the gang state).
+    /// Assumes the pod on the node in the cache (and tells the gang
+    /// state); a nomination of the pod ends, as upstream's.
     pub(crate) fn assume(&self, pod: &Arc<PodInfo>, node: &str) -> convoy_cache::Result<()> {
         self.cache.assume_pod(pod.clone(), node)?;
         self.gang.set_assumed(pod, true);
+        self.queue.nominator().delete(pod);
         Ok(())
     }
 
@@ -172,7 +178,10 @@ impl Scheduler {
         self.gang.set_assumed(pod, false);
     }
 
-    /// No node fits, or the algorithm failed: record why and requeue.
+    /// No node fits, or the algorithm failed: apply what preemption
+    /// decided (the pod's nomination, victims preempted off the loop; see
+    /// `preempt.rs`), record why and requeue. The pod fails this cycle even
+    /// when it preempted, as upstream: it binds in a later one.
     pub(crate) fn fail(
         &self,
         fwk: &Framework,
@@ -181,6 +190,8 @@ impl Scheduler {
         total: usize,
         started: Instant,
     ) {
+        let pod = qpi.pod_info.clone();
+        self.after_post_filter(fwk, &pod, &err);
         let evaluated = match &err {
             ScheduleError::Fit(fit) => fit.diagnosis.node_to_status.map.len(),
             _ => 0,
@@ -216,12 +227,15 @@ impl Scheduler {
             since_first_attempt: None,
             group: None,
         });
-        let uid = qpi.pod_info.uid.clone();
-        self.queue.add_unschedulable_if_not_present(
+        let requeued = self.queue.add_unschedulable_if_not_present(
             qpi,
             if is_error { Failure::Error } else { Failure::Unschedulable },
         );
-        self.queue.done(&uid);
+        if requeued.is_none() {
+            // Deleted meanwhile: no nomination outlives the pod.
+            self.queue.nominator().delete(&pod);
+        }
+        self.queue.done(&pod.uid);
     }
 
     /// A failure after the pod was assumed (Reserve, Permit or Bind): the

@@ -8,13 +8,13 @@ use std::time::Duration;
 
 use convoy_api::{
     ActionType, Binder, Clock, ClusterEvent, ClusterObjects, ClusterUpdate, EventObject,
-    EventResource, Handle, PodInfo, Registry,
+    EventResource, Handle, PodInfo, PreemptionActuator, Registry,
 };
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
 use convoy_framework::{Framework, FrameworkOptions, WaitingPodsMap};
 use convoy_gang::{GangSchedulingArgs, GangState};
-use convoy_queue::{ProfileQueueing, QueueConfig, SchedulingQueue};
+use convoy_queue::{Nominator, ProfileQueueing, QueueConfig, SchedulingQueue};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use parking_lot::Mutex;
 use rand::SeedableRng;
@@ -48,6 +48,9 @@ pub struct SchedulerOptions {
     pub registry: Registry,
     /// Where bindings go.
     pub binder: Arc<dyn Binder>,
+    /// Who deletes preemption victims and writes nominations
+    /// ([`convoy_api::NoActuator`] for a scheduler that never preempts).
+    pub actuator: Arc<dyn PreemptionActuator>,
     /// Time source.
     pub clock: Arc<dyn Clock>,
     /// Where decisions go.
@@ -81,6 +84,10 @@ pub struct Scheduler {
     /// Namespaces, Services and workload controllers, shared with plugins.
     pub(crate) objects: Arc<ClusterObjects>,
     pub(crate) clock: Arc<dyn Clock>,
+    /// Deletes preemption victims, writes nominations.
+    pub(crate) actuator: Arc<dyn PreemptionActuator>,
+    /// Preemptions being actuated, for tests and shutdown.
+    pub(crate) preemptions_in_flight: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -117,12 +124,15 @@ impl Scheduler {
         let mut queueing = HashMap::new();
         let mut less = None;
         let objects = Arc::new(ClusterObjects::new());
+        // The queue keeps it; every profile's Filter reads it.
+        let nominator = Arc::new(Nominator::new());
         for p in &cfg.profiles {
             let handle = Handle {
                 binder: opts.binder.clone(),
                 waiting_pods: waiting_pods.clone(),
                 profile: Arc::from(p.scheduler_name.as_str()),
                 objects: objects.clone(),
+                groups: Some(gang.clone()),
             };
             let fwk = Framework::new(
                 p,
@@ -133,6 +143,7 @@ impl Scheduler {
                     percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
                     pool: pool.clone(),
                     metrics: opts.framework_metrics.clone(),
+                    nominator: Some(nominator.clone() as Arc<dyn convoy_api::PodNominator>),
                 },
             )?;
             less.get_or_insert_with(|| fwk.queue_sort().clone());
@@ -166,6 +177,7 @@ impl Scheduler {
             initial_backoff: Duration::from_secs(cfg.pod_initial_backoff_seconds),
             max_backoff: Duration::from_secs(cfg.pod_max_backoff_seconds),
             max_in_unschedulable: MAX_IN_UNSCHEDULABLE,
+            nominator,
         }));
         let cache = Arc::new(Cache::new(opts.clock.clone()));
         let rng = match opts.seed {
@@ -185,6 +197,8 @@ impl Scheduler {
             gang_args,
             objects,
             clock: opts.clock,
+            actuator: opts.actuator,
+            preemptions_in_flight: Arc::new(AtomicUsize::new(0)),
         }))
     }
 
@@ -211,6 +225,12 @@ impl Scheduler {
     /// Bindings started and not yet finished.
     pub fn binds_in_flight(&self) -> usize {
         self.binds_in_flight.load(Ordering::Acquire)
+    }
+
+    /// Preemptions whose victims are still being deleted (their API calls
+    /// in flight).
+    pub fn preemptions_in_flight(&self) -> usize {
+        self.preemptions_in_flight.load(Ordering::Acquire)
     }
 
     /// Whether a pod is one of ours (its scheduler name is a profile).

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use convoy_adapters::{
-    ApiBinder, GroupReport, GroupReportOutcome, LeaderElection, StatusWriter, StatusWriterOptions,
-    WatchOptions,
+    ApiActuator, ApiBinder, GroupReport, GroupReportOutcome, LeaderElection, StatusWriter,
+    StatusWriterOptions, WatchOptions,
 };
 use convoy_api::pod_group::group_key_of;
 use convoy_api::{ClusterUpdate, PodGroupApi, RealClock};
@@ -135,6 +135,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         config,
         registry: crate::registry(),
         binder: Arc::new(ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT)),
+        actuator: Arc::new(ApiActuator::new(client.clone(), Some(status.clone()))),
         clock: Arc::new(RealClock),
         sink,
         seed: None,
@@ -198,7 +199,9 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
 
     // Let bindings in flight finish, then flush Events and release the lease.
     let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
-    while scheduler.binds_in_flight() > 0 && tokio::time::Instant::now() < deadline {
+    while (scheduler.binds_in_flight() > 0 || scheduler.preemptions_in_flight() > 0)
+        && tokio::time::Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     status.flush(SHUTDOWN_GRACE).await;

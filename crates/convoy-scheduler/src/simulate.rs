@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use convoy_api::{FakeClock, PodInfo, PodKey};
 use convoy_config::SchedulerConfig;
-use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
 use parking_lot::Mutex;
 use serde::Serialize;
 
@@ -20,10 +20,17 @@ pub struct PodResult {
     pub namespace: String,
     /// Name.
     pub name: String,
-    /// The node it is bound to, if bound.
+    /// The node it is bound to, if bound; for an evicted pod, the node it
+    /// was evicted from.
     pub node: Option<String>,
     /// Why it stays pending, if not bound.
     pub reason: Option<String>,
+    /// Deleted by preemption (only written when true).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub evicted: bool,
+    /// For an evicted pod: the preemptor it made room for, `namespace/name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preemptor: Option<String>,
 }
 
 /// Totals of a run.
@@ -33,6 +40,8 @@ pub struct Summary {
     pub bound: usize,
     /// Pods of Convoy's profiles still pending.
     pub pending: usize,
+    /// Pods deleted by preemption.
+    pub evicted: usize,
     /// Wall time from the first update to idle.
     pub seconds: f64,
     /// `bound / seconds`.
@@ -94,7 +103,9 @@ impl DecisionSink for Collect {
 }
 
 /// Runs every pending pod of `objects` whose scheduler name is one of the
-/// profiles through the scheduler on an embedded cluster.
+/// profiles through the scheduler on an embedded cluster. Pods preemption
+/// deleted are reported too, evicted (those that were bound from the
+/// start included).
 pub async fn simulate(
     config: SchedulerConfig,
     mut objects: Objects,
@@ -127,6 +138,7 @@ pub async fn simulate(
         config,
         registry: crate::registry(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(EmbeddedActuator(cluster.clone())),
         clock: Arc::new(clock.clone()),
         sink: Arc::new(Fanout(sinks)),
         seed: Some(0),
@@ -137,9 +149,16 @@ pub async fn simulate(
     let seconds = started.elapsed().as_secs_f64();
 
     let decisions = collect.last.lock();
+    let evictions: HashMap<PodKey, convoy_embedded::Eviction> =
+        cluster.evictions().into_iter().map(|e| (e.victim.clone(), e)).collect();
     let mut pods = Vec::with_capacity(considered.len());
     let (mut bound, mut pending) = (0, 0);
-    for key in considered {
+    for key in &considered {
+        if let Some(e) = evictions.get(key) {
+            pods.push(evicted(e));
+            continue;
+        }
+        let key = key.clone();
         let pod = cluster.pod(&key.namespace, &key.name);
         let node = pod.as_ref().and_then(|p| p.spec.as_ref()?.node_name.clone());
         let reason = if node.is_some() {
@@ -154,8 +173,16 @@ pub async fn simulate(
             name: key.name.to_string(),
             node,
             reason,
+            evicted: false,
+            preemptor: None,
         });
     }
+    // Victims that were bound before the run.
+    let mut others: Vec<_> =
+        evictions.values().filter(|e| !considered.contains(&e.victim)).collect();
+    others.sort_by(|a, b| a.victim.cmp(&b.victim));
+    pods.extend(others.into_iter().map(evicted));
+    let evicted_count = evictions.len();
     let cycle_latency = CycleLatency::of(std::mem::take(&mut *collect.latencies_us.lock()));
     Ok(Report {
         pods,
@@ -164,10 +191,22 @@ pub async fn simulate(
         summary: Summary {
             bound,
             pending,
+            evicted: evicted_count,
             seconds,
             pods_per_second: if seconds > 0.0 { bound as f64 / seconds } else { 0.0 },
         },
     })
+}
+
+fn evicted(e: &convoy_embedded::Eviction) -> PodResult {
+    PodResult {
+        namespace: e.victim.namespace.to_string(),
+        name: e.victim.name.to_string(),
+        node: Some(e.node.clone()),
+        reason: None,
+        evicted: true,
+        preemptor: Some(e.preemptor.to_string()),
+    }
 }
 
 fn pending_reason(
@@ -214,6 +253,12 @@ impl Report {
             .max(3);
         for p in &self.pods {
             let key = format!("{}/{}", p.namespace, p.name);
+            if p.evicted {
+                let node = p.node.as_deref().unwrap_or("");
+                let by = p.preemptor.as_deref().unwrap_or("");
+                writeln!(out, "{key:width$}  evicted from {node} by {by}").unwrap();
+                continue;
+            }
             match (&p.node, &p.reason) {
                 (Some(node), _) => writeln!(out, "{key:width$}  -> {node}").unwrap(),
                 (None, Some(reason)) => writeln!(out, "{key:width$}  pending: {reason}").unwrap(),
@@ -222,9 +267,11 @@ impl Report {
         }
         let s = &self.summary;
         let l = &self.cycle_latency;
+        let evicted =
+            if s.evicted > 0 { format!(", {} evicted", s.evicted) } else { String::new() };
         writeln!(
             out,
-            "\n{} bound, {} pending in {:.3}s ({:.0} pods/s); scheduling cycle p50 {:.0}µs, p99 {:.0}µs",
+            "\n{} bound, {} pending{evicted} in {:.3}s ({:.0} pods/s); scheduling cycle p50 {:.0}µs, p99 {:.0}µs",
             s.bound, s.pending, s.seconds, s.pods_per_second, l.p50_us, l.p99_us
         )
         .unwrap();
@@ -242,7 +289,8 @@ pub fn check(config: &SchedulerConfig) -> anyhow::Result<String> {
     let scheduler = Scheduler::new(SchedulerOptions {
         config: config.clone(),
         registry: crate::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster)),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(EmbeddedActuator(cluster)),
         clock: Arc::new(FakeClock::new()),
         sink: Arc::new(Collect::default()),
         seed: Some(0),

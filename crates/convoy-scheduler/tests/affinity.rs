@@ -59,7 +59,10 @@ async fn required_anti_affinity_on_hostname_spreads_and_leaves_the_rest_pending(
     for p in r.pods.iter().filter(|p| p.node.is_none()) {
         assert_eq!(
             p.reason.as_deref(),
-            Some("0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules.")
+            Some(
+                "0/3 nodes are available: 3 node(s) didn't match pod anti-affinity rules. \
+                 preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+            )
         );
     }
 }
@@ -100,7 +103,9 @@ async fn affinity_without_any_peer_is_unresolvable() {
     let r = run(objects(nodes, pods)).await;
     assert_eq!(
         r.pods[0].reason.as_deref(),
-        Some("0/2 nodes are available: 2 node(s) didn't match pod affinity rules.")
+        Some(
+            "0/2 nodes are available: 2 node(s) didn't match pod affinity rules. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        )
     );
 }
 
@@ -151,7 +156,10 @@ async fn jobset_exclusive_placement_gives_each_job_a_zone() {
     assert_eq!(all.len(), 3, "a zone of its own for each job: {zones:?}");
     assert_eq!(
         r.pods.iter().find(|p| p.name == "j4-0").unwrap().reason.as_deref(),
-        Some("0/6 nodes are available: 6 node(s) didn't match pod anti-affinity rules.")
+        Some(
+            "0/6 nodes are available: 6 node(s) didn't match pod anti-affinity rules. \
+             preemption: 0/6 nodes are available: 6 No preemption victims found for incoming pod."
+        )
     );
 }
 

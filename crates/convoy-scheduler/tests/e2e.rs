@@ -118,7 +118,8 @@ async fn unschedulable_pod_is_reported_then_bound_when_a_node_fits() -> Result<(
         scheduled_message(&p)
     );
 
-    let expected = "0/2 nodes are available: 2 Insufficient cpu.";
+    let expected = "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are \
+                    available: 2 Preemption is not helpful for scheduling.";
     let event = eventually(Duration::from_secs(15), || async {
         let evs = events(&cp.client, "wait", "FailedScheduling").await.ok()?;
         evs.into_iter()
@@ -470,4 +471,118 @@ async fn create_retrying(api: &Api<Pod>, pod: Pod) -> Result<()> {
             Err(e) => return Err(e).context("creating a pod across the restart"),
         }
     }
+}
+
+/// Preemption against a real API server: a pod of priority 1,000,000 (from
+/// its PriorityClass) fits on the only node if both priority-0 pods bound
+/// there go. No kubelet runs here to finish a graceful termination, so the
+/// victims carry a finalizer of the test: they stay terminating, with the
+/// scheduler's `DisruptionTarget` condition, while the preemptor waits,
+/// nominated to their node (and preempts nobody else meanwhile). Once the
+/// test removes the finalizers (`terminationGracePeriodSeconds: 0`: the
+/// pods are gone at once), the preemptor binds there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn high_priority_pod_preempts_two_low_priority_pods() -> Result<()> {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    let cp = ControlPlane::start().await?;
+    let pods = cp.namespace("preempt").await?;
+    create_nodes(&cp.client, vec![node("n1", "4", "4Gi", "110")]).await?;
+    let class: PriorityClass = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "urgent"}, "value": 1_000_000
+    }))?;
+    Api::<PriorityClass>::all(cp.client.clone()).create(&PostParams::default(), &class).await?;
+    let victims: Vec<Pod> = ["low-0", "low-1"]
+        .iter()
+        .map(|name| {
+            let mut p = pod(name, CONVOY, "2", "100Mi");
+            p.metadata.finalizers = Some(vec!["convoy.test/hold".into()]);
+            let spec = p.spec.as_mut().unwrap();
+            spec.node_name = Some("n1".into());
+            spec.termination_grace_period_seconds = Some(0);
+            p
+        })
+        .collect();
+    create_pods(&pods, victims).await?;
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+
+    let mut high = pod("high", CONVOY, "3", "100Mi");
+    high.spec.as_mut().unwrap().priority_class_name = Some("urgent".into());
+    let high = pods.create(&PostParams::default(), &high).await?;
+    let high_uid = high.metadata.uid.clone().unwrap_or_default();
+
+    // Both victims terminating, marked by the scheduler; the preemptor
+    // nominated to their node, not bound.
+    let condition = |p: &Pod| {
+        p.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "DisruptionTarget").map(
+            |c| {
+                format!(
+                    "{}/{}: {}",
+                    c.status,
+                    c.reason.as_deref().unwrap_or(""),
+                    c.message.as_deref().unwrap_or("")
+                )
+            },
+        )
+    };
+    let want = "True/PreemptionByScheduler: convoy-scheduler: preempting to accommodate a \
+                higher priority pod";
+    let marked = eventually(Duration::from_secs(30), || async {
+        let all = pods_by_name(&pods).await.ok()?;
+        ["low-0", "low-1"]
+            .iter()
+            .all(|n| {
+                all.get(*n).is_some_and(|p| {
+                    p.metadata.deletion_timestamp.is_some() && condition(p).as_deref() == Some(want)
+                })
+            })
+            .then_some(())
+    })
+    .await;
+    ensure!(
+        marked.is_some(),
+        "victims not preempted: {:?}{}",
+        pods_by_name(&pods).await?,
+        sched.tail()
+    );
+    let nominated = eventually(Duration::from_secs(15), || async {
+        let p = pods.get("high").await.ok()?;
+        p.status.as_ref()?.nominated_node_name.clone()
+    })
+    .await;
+    ensure!(nominated.as_deref() == Some("n1"), "nominatedNodeName {nominated:?}{}", sched.tail());
+    ensure!(node_of(&pods.get("high").await?).is_none(), "bound while the victims remain");
+    let preempted = events(&cp.client, "preempt", "Preempted").await?;
+    let note = format!("Preempted by pod {high_uid} on node n1");
+    ensure!(
+        preempted.len() == 2 && preempted.iter().all(|e| e.note.as_deref() == Some(&note)),
+        "Preempted events: {preempted:?}"
+    );
+    let failed = events(&cp.client, "preempt", "FailedScheduling").await?;
+    let message = "0/1 nodes are available: 1 Insufficient cpu. preemption: found a potential \
+                   placement for pod on node n1, preempting 2 victims";
+    ensure!(
+        failed.iter().any(|e| e.note.as_deref() == Some(message)),
+        "FailedScheduling events: {:?}",
+        failed.iter().map(|e| e.note.clone()).collect::<Vec<_>>()
+    );
+    ensure!(
+        sched.count("preempts 2 pod(s) on n1") == 1,
+        "one preemption decision line: {}",
+        sched.tail()
+    );
+
+    // The victims go: the preemptor binds on their node.
+    for name in ["low-0", "low-1"] {
+        let patch = serde_json::json!({"metadata": {"finalizers": null}});
+        pods.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    }
+    let bound = wait_bound(&pods, &["high".to_string()], Duration::from_secs(30))
+        .await
+        .with_context(|| sched.tail())?;
+    ensure!(node_of(&bound["high"]) == Some("n1"), "high on {:?}", node_of(&bound["high"]));
+    ensure!(!bound.contains_key("low-0") && !bound.contains_key("low-1"), "victims remain");
+    Ok(())
 }

@@ -676,3 +676,72 @@ async fn gang_whose_pods_name_different_schedulers_is_rejected_as_a_group() -> R
     ensure!(sched.running(), "the scheduler exited{}", sched.tail());
     Ok(())
 }
+
+/// Gang preemption against a real API server (upstream's PodGroup API): a
+/// running priority-0 gang of 2 (one pod per node) and a gang of 2 of
+/// priority 1,000,000 (from its PriorityClass) that fits only where the low
+/// gang runs. The low gang goes whole (`terminationGracePeriodSeconds: 0`:
+/// its pods are gone at once, without a kubelet), the high gang binds whole,
+/// the `Preempted` Events and the decision line name the group, and no gang
+/// is ever bound below its minimum.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn high_priority_gang_preempts_a_whole_low_priority_gang() -> Result<()> {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+    let cp = ControlPlane::start().await?;
+    let ns = "gang-preempt";
+    let pods = cp.namespace(ns).await?;
+    create_nodes(&cp.client, vec![pool_node("n1", "a", "4"), pool_node("n2", "a", "4")]).await?;
+    let class: PriorityClass = serde_json::from_value(json!({
+        "metadata": {"name": "urgent"}, "value": 1_000_000
+    }))?;
+    Api::<PriorityClass>::all(cp.client.clone()).create(&PostParams::default(), &class).await?;
+    create_group(&cp, UP, ns, "low", 2).await?;
+    let low: Vec<Pod> = members(UP, "low", 2, "3", "a")
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut p)| {
+            let spec = p.spec.as_mut().expect("spec");
+            spec.node_name = Some(format!("n{}", i + 1));
+            spec.termination_grace_period_seconds = Some(0);
+            p
+        })
+        .collect();
+    create_pods(&pods, low).await?;
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+    check_invariant(&cp, ns, &[(UP, "low")]).await?;
+
+    create_group(&cp, UP, ns, "high", 2).await?;
+    let high: Vec<Pod> = members(UP, "high", 2, "3", "a")
+        .into_iter()
+        .map(|mut p| {
+            p.spec.as_mut().expect("spec").priority_class_name = Some("urgent".into());
+            p
+        })
+        .collect();
+    create_pods(&pods, high).await?;
+    let names = ["high-0".to_string(), "high-1".to_string()];
+    let bound =
+        wait_bound(&pods, &names, Duration::from_secs(60)).await.with_context(|| sched.tail())?;
+    let nodes: std::collections::BTreeSet<_> =
+        names.iter().filter_map(|n| node_of(&bound[n])).collect();
+    ensure!(nodes.len() == 2, "high gang on {nodes:?}");
+    ensure!(!bound.keys().any(|n| n.starts_with("low-")), "low gang remains: {:?}", bound.keys());
+    check_invariant(&cp, ns, &[(UP, "low"), (UP, "high")]).await?;
+
+    let uid = groups(&cp, UP, ns).get("high").await?.metadata.uid.unwrap_or_default();
+    let note = format!("Preempted by podgroup {uid} on node cluster");
+    let preempted = events(&cp.client, ns, "Preempted").await?;
+    ensure!(
+        preempted.len() == 2 && preempted.iter().all(|e| e.note.as_deref() == Some(&note)),
+        "Preempted events: {:?}",
+        preempted.iter().map(|e| e.note.clone()).collect::<Vec<_>>()
+    );
+    ensure!(
+        sched.count(&format!("pod group {ns}/high preempts 2 pod(s)")) == 1,
+        "one group preemption decision line: {}",
+        sched.tail()
+    );
+    Ok(())
+}

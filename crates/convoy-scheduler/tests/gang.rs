@@ -43,6 +43,7 @@ fn scheduler_on(cluster: &Arc<EmbeddedCluster>, sink: Arc<Groups>) -> (Arc<Sched
         config,
         registry: convoy_scheduler::registry(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
         clock: Arc::new(clock.clone()),
         sink,
         seed: Some(1),

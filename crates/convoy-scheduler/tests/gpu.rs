@@ -201,9 +201,12 @@ async fn gpu_placement_keeps_cpu_beside_free_gpus() {
     let mut pods = vec![
         a_theirs,
         b_theirs,
+        // Placement only: these pods preempt nobody (the other
+        // scheduler's pods have the default priority, 0).
         PodBuilder::new("batch")
             .scheduler(GPU_PROFILE)
             .priority(1000)
+            .preemption_policy("Never")
             .cpu("60")
             .memory("64Gi")
             .build(),
@@ -213,6 +216,7 @@ async fn gpu_placement_keeps_cpu_beside_free_gpus() {
             PodBuilder::new(&format!("gpu-{i}"))
                 .scheduler(GPU_PROFILE)
                 .priority(900 - i)
+                .preemption_policy("Never")
                 .cpu("12")
                 .memory("16Gi")
                 .resource(GPU, "1")

@@ -37,7 +37,12 @@ async fn resource_fit_and_upstream_message() {
     assert_eq!(r.summary.bound, 2);
     assert_eq!(r.summary.pending, 1);
     let pending = r.pods.iter().find(|p| p.node.is_none()).unwrap();
-    assert_eq!(pending.reason.as_deref(), Some("0/2 nodes are available: 2 Insufficient cpu."));
+    assert_eq!(
+        pending.reason.as_deref(),
+        Some(
+            "0/2 nodes are available: 2 Insufficient cpu. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        )
+    );
     // Two pods of 600m never share a node of 1 CPU.
     let nodes: Vec<_> = r.pods.iter().filter_map(|p| p.node.clone()).collect();
     assert_ne!(nodes[0], nodes[1]);
@@ -53,7 +58,7 @@ async fn aggregated_message_counts_each_reason() {
     let r = run(nodes, vec![PodBuilder::new("big").cpu("2").build()]).await;
     assert_eq!(
         reason_of(&r, "big"),
-        "0/50 nodes are available: 42 Insufficient cpu, 8 node(s) had untolerated taint(s)."
+        "0/50 nodes are available: 42 Insufficient cpu, 8 node(s) had untolerated taint(s). preemption: 0/50 nodes are available: 50 Preemption is not helpful for scheduling."
     );
 }
 
@@ -70,7 +75,7 @@ async fn taints_and_tolerations() {
     assert_eq!(node_of(&r, "plain"), None);
     assert_eq!(
         reason_of(&r, "plain"),
-        "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
+        "0/1 nodes are available: 1 node(s) had untolerated taint(s). preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
     );
 }
 
@@ -96,7 +101,7 @@ async fn node_selector_and_required_affinity() {
     assert_eq!(node_of(&r, "aff"), Some("b"));
     assert_eq!(
         reason_of(&r, "none"),
-        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector."
+        "0/2 nodes are available: 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 
@@ -113,7 +118,7 @@ async fn host_ports_conflict() {
     assert_eq!(
         pending.reason.as_deref(),
         Some(
-            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+            "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
         )
     );
 }
@@ -141,7 +146,10 @@ async fn other_schedulers_pods_are_left_alone_but_counted() {
     ];
     let r = run(nodes, pods).await;
     assert_eq!(r.pods.len(), 1, "only pending pods of Convoy's profiles are considered");
-    assert_eq!(reason_of(&r, "ours"), "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(
+        reason_of(&r, "ours"),
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    );
 }
 
 #[tokio::test]
@@ -182,6 +190,7 @@ fn scheduler_on(cluster: &Arc<EmbeddedCluster>) -> (Arc<Scheduler>, FakeClock) {
         config: convoy_scheduler::load_config(None).unwrap(),
         registry: convoy_scheduler::registry(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
         clock: Arc::new(clock.clone()),
         sink: Arc::new(LogSink),
         seed: Some(1),
@@ -279,7 +288,7 @@ async fn prefilter_subset_is_counted_in_the_message() {
     let r = run(nodes, vec![pod]).await;
     assert_eq!(
         reason_of(&r, "pinned"),
-        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+        "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) didn't satisfy plugin(s) [NodeAffinity]. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }
 
@@ -299,7 +308,10 @@ async fn cluster_dump_runs() {
     let considered: Vec<&str> = r.pods.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(considered, ["import-0", "reindex-0"], "only the pods for convoy-scheduler");
     assert_eq!(node_of(&r, "import-0"), Some("node-c"));
-    assert_eq!(reason_of(&r, "reindex-0"), "0/3 nodes are available: 3 Insufficient cpu.");
+    assert_eq!(
+        reason_of(&r, "reindex-0"),
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+    );
     let text = r.to_text();
     assert!(
         text.starts_with(
@@ -334,6 +346,8 @@ async fn cluster_dump_feeds_the_object_store() {
         store.counts(),
         [
             ("Namespace", 3),
+            ("PodDisruptionBudget", 0),
+            ("PriorityClass", 0),
             ("ReplicaSet", 2),
             ("ReplicationController", 0),
             ("Service", 1),

@@ -101,7 +101,7 @@ async fn min_domains_blocks_until_enough_zones_exist() {
     assert_eq!(r.summary.bound, 0);
     assert_eq!(
         reason_of(&r, "web-9"),
-        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints."
+        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints. preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
     );
 
     // Without minDomains the pod fits (skew 1).
@@ -118,7 +118,7 @@ async fn nodes_without_the_topology_key_are_unresolvable() {
     let r = run(nodes, pods).await;
     assert_eq!(
         reason_of(&r, "web-0"),
-        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints (missing required label)."
+        "0/2 nodes are available: 2 node(s) didn't match pod topology spread constraints (missing required label). preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 

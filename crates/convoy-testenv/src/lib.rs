@@ -7,6 +7,14 @@
 //! are never dropped, `testenv` runs a watchdog that tears it down as soon as
 //! the test process exits, however it exits. No process outlives the suite.
 //!
+//! Both give the API server alone. [`TestEnv::start_with`] with
+//! [`Options::controllers`] (or [`TestEnv::shared_with_controllers`]) also
+//! runs kube-controller-manager and KWOK, so that the control plane behaves
+//! like a cluster: Deployments create pods, PodDisruptionBudgets get a
+//! status, and nodes annotated [`KWOK_NODE_ANNOTATION`] get a simulated
+//! kubelet (Ready, a Lease, bound pods Running, graceful deletion). The
+//! controllers and KWOK stages are listed in `docs/testing.md`.
+//!
 //! Tests that share a control plane isolate themselves with a namespace of
 //! their own ([`TestEnv::create_namespace`]); cluster-scoped objects (nodes)
 //! should carry a per-test name prefix.
@@ -18,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -81,42 +89,129 @@ pub fn bin_dir() -> Result<PathBuf> {
     run(&["build"]).map(PathBuf::from)
 }
 
-/// A running control plane: etcd and kube-apiserver on free loopback ports.
+/// The annotation (key, value) that hands a Node to KWOK's simulated
+/// kubelet when the control plane runs [`Options::controllers`]. Nodes
+/// without it are left exactly as the test wrote them.
+pub const KWOK_NODE_ANNOTATION: (&str, &str) = ("kwok.x-k8s.io/node", "fake");
+
+/// Pod annotation: with the value `"true"`, KWOK never finishes the pod's
+/// graceful deletion, so it stays Terminating (as on a node that stopped
+/// answering) until it is deleted with grace period 0.
+pub const NEVER_TERMINATE_ANNOTATION: &str = "testenv.convoy.dev/never-terminate";
+
+/// A Node managed by KWOK (annotated [`KWOK_NODE_ANNOTATION`]) with no
+/// status: KWOK makes it Ready with 32 CPUs, 256Gi and 110 pods unless the
+/// caller sets `status.capacity`/`status.allocatable` before creating it.
+pub fn kwok_node(name: &str) -> Node {
+    let (key, value) = KWOK_NODE_ANNOTATION;
+    Node {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_string()),
+            annotations: Some([(key.to_string(), value.to_string())].into()),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+/// What a [`TestEnv`] runs besides etcd and kube-apiserver.
+///
+/// The default is the API server alone, like upstream `scheduler_perf`:
+/// objects stay exactly as tests write them, bound pods stay Pending, and
+/// nothing else writes to the API. Tests of the scheduler alone and the
+/// benchmarks want that.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Also run kube-controller-manager (disruption, garbage collector,
+    /// ReplicaSet, Deployment, StatefulSet, Job, namespace, PV binder and
+    /// service-account controllers; no node lifecycle) and KWOK as the
+    /// kubelet of nodes annotated [`KWOK_NODE_ANNOTATION`]. Adds half a
+    /// second to the start and two processes (about 95 and 60 MiB). Owner
+    /// references are then enforced: the garbage collector deletes objects
+    /// whose owner does not exist, and ReplicaSets, StatefulSets and Jobs
+    /// create their pods.
+    pub controllers: bool,
+}
+
+impl Options {
+    /// etcd and kube-apiserver only (`testenv up --api-only`).
+    pub const API_ONLY: Options = Options { controllers: false };
+    /// With kube-controller-manager and KWOK (`testenv up`).
+    pub const WITH_CONTROLLERS: Options = Options { controllers: true };
+}
+
+/// A running control plane: etcd and kube-apiserver on free loopback ports,
+/// and with [`Options::controllers`] kube-controller-manager and KWOK.
 #[derive(Debug)]
 pub struct TestEnv {
     dir: tempfile::TempDir,
     kubeconfig: PathBuf,
+    options: Options,
 }
 
 impl TestEnv {
-    /// Starts a private control plane (building the binaries first if they
-    /// are missing) and waits until the API server is ready.
+    /// Starts a private control plane with the API server alone
+    /// ([`Options::API_ONLY`]), building the binaries first if they are
+    /// missing, and waits until the API server is ready.
     pub fn start() -> Result<Self> {
+        Self::start_with(Options::API_ONLY)
+    }
+
+    /// Starts a private control plane running what `options` asks for and
+    /// waits until every process is ready.
+    pub fn start_with(options: Options) -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("convoy-testenv-").tempdir()?;
         let dir_str = dir.path().to_string_lossy().to_string();
         let pid = std::process::id().to_string();
-        let kubeconfig = run(&["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"])
-            .inspect_err(|_| {
-                // `up` may have started etcd before failing.
-                let _ = run(&["down", "--dir", &dir_str]);
-            })?;
-        Ok(Self { dir, kubeconfig: PathBuf::from(kubeconfig) })
+        let mut args: Vec<&str> =
+            vec!["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"];
+        if !options.controllers {
+            args.push("--api-only");
+        }
+        let kubeconfig = run(&args).inspect_err(|_| {
+            // `up` may have started etcd before failing.
+            let _ = run(&["down", "--dir", &dir_str]);
+        })?;
+        Ok(Self { dir, kubeconfig: PathBuf::from(kubeconfig), options })
     }
 
-    /// One control plane for the whole test binary, started on first use.
+    /// One control plane for the whole test binary, the API server alone,
+    /// started on first use.
     ///
     /// # Panics
     /// Panics when the control plane cannot be started: every test using it
     /// would fail anyway, and the message says why.
     pub fn shared() -> &'static TestEnv {
         static SHARED: OnceLock<TestEnv> = OnceLock::new();
-        SHARED.get_or_init(|| match TestEnv::start() {
+        Self::shared_in(&SHARED, Options::API_ONLY)
+    }
+
+    /// One control plane with controllers and KWOK
+    /// ([`Options::WITH_CONTROLLERS`]) for the whole test binary, started on
+    /// first use. Independent of [`shared`](Self::shared).
+    ///
+    /// # Panics
+    /// As [`shared`](Self::shared).
+    pub fn shared_with_controllers() -> &'static TestEnv {
+        static SHARED: OnceLock<TestEnv> = OnceLock::new();
+        Self::shared_in(&SHARED, Options::WITH_CONTROLLERS)
+    }
+
+    fn shared_in(cell: &'static OnceLock<TestEnv>, options: Options) -> &'static TestEnv {
+        cell.get_or_init(|| match TestEnv::start_with(options) {
             Ok(env) => env,
             Err(e) => panic!("cannot start testenv: {e}"),
         })
     }
 
-    /// The state directory (logs, pid files, certificates).
+    /// What this control plane runs.
+    pub fn options(&self) -> Options {
+        self.options
+    }
+
+    /// The state directory (logs, pid files, certificates). Each process
+    /// logs to `<name>.log` there: `etcd`, `kube-apiserver`,
+    /// `kube-controller-manager`, `kwok`.
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }

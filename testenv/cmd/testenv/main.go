@@ -1,6 +1,9 @@
 // Command testenv starts and stops a real Kubernetes control plane (etcd and
 // kube-apiserver, built from the Go module proxy) on loopback, for Convoy's
-// end-to-end tests and real-cluster benchmarks.
+// end-to-end tests and real-cluster benchmarks. By default `up` also starts
+// kube-controller-manager (the controllers of kcmControllers) and KWOK, whose
+// stages (testenv/kwok/stages) play the kubelet of every node annotated
+// kwok.x-k8s.io/node=fake; --api-only leaves both out.
 //
 // Every process runs detached from the caller and is recorded by a pid file
 // in the state directory, so `up` returns once the API server is ready and
@@ -10,7 +13,7 @@
 //
 // Usage:
 //
-//	testenv up --dir DIR [--owner-pid PID]
+//	testenv up --dir DIR [--api-only] [--owner-pid PID [--remove-dir]]
 //	testenv down --dir DIR
 //	testenv restart-apiserver --dir DIR
 //	testenv kube-scheduler --dir DIR --config FILE [-- extra flags]
@@ -71,7 +74,7 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  testenv up --dir DIR [--owner-pid PID [--remove-dir]]
+  testenv up --dir DIR [--api-only] [--owner-pid PID [--remove-dir]]
   testenv down --dir DIR
   testenv restart-apiserver --dir DIR
   testenv kube-scheduler --dir DIR --config FILE [-- extra kube-scheduler flags]`)
@@ -81,7 +84,7 @@ func usage() {
 // env holds the paths and settings shared by every subcommand.
 type env struct {
 	dir    string // state directory (absolute)
-	binDir string // directory holding etcd, kube-apiserver, kube-scheduler, kubectl
+	binDir string // directory holding the built binaries (etcd, kube-apiserver, kwok, ...)
 }
 
 func parseCommon(name string, args []string, extra func(*flag.FlagSet)) (*env, *flag.FlagSet, error) {
@@ -98,11 +101,7 @@ func parseCommon(name string, args []string, extra func(*flag.FlagSet)) (*env, *
 		return nil, nil, errors.New("--dir is required")
 	}
 	if *binDir == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return nil, nil, err
-		}
-		*binDir = filepath.Dir(exe)
+		return nil, nil, errors.New("--bin-dir or TESTENV_BIN_DIR is required (testenv/testenv sets it)")
 	}
 	abs, err := filepath.Abs(*dir)
 	if err != nil {
@@ -117,10 +116,13 @@ func (e *env) path(parts ...string) string {
 
 func up(args []string) error {
 	var owner int
-	var removeDir bool
+	var removeDir, apiOnly bool
+	var stages string
 	e, _, err := parseCommon("up", args, func(fs *flag.FlagSet) {
 		fs.IntVar(&owner, "owner-pid", 0, "tear everything down when this process exits")
 		fs.BoolVar(&removeDir, "remove-dir", false, "with --owner-pid: also delete DIR when the owner exits")
+		fs.BoolVar(&apiOnly, "api-only", false, "start etcd and kube-apiserver only (no kube-controller-manager, no KWOK)")
+		fs.StringVar(&stages, "kwok-stages", os.Getenv("TESTENV_KWOK_STAGES"), "directory of KWOK Stage files (*.yaml)")
 	})
 	if err != nil {
 		return err
@@ -155,7 +157,7 @@ func up(args []string) error {
 	if err := start(e, "etcd", etcdArgs); err != nil {
 		return err
 	}
-	if err := waitHTTP(etcdClient+"/health", nil); err != nil {
+	if err := waitHTTP(e, "etcd", etcdClient+"/health", nil); err != nil {
 		return fmt.Errorf("etcd did not become healthy (see %s): %w", e.path("etcd.log"), err)
 	}
 	if err := os.WriteFile(e.path("apiserver.port"), []byte(strconv.Itoa(ports[2])), 0o644); err != nil {
@@ -169,6 +171,11 @@ func up(args []string) error {
 	}
 	if err := writeKubeconfig(e, ports[2]); err != nil {
 		return err
+	}
+	if !apiOnly {
+		if err := startControllers(e, stages); err != nil {
+			return err
+		}
 	}
 	if owner > 0 {
 		if err := spawnWatchdog(e, owner, removeDir); err != nil {
@@ -229,7 +236,7 @@ func startAPIServer(e *env) error {
 		return err
 	}
 	port, _ := os.ReadFile(e.path("apiserver.port"))
-	if err := waitHTTP("https://127.0.0.1:"+string(port)+"/readyz", readToken(e)); err != nil {
+	if err := waitHTTP(e, "kube-apiserver", "https://127.0.0.1:"+string(port)+"/readyz", readToken(e)); err != nil {
 		return fmt.Errorf("kube-apiserver did not become ready (see %s): %w", e.path("kube-apiserver.log"), err)
 	}
 	return nil
@@ -252,9 +259,9 @@ func down(args []string) error {
 		return err
 	}
 	var errs []error
-	// The watchdog first, so it does not race us; then the scheduler, the
-	// API server and finally etcd.
-	for _, name := range []string{"watchdog", "kube-scheduler", "kube-apiserver", "etcd"} {
+	// The watchdog first, so it does not race us; then the API server's
+	// clients, the API server and finally etcd.
+	for _, name := range []string{"watchdog", "kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		if err := stop(e, name); err != nil {
 			errs = append(errs, err)
 		}
@@ -344,6 +351,12 @@ func start(e *env, name string, args []string) error {
 }
 
 func startDetached(e *env, name, bin string, args []string) error {
+	return startDetachedEnv(e, name, bin, args, nil)
+}
+
+// startDetachedEnv is startDetached with extra environment variables
+// (KEY=value) on top of ours.
+func startDetachedEnv(e *env, name, bin string, args, extraEnv []string) error {
 	log, err := os.OpenFile(e.path(name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
@@ -351,6 +364,9 @@ func startDetached(e *env, name, bin string, args []string) error {
 	defer log.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if extraEnv != nil {
+		cmd.Env = append(os.Environ(), extraEnv...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("starting %s: %w", name, err)
@@ -440,7 +456,9 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-func waitHTTP(url string, token *string) error {
+// waitHTTP polls url until it answers 200, and gives up early when the
+// process recorded in DIR/NAME.pid has exited.
+func waitHTTP(e *env, name, url string, token *string) error {
 	client := &http.Client{
 		Timeout:   2 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}},
@@ -461,6 +479,9 @@ func waitHTTP(url string, token *string) error {
 			err = fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
 		}
 		last = err
+		if !pidAlive(e.path(name + ".pid")) {
+			return fmt.Errorf("%s exited: %v", name, last)
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("timed out after %s: %v", readyTimeout, last)

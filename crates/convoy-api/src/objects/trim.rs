@@ -4,7 +4,10 @@
 //!
 //! Kept: `metadata.{name, namespace, labels, uid, resourceVersion,
 //! ownerReferences}`, and a Service's, ReplicationController's,
-//! ReplicaSet's or StatefulSet's `spec.selector`. Dropped: everything else,
+//! ReplicaSet's or StatefulSet's `spec.selector`; a PodDisruptionBudget's
+//! `spec.selector`, `status.disruptionsAllowed` and `status.disruptedPods`;
+//! a PriorityClass's `value`, `globalDefault` and `preemptionPolicy`.
+//! Dropped: everything else,
 //! notably pod templates, `managedFields`, annotations (often a
 //! `kubectl.kubernetes.io/last-applied-configuration` copy of the whole
 //! object) and status. A trimmed ReplicaSet is a few hundred bytes where
@@ -16,6 +19,10 @@ use k8s_openapi::api::apps::v1::{ReplicaSet, ReplicaSetSpec, StatefulSet, Statef
 use k8s_openapi::api::core::v1::{
     Namespace, ReplicationController, ReplicationControllerSpec, Service, ServiceSpec,
 };
+use k8s_openapi::api::policy::v1::{
+    PodDisruptionBudget, PodDisruptionBudgetSpec, PodDisruptionBudgetStatus,
+};
+use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::ClusterObject;
@@ -146,6 +153,49 @@ impl ObjectKind for StatefulSet {
     }
 }
 
+impl ObjectKind for PodDisruptionBudget {
+    const KIND: &'static str = "PodDisruptionBudget";
+    fn trim(&mut self) {
+        trim_meta(&mut self.metadata);
+        self.spec = self
+            .spec
+            .take()
+            .map(|s| PodDisruptionBudgetSpec { selector: s.selector, ..Default::default() });
+        self.status = self.status.take().map(|s| PodDisruptionBudgetStatus {
+            disruptions_allowed: s.disruptions_allowed,
+            disrupted_pods: s.disrupted_pods,
+            ..Default::default()
+        });
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::PodDisruptionBudget(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        let status =
+            |p: &Self| p.status.as_ref().map(|s| (s.disruptions_allowed, s.disrupted_pods.clone()));
+        same_meta(&self.metadata, &other.metadata)
+            && self.spec.as_ref().map(|s| &s.selector) == other.spec.as_ref().map(|s| &s.selector)
+            && status(self) == status(other)
+    }
+}
+
+impl ObjectKind for PriorityClass {
+    const KIND: &'static str = "PriorityClass";
+    fn trim(&mut self) {
+        trim_meta(&mut self.metadata);
+        self.description = None;
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::PriorityClass(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        same_meta(&self.metadata, &other.metadata)
+            && self.value == other.value
+            && self.global_default == other.global_default
+            && self.preemption_policy == other.preemption_policy
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +281,27 @@ mod tests {
                     "status": {"replicas": 3}})),
                 json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": kept_meta(),
                        "spec": {"selector": selector, "template": {}}}),
+            ),
+            (
+                "PodDisruptionBudget",
+                trimmed::<PodDisruptionBudget>(json!({"metadata": meta(),
+                    "spec": {"selector": selector, "minAvailable": 2},
+                    "status": {"disruptionsAllowed": 1, "currentHealthy": 3,
+                               "desiredHealthy": 2, "expectedPods": 3, "observedGeneration": 4,
+                               "disruptedPods": {"web-1": "2026-01-01T00:00:00Z"}}})),
+                json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                       "metadata": kept_meta(), "spec": {"selector": selector},
+                       "status": {"disruptionsAllowed": 1,
+                                  "disruptedPods": {"web-1": "2026-01-01T00:00:00Z"}}}),
+            ),
+            (
+                "PriorityClass",
+                trimmed::<PriorityClass>(json!({"metadata": meta(), "value": 1000,
+                    "globalDefault": true, "preemptionPolicy": "Never",
+                    "description": "a long text"})),
+                json!({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                       "metadata": kept_meta(), "value": 1000, "globalDefault": true,
+                       "preemptionPolicy": "Never"}),
             ),
         ];
         for (kind, got, want) in cases {

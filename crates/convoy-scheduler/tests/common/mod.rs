@@ -47,6 +47,19 @@ impl ControlPlane {
         Ok(Self { env: Arc::new(env), client, _slot: slot })
     }
 
+    /// Like [`ControlPlane::start`], with kube-controller-manager and KWOK
+    /// (simulated kubelets for nodes made with `convoy_testenv::kwok_node`).
+    pub async fn start_cluster() -> Result<Self> {
+        let slot = CONTROL_PLANES.acquire().await.context("control-plane slots closed")?;
+        let env = tokio::task::spawn_blocking(|| {
+            TestEnv::start_with(convoy_testenv::Options::WITH_CONTROLLERS)
+        })
+        .await?
+        .context("starting testenv with controllers")?;
+        let client = env.client().await?;
+        Ok(Self { env: Arc::new(env), client, _slot: slot })
+    }
+
     /// Creates a namespace and returns a pod API for it.
     pub async fn namespace(&self, name: &str) -> Result<Api<Pod>> {
         self.env.create_namespace(&self.client, name).await?;

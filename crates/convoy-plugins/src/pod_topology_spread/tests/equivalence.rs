@@ -31,28 +31,7 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 const RACK: &str = "rack";
 const NAMESPACES: [&str; 3] = ["default", "ns1", "ns2"];
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    /// True with probability `p` percent.
-    fn pct(&mut self, p: usize) -> bool {
-        self.below(100) < p
-    }
-    fn pick<T: Copy>(&mut self, items: &[T]) -> T {
-        items[self.below(items.len())]
-    }
-}
+use convoy_api::testing::TestRng as Rng;
 
 fn requirement(key: &str, op: &str, values: &[&str]) -> Option<LabelSelector> {
     Some(LabelSelector {
@@ -75,7 +54,7 @@ fn random_selector(rng: &mut Rng) -> Option<LabelSelector> {
         5 => requirement("tier", "In", &["x"]),
         6 => requirement("app", "NotIn", &["a"]),
         7 => requirement("tier", "DoesNotExist", &[]),
-        8 if rng.pct(15) => requirement("app", "Bogus", &["a"]),
+        8 if rng.chance(15) => requirement("app", "Bogus", &["a"]),
         _ => labels(&[("app", "a"), ("tier", "x")]),
     }
 }
@@ -87,19 +66,19 @@ fn random_constraint(rng: &mut Rng) -> TopologySpreadConstraint {
         n if n < 14 => HOST,
         _ => RACK,
     };
-    let when = if rng.pct(50) { DNS } else { SA };
+    let when = if rng.chance(50) { DNS } else { SA };
     let policy = |rng: &mut Rng| match rng.below(3) {
         0 => None,
         1 => Some("Honor".to_string()),
         _ => Some("Ignore".to_string()),
     };
     let mut c = tsc(1 + rng.below(3) as i32, key, when, random_selector(rng));
-    if when == DNS && rng.pct(30) {
+    if when == DNS && rng.chance(30) {
         c.min_domains = Some(1 + rng.below(5) as i32);
     }
     c.node_affinity_policy = policy(rng);
     c.node_taints_policy = policy(rng);
-    if rng.pct(20) {
+    if rng.chance(20) {
         c.match_label_keys = Some(vec![rng.pick(&["tier", "app"]).to_string()]);
     }
     c
@@ -122,22 +101,22 @@ fn random_labels(rng: &mut Rng, b: PodBuilder) -> PodBuilder {
 fn random_template(rng: &mut Rng) -> PodBuilder {
     let ns = rng.pick(&NAMESPACES);
     let mut b = random_labels(rng, PodBuilder::new("t").namespace(ns));
-    if rng.pct(60) {
+    if rng.chance(60) {
         for _ in 0..1 + rng.below(3) {
             b = b.constraint(random_constraint(rng));
         }
     }
-    if rng.pct(40) {
+    if rng.chance(40) {
         let kind = rng.pick(&["ReplicaSet", "StatefulSet", "ReplicationController"]);
         b = b.owner(kind, rng.pick(&["rs1", "rs2", "gone"]));
     }
-    if rng.pct(15) {
+    if rng.chance(15) {
         b = b.node_selector(RACK, "r1");
     }
-    if rng.pct(15) {
+    if rng.chance(15) {
         b = b.node_affinity(ZONE, "In", &["z1", "z2"]);
     }
-    if rng.pct(30) {
+    if rng.chance(30) {
         b = b.with_spec(|s| {
             s.tolerations = Some(vec![Toleration {
                 key: Some("t".to_string()),
@@ -152,7 +131,7 @@ fn random_template(rng: &mut Rng) -> PodBuilder {
 /// A template with one thing changed that the memo's key must capture.
 fn variant(rng: &mut Rng, b: PodBuilder) -> PodBuilder {
     let constraint = |rng: &mut Rng, b: PodBuilder, f: fn(&mut TopologySpreadConstraint)| {
-        let pick = rng.next() as usize;
+        let pick = rng.next_u64() as usize;
         b.with_spec(|s| {
             if let Some(cs) = s.topology_spread_constraints.as_mut().filter(|cs| !cs.is_empty()) {
                 let n = cs.len();
@@ -182,7 +161,7 @@ fn variant(rng: &mut Rng, b: PodBuilder) -> PodBuilder {
             // The pod of the ReplicaSet `web`, with the System default
             // constraints or with the same constraints of its own.
             let b = b.label("app", "a").with_spec(|s| s.topology_spread_constraints = None);
-            if rng.pct(50) {
+            if rng.chance(50) {
                 b.owner("ReplicaSet", "web")
             } else {
                 let c = |skew, key| tsc(skew, key, SA, labels(&[("app", "a")]));
@@ -224,9 +203,9 @@ fn variant(rng: &mut Rng, b: PodBuilder) -> PodBuilder {
 
 /// A pod already on a node.
 fn random_pod(rng: &mut Rng, name: &str, node: &str) -> Arc<PodInfo> {
-    let ns = if rng.pct(70) { "default" } else { rng.pick(&NAMESPACES) };
+    let ns = if rng.chance(70) { "default" } else { rng.pick(&NAMESPACES) };
     let mut pod = random_labels(rng, PodBuilder::new(name).namespace(ns).node(node)).build();
-    if rng.pct(10) {
+    if rng.chance(10) {
         pod = terminating(pod);
     }
     info(pod)
@@ -244,7 +223,7 @@ fn random_node(rng: &mut Rng, name: &str) -> Arc<k8s_openapi::api::core::v1::Nod
         2 => b = b.label(ZONE, ""),
         _ => b = b.label(ZONE, rng.pick(&["z1", "z2", "z3"])),
     }
-    if rng.pct(70) {
+    if rng.chance(70) {
         b = b.label(RACK, rng.pick(&["r1", "r2", "r3", "r4"]));
     }
     match rng.below(10) {
@@ -430,7 +409,7 @@ impl World {
             }
             _ => {
                 let o = random_object(&mut self.rng);
-                if self.rng.pct(30) {
+                if self.rng.chance(30) {
                     self.handle.objects.delete(&o);
                 } else {
                     self.handle.objects.apply(&o);
@@ -623,7 +602,7 @@ fn run_seed(seed: u64, nodes: usize, cycles: usize) {
             feasible.swap(i, j);
         }
         feasible.truncate(w.rng.below(feasible.len() + 1));
-        if w.rng.pct(10) {
+        if w.rng.chance(10) {
             // A node the snapshot does not have (read from its labels).
             let name = w.name("unlisted");
             let mut node = NodeInfo::new(random_node(&mut w.rng, &name));
@@ -633,7 +612,7 @@ fn run_seed(seed: u64, nodes: usize, cycles: usize) {
         // What-ifs on one node (as preemption and nominated pods make
         // them), now and then one the snapshot does not have.
         let mut what_ifs = WhatIfs::new();
-        let on = if list.list().is_empty() || w.rng.pct(10) {
+        let on = if list.list().is_empty() || w.rng.chance(10) {
             // With domains no node of the snapshot has.
             let name = w.name("outside");
             let node =
@@ -643,10 +622,10 @@ fn run_seed(seed: u64, nodes: usize, cycles: usize) {
             list.list()[w.rng.below(list.list().len())].clone()
         };
         for k in 0..w.rng.below(4) {
-            let p = if w.rng.pct(50) && !on.pods.is_empty() {
+            let p = if w.rng.chance(50) && !on.pods.is_empty() {
                 what_ifs.push((on.pods[w.rng.below(on.pods.len())].clone(), on.clone(), -1));
                 continue;
-            } else if w.rng.pct(50) {
+            } else if w.rng.chance(50) {
                 random_pod(&mut w.rng, &format!("what-if-{k}"), on.name())
             } else {
                 // A pod like the incoming one (its selectors likely match).
@@ -668,7 +647,7 @@ fn run_seed(seed: u64, nodes: usize, cycles: usize) {
             if let Some(e) = &earlier[j] {
                 recheck(pl, e);
             }
-            if w.rng.pct(50) {
+            if w.rng.chance(50) {
                 earlier[j] = Some(Earlier {
                     pod: pod.clone(),
                     list: list.clone(),

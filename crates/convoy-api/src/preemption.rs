@@ -1,0 +1,284 @@
+//! Preemption's part of the plugin API (upstream `framework/interface.go`'s
+//! `PodNominator` and `Handle` methods, `preemption/util.go`): the
+//! nominator, which remembers the node each preemptor waits for; the
+//! [`FilterRunner`] a PostFilter plugin dry-runs its what-ifs with; the
+//! [`PreemptionActuator`] that deletes victims; and upstream's strings.
+//!
+//! Nothing here does IO: the actuator is implemented by the adapters (the
+//! API server's, the embedded cluster's).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::cycle_state::CycleState;
+use crate::lister::NodeInfoLister;
+use crate::node_info::NodeInfo;
+use crate::pod_group::GroupKey;
+use crate::pod_info::PodInfo;
+use crate::status::Status;
+
+/// The pod condition type the scheduler sets on a victim before deleting
+/// it (upstream `v1.DisruptionTarget`).
+pub const DISRUPTION_TARGET: &str = "DisruptionTarget";
+
+/// The reason of that condition (upstream `v1.PodReasonPreemptionByScheduler`).
+pub const REASON_PREEMPTION_BY_SCHEDULER: &str = "PreemptionByScheduler";
+
+/// The reason of the Event on each victim.
+pub const REASON_PREEMPTED: &str = "Preempted";
+
+/// The message of the `DisruptionTarget` condition, as upstream's executor
+/// writes it: `<schedulerName>: preempting to accommodate a higher priority pod`.
+pub fn disruption_message(scheduler_name: &str) -> String {
+    format!("{scheduler_name}: preempting to accommodate a higher priority pod")
+}
+
+/// The message of the `DisruptionTarget` condition when the preemptor is
+/// a whole pod group (upstream v1.37.2's executor for a `PodGroupPostFilter`
+/// candidate): `<schedulerName>: preempting to accommodate a higher priority
+/// podgroup` (upstream's preemptor type name).
+pub fn group_disruption_message(scheduler_name: &str) -> String {
+    format!("{scheduler_name}: preempting to accommodate a higher priority podgroup")
+}
+
+/// The `Preempted` Event's note on a victim of a pod group (upstream
+/// v1.37.2, whose group preemption has the whole cluster as its domain):
+/// `Preempted by podgroup <PodGroup UID> on node cluster`.
+pub fn group_preempted_note(group_uid: &str) -> String {
+    format!("Preempted by podgroup {group_uid} on node {GROUP_DOMAIN}")
+}
+
+/// The name of a pod group preemption's domain (upstream's candidate name).
+pub const GROUP_DOMAIN: &str = "cluster";
+
+/// How preemption sees gangs (implemented by the scheduler's gang state):
+/// the running pods of a gang group are one victim, taken all together or
+/// not at all, at the group's priority (upstream v1.37's `DomainVictim`
+/// with `disruptionMode: All`).
+pub trait PreemptionGroups: Send + Sync + std::fmt::Debug {
+    /// The priority `key`'s pods are preempted at, if it is a gang group
+    /// (its PodGroup exists with an all-or-nothing policy); `None`: its
+    /// pods are victims one by one, at their own priority.
+    fn gang_priority(&self, key: &GroupKey) -> Option<i32>;
+}
+
+/// The note of the `Preempted` Event on a victim (upstream v1.37.2):
+/// `Preempted by pod <preemptor UID> on node <node>`.
+pub fn preempted_note(preemptor_uid: &str, node: &str) -> String {
+    format!("Preempted by pod {preemptor_uid} on node {node}")
+}
+
+/// Upstream `PodTerminatingByPreemption`: the pod is being deleted and
+/// carries `DisruptionTarget=True` with reason `PreemptionByScheduler`.
+pub fn terminating_by_preemption(pod: &Pod) -> bool {
+    if pod.metadata.deletion_timestamp.is_none() {
+        return false;
+    }
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_deref()).unwrap_or(&[]);
+    conditions.iter().find(|c| c.type_ == DISRUPTION_TARGET).is_some_and(|c| {
+        c.status == "True" && c.reason.as_deref() == Some(REASON_PREEMPTION_BY_SCHEDULER)
+    })
+}
+
+/// The pods nominated to each node that a pod being scheduled must leave
+/// room for (those of equal or higher priority; upstream
+/// `addGENominatedPods`), taken once per cycle.
+#[derive(Debug, Clone, Default)]
+pub struct NominatedPods {
+    by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
+}
+
+impl NominatedPods {
+    /// Adds a nominated pod.
+    pub fn push(&mut self, node: Arc<str>, pod: Arc<PodInfo>) {
+        self.by_node.entry(node).or_default().push(pod);
+    }
+
+    /// The pods nominated to `node`, if any.
+    pub fn get(&self, node: &str) -> Option<&[Arc<PodInfo>]> {
+        self.by_node.get(node).map(Vec::as_slice)
+    }
+
+    /// Whether no pod is nominated anywhere.
+    pub fn is_empty(&self) -> bool {
+        self.by_node.is_empty()
+    }
+}
+
+/// Where preemptors wait: the node each pod is nominated to (upstream's
+/// `PodNominator`, kept by the scheduling queue). A nomination reserves
+/// room on the node against pods of equal or lower priority until the pod
+/// is bound, deleted or nominated elsewhere.
+pub trait PodNominator: Send + Sync {
+    /// Whether no pod is nominated anywhere: the Filter fast path, read
+    /// once per cycle (an atomic load).
+    fn is_empty(&self) -> bool;
+
+    /// The node a pod is nominated to.
+    fn nominated_node(&self, pod: &PodInfo) -> Option<Arc<str>>;
+
+    /// The pods nominated to a node, of any priority.
+    fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>>;
+
+    /// Every nominated pod with priority `>= min_priority` except the pod
+    /// with UID `except_uid`, by node.
+    fn nominated_pods(&self, min_priority: i32, except_uid: &str) -> NominatedPods;
+}
+
+/// What a PostFilter plugin may run against the profile while it evaluates
+/// what-ifs on copies of nodes (upstream `Handle`'s
+/// `RunPreFilterExtensionAddPod/RemovePod`, `RunFilterPluginsWithNominatedPods`,
+/// `NominatedPodsForNode` and `Parallelizer`). Implemented by the framework,
+/// for one cycle: it knows which Filter plugins the cycle runs.
+pub trait FilterRunner: Sync {
+    /// Runs every PreFilter plugin's `add_pod` extension (plugins whose
+    /// PreFilter returned Skip excepted); the first failure is returned.
+    fn run_pre_filter_extension_add_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_add: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status;
+
+    /// Runs every PreFilter plugin's `remove_pod` extension.
+    fn run_pre_filter_extension_remove_pod(
+        &self,
+        state: &mut CycleState,
+        pod: &PodInfo,
+        to_remove: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status;
+
+    /// Upstream `RunFilterPluginsWithNominatedPods`: the cycle's Filter
+    /// plugins on `node` with the pods nominated to it of equal or higher
+    /// priority added (and, if that passes, once more without them).
+    fn run_filter_plugins_with_nominated_pods(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> Status;
+
+    /// The pods nominated to a node, of any priority.
+    fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>>;
+
+    /// The node the pod is nominated to, if any.
+    fn nominated_node(&self, pod: &PodInfo) -> Option<Arc<str>>;
+
+    /// Calls `work(i)` for every `i` in `0..n`, on the scheduler's
+    /// thread pool when `n` is large enough to be worth it.
+    fn parallelize(&self, n: usize, work: &(dyn Fn(usize) + Sync));
+}
+
+/// What a PostFilter plugin is handed besides the pod and the statuses.
+pub struct PostFilterContext<'a> {
+    /// Every node of the cycle's snapshot.
+    pub nodes: &'a dyn NodeInfoLister,
+    /// The profile's plugins, for what-ifs.
+    pub runner: &'a dyn FilterRunner,
+    /// A random number drawn for this call (preemption's random start
+    /// offset), from the scheduler's seeded generator.
+    pub random: u64,
+}
+
+/// Why preempting a victim or writing a nomination failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PreemptionError(pub String);
+
+/// Carries out a preemption on the cluster (upstream's executor API
+/// calls), off the scheduling loop: the API server's adapter, the embedded
+/// cluster. Implementations treat a pod that is already gone as done.
+pub trait PreemptionActuator: Send + Sync + 'static {
+    /// Preempts `victim` so that `preemptor` fits on `node`: sets the
+    /// `DisruptionTarget` condition ([`disruption_message`]), deletes the
+    /// pod, and reports a `Preempted` Event ([`preempted_note`]).
+    fn preempt(
+        &self,
+        victim: Arc<PodInfo>,
+        preemptor: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>>;
+
+    /// Writes `status.nominatedNodeName` of a pod; `None` clears it.
+    fn set_nominated_node_name(
+        &self,
+        pod: Arc<PodInfo>,
+        node: Option<Arc<str>>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>>;
+
+    /// Preempts `victim` for a whole pod group (`member` is one of its
+    /// pods, `group_uid` the PodGroup's UID): as [`preempt`](Self::preempt)
+    /// with upstream's group wording ([`group_disruption_message`],
+    /// [`group_preempted_note`]). By default, `preempt` with `member` on
+    /// node `cluster`.
+    fn preempt_for_group(
+        &self,
+        victim: Arc<PodInfo>,
+        member: Arc<PodInfo>,
+        group_uid: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        let _ = group_uid;
+        self.preempt(victim, member, Arc::from(GROUP_DOMAIN))
+    }
+}
+
+/// An actuator that does nothing (for schedulers that never preempt, such
+/// as some benchmarks and tests).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoActuator;
+
+impl PreemptionActuator for NoActuator {
+    fn preempt(
+        &self,
+        _victim: Arc<PodInfo>,
+        _preemptor: Arc<PodInfo>,
+        _node: Arc<str>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn set_nominated_node_name(
+        &self,
+        _pod: Arc<PodInfo>,
+        _node: Option<Arc<str>>,
+    ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn terminating_by_preemption_needs_deletion_and_the_condition() {
+        let pod = |deleting: bool, reason: &str| -> Pod {
+            let mut v = json!({"metadata": {"name": "p"},
+                "status": {"conditions": [{"type": "DisruptionTarget", "status": "True",
+                                           "reason": reason}]}});
+            if deleting {
+                v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            serde_json::from_value(v).unwrap()
+        };
+        assert!(terminating_by_preemption(&pod(true, REASON_PREEMPTION_BY_SCHEDULER)));
+        assert!(!terminating_by_preemption(&pod(false, REASON_PREEMPTION_BY_SCHEDULER)));
+        assert!(!terminating_by_preemption(&pod(true, "EvictionByEvictionAPI")));
+        assert_eq!(
+            disruption_message("convoy-scheduler"),
+            "convoy-scheduler: preempting to accommodate a higher priority pod"
+        );
+        assert_eq!(preempted_note("u1", "n1"), "Preempted by pod u1 on node n1");
+        assert_eq!(
+            group_disruption_message("convoy-scheduler"),
+            "convoy-scheduler: preempting to accommodate a higher priority podgroup"
+        );
+        assert_eq!(group_preempted_note("g1"), "Preempted by podgroup g1 on node cluster");
+    }
+}

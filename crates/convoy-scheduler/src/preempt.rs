@@ -1,0 +1,199 @@
+//! What a failed cycle's preemption (PostFilter) leads to, as upstream's
+//! failure handler and preemption executor (v1.37.2,
+//! `handleSchedulingFailure`, `prepareCandidateAsync`):
+//!
+//! - the pod's nomination: kept (PostFilter said nothing about it), set to
+//!   the node whose victims go, or cleared (preemption would not help, or
+//!   the profile does not preempt). The nominator is updated at once, on
+//!   the loop, so the next cycle leaves the room to the preemptor;
+//! - when victims were chosen: the lower-priority pods nominated to that
+//!   node lose their nomination (and are retried at once), and a task off
+//!   the loop preempts every victim (a victim waiting at Permit is rejected
+//!   in memory, one already terminating is left alone, the others get the
+//!   `DisruptionTarget` condition and are deleted, through the
+//!   [`PreemptionActuator`](convoy_api::PreemptionActuator)), then writes
+//!   the preemptor's `status.nominatedNodeName`.
+//!
+//! The preemptor itself fails the cycle as usual: it waits in the
+//! unschedulable pool until the victims' deletions (events its rejecting
+//! plugins registered) bring it back, and then tries its nominated node
+//! first. If an API call failed, or a victim went in memory only (no
+//! deletion event will come), the task moves it back to the active queue.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use convoy_api::{PodInfo, WaitingPods, names};
+use convoy_framework::{Framework, ScheduleError};
+
+use crate::decision::PreemptionDecision;
+use crate::scheduler::Scheduler;
+
+/// One preemption to carry out off the loop.
+pub(crate) struct Job {
+    /// The preemptor (for a group: one of its members).
+    pub(crate) preemptor: Arc<PodInfo>,
+    /// The PodGroup's UID when a whole group preempts.
+    pub(crate) group_uid: Option<Arc<str>>,
+    /// The node the victims make room on (a group: `cluster`).
+    pub(crate) node: Arc<str>,
+    /// The victims.
+    pub(crate) victims: Vec<Arc<PodInfo>>,
+    /// Lower-priority pods that lost their nomination.
+    pub(crate) lower: Vec<Arc<PodInfo>>,
+    /// The nominations to write (the preemptor's, or each member's).
+    pub(crate) nominations: Vec<(Arc<PodInfo>, Arc<str>)>,
+}
+
+/// `status.nominatedNodeName` as the pod object carries it.
+pub(crate) fn status_nomination(pod: &PodInfo) -> Option<&str> {
+    pod.pod.status.as_ref()?.nominated_node_name.as_deref().filter(|n| !n.is_empty())
+}
+
+impl Scheduler {
+    /// Applies what PostFilter decided for a pod whose cycle failed with
+    /// `err`: records the preemption decision, updates the pod's
+    /// nomination and starts the preemption. Called before the pod is
+    /// requeued.
+    pub(crate) fn after_post_filter(
+        &self,
+        fwk: &Framework,
+        pod: &Arc<PodInfo>,
+        err: &ScheduleError,
+    ) {
+        let outcome = match err {
+            ScheduleError::Fit(f) => f.diagnosis.post_filter.as_ref(),
+            _ => None,
+        };
+        if let Some(o) = outcome {
+            let result = o.result.as_ref();
+            self.sink.record_preemption(&PreemptionDecision {
+                pod: pod.key.clone(),
+                profile: fwk.name().clone(),
+                priority: pod.priority,
+                node: result.and_then(|r| r.nominated_node_name.clone()),
+                victims: result
+                    .map(|r| r.victims.iter().map(|v| (v.key.clone(), v.priority)).collect())
+                    .unwrap_or_default(),
+                message: o.status.message(),
+                group: None,
+            });
+        }
+        let nominator = self.queue.nominator();
+        let result = match outcome {
+            // PostFilter ran and said nothing about the nomination: keep it.
+            Some(o) if o.result.is_none() => return,
+            Some(o) => o.result.clone().unwrap_or_default(),
+            // No PostFilter, or the cycle failed otherwise: clear it.
+            None => Default::default(),
+        };
+        let Some(node) = result.nominated_node_name else {
+            let nominated = nominator.delete(pod);
+            if nominated || status_nomination(pod).is_some() {
+                self.write_nomination(pod.clone(), None);
+            }
+            return;
+        };
+        nominator.nominate(pod.clone(), Some(node.clone()));
+        if result.victims.is_empty() {
+            if status_nomination(pod) != Some(&*node) {
+                self.write_nomination(pod.clone(), Some(node));
+            }
+            return;
+        }
+        // The room is the preemptor's now: lower-priority pods nominated
+        // here look elsewhere, at once.
+        let lower = nominator.clear_lower_priority(&node, pod.priority);
+        if !lower.is_empty() {
+            self.queue.activate(lower.iter().map(|p| &p.key));
+        }
+        let job = Job {
+            preemptor: pod.clone(),
+            group_uid: None,
+            node: node.clone(),
+            victims: result.victims,
+            lower,
+            nominations: vec![(pod.clone(), node)],
+        };
+        self.spawn_preemption(job);
+    }
+
+    /// Writes a nomination off the loop (failures are logged: the next
+    /// attempt writes again).
+    pub(crate) fn write_nomination(&self, pod: Arc<PodInfo>, node: Option<Arc<str>>) {
+        let actuator = self.actuator.clone();
+        tokio::spawn(async move {
+            let key = pod.key.clone();
+            if let Err(e) = actuator.set_nominated_node_name(pod, node).await {
+                tracing::warn!(pod = %key, error = %e, "writing status.nominatedNodeName failed");
+            }
+        });
+    }
+
+    /// Preempts the victims off the loop; see the module docs.
+    pub(crate) fn spawn_preemption(&self, job: Job) {
+        let Job { preemptor, group_uid, node, victims, lower, nominations } = job;
+        let actuator = self.actuator.clone();
+        let waiting = self.waiting_pods.clone();
+        let queue = self.queue.clone();
+        let in_flight = self.preemptions_in_flight.clone();
+        in_flight.fetch_add(1, Ordering::AcqRel);
+        tokio::spawn(async move {
+            let mut in_memory = false;
+            let mut deletions = Vec::with_capacity(victims.len());
+            for v in victims {
+                if v.is_terminating() {
+                    tracing::debug!(victim = %v.key, "victim is already being deleted");
+                    continue;
+                }
+                if WaitingPods::reject(&*waiting, &v.uid, names::DEFAULT_PREEMPTION, "preempted") {
+                    tracing::info!(
+                        preemptor = %preemptor.key, victim = %v.key, node = %node,
+                        "preempted a pod waiting at Permit (in scheduler memory)"
+                    );
+                    in_memory = true;
+                    continue;
+                }
+                let key = v.key.clone();
+                let f = match &group_uid {
+                    None => actuator.preempt(v, preemptor.clone(), node.clone()),
+                    Some(g) => actuator.preempt_for_group(v, preemptor.clone(), g.clone()),
+                };
+                deletions.push(async move { (key, f.await) });
+            }
+            let mut failed = false;
+            for (victim, r) in futures::future::join_all(deletions).await {
+                if let Err(e) = r {
+                    failed = true;
+                    tracing::warn!(
+                        preemptor = %preemptor.key, %victim, node = %node, error = %e,
+                        "preempting a victim failed"
+                    );
+                }
+            }
+            for p in lower.into_iter().filter(|p| status_nomination(p).is_some()) {
+                let key = p.key.clone();
+                if let Err(e) = actuator.set_nominated_node_name(p, None).await {
+                    tracing::warn!(pod = %key, error = %e, "clearing status.nominatedNodeName failed");
+                }
+            }
+            for (pod, node) in &nominations {
+                if status_nomination(pod) == Some(&**node) {
+                    continue;
+                }
+                let r = actuator.set_nominated_node_name(pod.clone(), Some(node.clone())).await;
+                if let Err(e) = r {
+                    tracing::warn!(
+                        pod = %pod.key, error = %e,
+                        "writing status.nominatedNodeName failed"
+                    );
+                }
+            }
+            if failed || in_memory {
+                // No deletion event may come to bring the preemptor back.
+                queue.activate(nominations.iter().map(|(p, _)| &p.key));
+            }
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+        });
+    }
+}
