@@ -68,9 +68,10 @@ pub fn as_pod_groups(objects: &mut [Value]) -> Result<Vec<String>, String> {
 }
 
 /// PodGroup `spec` fields of workload-aware preemption (kube-scheduler
-/// with `GenericWorkload`) that Convoy does not read yet: its PodGroups
-/// carry `minCount` and its pods their own priority. Update this list when
-/// Convoy's preemption reads them.
+/// with `GenericWorkload`) that Convoy does not read yet: its preemption
+/// takes a running gang as one victim at its members' highest priority
+/// (as `disruptionMode: all` would), other pods one by one at their own
+/// priority. Update this list when Convoy reads them.
 pub const CONVOY_UNREAD_POD_GROUP_FIELDS: [&str; 4] =
     ["priority", "priorityClassName", "preemptionPolicy", "disruptionMode"];
 
@@ -101,7 +102,8 @@ pub fn log_pod_groups(replaced: &[String], objects: &[Value], convoy: bool) {
     if convoy && !unread.is_empty() {
         tracing::warn!(
             "createPodGroups: PodGroup spec.{} not applicable to Convoy yet (workload-aware \
-             preemption): Convoy sees each member at its pod's own priority",
+             preemption): Convoy preempts a running gang as one victim at its members' highest \
+             priority (as disruptionMode: all), other pods at their own priority",
             unread.join(", spec.")
         );
     }

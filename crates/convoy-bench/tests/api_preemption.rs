@@ -1,16 +1,19 @@
 //! Upstream's preemption cases on a real API server with upstream
-//! kube-scheduler: `compare` runs the verbatim `default_preemption` and
-//! `workload_preemption` fixtures' smallest workloads, each on a fresh
-//! testenv control plane. testenv runs the Priority admission plugin, so the
+//! kube-scheduler and Convoy: `compare` runs the verbatim
+//! `default_preemption` and `workload_preemption` fixtures' smallest
+//! workloads, each on a fresh testenv control plane (the API server alone,
+//! as upstream's scheduler_perf). testenv runs the Priority admission plugin, so the
 //! templates' `spec.priority` goes through PriorityClasses; the victims
 //! (grace period 0) are gone at their DELETE; `EvictedPods` counts them.
 //!
 //! PreemptionBasic/5Nodes: 5 nodes of 4 CPUs hold 4 low-priority pods of
 //! 900m each (400m free); each of the 5 preemptors (3970m) needs all 4 pods
-//! of a node gone, so exactly 20 victims, each marked `DisruptionTarget` by
-//! kube-scheduler before its DELETE.
+//! of a node gone, so exactly 20 victims, each marked `DisruptionTarget`
+//! before its DELETE, by either scheduler: Convoy evicts no more than
+//! upstream.
 
 use std::path::PathBuf;
+use std::process::Command;
 use std::time::Duration;
 
 use convoy_bench::api::{ApiOptions, SchedulerKind};
@@ -27,6 +30,21 @@ fn fixture(topic: &str) -> PathBuf {
         .join("tests/fixtures/upstream")
         .join(topic)
         .join("performance-config.yaml")
+}
+
+/// Builds `convoy-scheduler` into this test's target directory (as
+/// `api_compare.rs` does) and returns its path.
+fn convoy_scheduler() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable");
+    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile directory");
+    let mut build = Command::new(env!("CARGO"));
+    build.args(["build", "-p", "convoy-bench", "-p", "convoy-scheduler"]);
+    build.args(["--bin", "convoy-scheduler"]);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    assert!(build.status().expect("running cargo build").success());
+    profile_dir.join("convoy-scheduler")
 }
 
 fn api() -> ApiOptions {
@@ -46,25 +64,34 @@ fn opts(filter: &str) -> RunOptions {
 }
 
 #[test]
-fn kube_scheduler_preempts_upstreams_victims_on_testenv() {
+fn both_schedulers_evict_upstreams_victims_on_testenv() {
     let config = load_file(&fixture("default_preemption")).unwrap();
+    let mut api = api();
+    api.convoy_binary = Some(convoy_scheduler());
     let cmp = compare(
         &config,
         &opts("^PreemptionBasic$/^5Nodes$"),
-        &api(),
-        &[SchedulerKind::KubeScheduler, SchedulerKind::Null],
+        &api,
+        &[SchedulerKind::KubeScheduler, SchedulerKind::Convoy, SchedulerKind::Null],
+        convoy_testenv::Options::API_ONLY,
     )
     .unwrap();
     println!("{}", cmp.table());
-    let (_, ks) = &cmp.runs[0];
-    let r = &ks.results[0];
-    assert_eq!(r.error, None);
-    assert_eq!(r.windows[0].pods, 5, "every preemptor bound");
-    let e = evictions_of(&r.items).unwrap();
-    assert_eq!(e, Evictions { total: 20, in_windows: 20, disruption_target: 20 });
-    assert_eq!(r.windows[0].evictions, 20);
+    for (s, report) in &cmp.runs[..2] {
+        let r = &report.results[0];
+        assert_eq!(r.error, None, "{}", s.name());
+        assert_eq!(r.windows[0].pods, 5, "{}: every preemptor bound", s.name());
+        let e = evictions_of(&r.items).unwrap();
+        assert_eq!(
+            e,
+            Evictions { total: 20, in_windows: 20, disruption_target: 20 },
+            "{}",
+            s.name()
+        );
+        assert_eq!(r.windows[0].evictions, 20, "{}", s.name());
+    }
     // The null binder places the preemptors on full nodes: no victims.
-    let (_, null) = &cmp.runs[1];
+    let (_, null) = &cmp.runs[2];
     let r = &null.results[0];
     assert_eq!(r.error, None);
     assert_eq!(evictions_of(&r.items).unwrap().total, 0);
@@ -82,6 +109,7 @@ fn kube_scheduler_gang_preemption_on_testenv() {
         &opts("^GangPreemptionBasic$/^2Nodes"),
         &api(),
         &[SchedulerKind::KubeScheduler],
+        convoy_testenv::Options::API_ONLY,
     )
     .unwrap();
     println!("{}", cmp.table());
