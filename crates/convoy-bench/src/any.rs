@@ -36,17 +36,77 @@ pub fn type_of(v: &Value) -> Result<(&str, &str), String> {
     }
 }
 
-/// For `createPodGroups` (`expect`: the PodGroup API version): the objects
-/// a template made must be PodGroups of that version. Nothing to check for
-/// `createAny` (`expect`: `None`).
-pub fn check_expected_kind(objects: &[Value], expect: Option<&str>) -> Result<(), String> {
-    if let (Some(want), Some(v)) = (expect, objects.first()) {
+/// The API group of upstream's PodGroup.
+pub const POD_GROUP_GROUP: &str = "scheduling.k8s.io";
+
+/// For `createPodGroups`: each object must be a `scheduling.k8s.io`
+/// PodGroup, and is created as [`POD_GROUP_API_VERSION`] whatever version
+/// its template names, as upstream's executor does: it decodes the template
+/// into a `v1beta1` PodGroup and creates it with the typed `v1beta1` client
+/// (upstream's own `templates/podgroup.yaml` says `v1alpha3`, a version its
+/// API server does not serve). Returns the versions replaced, sorted.
+pub fn as_pod_groups(objects: &mut [Value]) -> Result<Vec<String>, String> {
+    let mut replaced = Vec::new();
+    for v in objects.iter_mut() {
         let (a, k) = type_of(v)?;
-        if (a, k) != (want, "PodGroup") {
-            return Err(format!("the template makes a {k} ({a}), expected a PodGroup ({want})"));
+        let group = a.split_once('/').map_or("", |(g, _)| g);
+        if k != "PodGroup" || group != POD_GROUP_GROUP {
+            return Err(format!(
+                "the template makes a {k} ({a}), expected a PodGroup ({POD_GROUP_GROUP}/*, \
+                 created as {POD_GROUP_API_VERSION})"
+            ));
+        }
+        if a != POD_GROUP_API_VERSION {
+            if !replaced.iter().any(|r| r == a) {
+                replaced.push(a.to_string());
+            }
+            v["apiVersion"] = json!(POD_GROUP_API_VERSION);
         }
     }
-    Ok(())
+    replaced.sort();
+    Ok(replaced)
+}
+
+/// PodGroup `spec` fields of workload-aware preemption (kube-scheduler
+/// with `GenericWorkload`) that Convoy does not read yet: its preemption
+/// takes a running gang as one victim at its members' highest priority
+/// (as `disruptionMode: all` would), other pods one by one at their own
+/// priority. Update this list when Convoy reads them.
+pub const CONVOY_UNREAD_POD_GROUP_FIELDS: [&str; 4] =
+    ["priority", "priorityClassName", "preemptionPolicy", "disruptionMode"];
+
+/// Which of [`CONVOY_UNREAD_POD_GROUP_FIELDS`] `objects` (PodGroups) set.
+pub fn convoy_unread_fields(objects: &[Value]) -> Vec<&'static str> {
+    CONVOY_UNREAD_POD_GROUP_FIELDS
+        .into_iter()
+        .filter(|f| {
+            objects.iter().any(|v| {
+                v.get("kind").and_then(Value::as_str) == Some("PodGroup")
+                    && v.get("spec").and_then(|s| s.get(f)).is_some_and(|x| !x.is_null())
+            })
+        })
+        .collect()
+}
+
+/// Logs what `createPodGroups` changed or Convoy will not read (`convoy`:
+/// Convoy is the scheduler under test).
+pub fn log_pod_groups(replaced: &[String], objects: &[Value], convoy: bool) {
+    if !replaced.is_empty() {
+        tracing::info!(
+            "createPodGroups: template apiVersion {} created as {POD_GROUP_API_VERSION}, as \
+             upstream's executor does (a typed v1beta1 client)",
+            replaced.join(", ")
+        );
+    }
+    let unread = convoy_unread_fields(objects);
+    if convoy && !unread.is_empty() {
+        tracing::warn!(
+            "createPodGroups: PodGroup spec.{} not applicable to Convoy yet (workload-aware \
+             preemption): Convoy preempts a running gang as one victim at its members' highest \
+             priority (as disruptionMode: all), other pods at their own priority",
+            unread.join(", spec.")
+        );
+    }
 }
 
 /// Whether the object is a CustomResourceDefinition.

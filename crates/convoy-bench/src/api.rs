@@ -23,14 +23,16 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 use parking_lot::Mutex;
 
-use crate::any::{POD_GROUP_API_VERSION, complete, type_of};
+use crate::any::{complete, type_of};
 use crate::config::Stage;
 use crate::dataitems::DataItem;
 use crate::dynamic::{Dynamic, Placement};
 use crate::embedded::{RunError, Window};
+use crate::evictions::Evictions;
 use crate::labels::Selector;
 use crate::objects::{PodFactory, build_nodes, build_pods, literal_object, render_objects};
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
+use crate::priority::PriorityBridge;
 use crate::progress::Progress;
 use crate::throughput::{SampleInterval, UPSTREAM_INTERVAL};
 use crate::tracker::{Created, PodTracker, selected_pods};
@@ -142,6 +144,8 @@ pub struct ApiOutcome {
     /// The scheduler process's resource use (`None` for the in-process
     /// null binder).
     pub usage: Option<Usage>,
+    /// Bound pods removed by others (see [`crate::evictions`]).
+    pub evictions: Evictions,
 }
 
 /// The DataItems of the scheduler's resource use: `SchedulerPeakMemory`
@@ -223,6 +227,7 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
         namespaces: HashSet::new(),
         windows: Vec::new(),
         churns: Vec::new(),
+        priorities: Arc::default(),
     };
     let mut result = exec.prepare(&opts.prepare).await.map_err(RunError::Prepare);
     if result.is_ok() {
@@ -244,7 +249,8 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
     let usage = scheduler.usage();
     drop(scheduler);
     watch_task.abort();
-    result.map(|()| ApiOutcome { windows: exec.windows, usage })
+    let evictions = exec.tracker.state.lock().evictions;
+    result.map(|()| ApiOutcome { windows: exec.windows, usage, evictions })
 }
 
 /// A running scheduler, stopped on drop.
@@ -607,6 +613,9 @@ struct Exec {
     created: HashMap<String, Vec<Created>>,
     namespaces: HashSet<String>,
     windows: Vec<Window>,
+    /// Pod and PodGroup priorities on a server with the Priority admission
+    /// plugin (see [`crate::priority`]).
+    priorities: Arc<PriorityBridge>,
 }
 
 async fn create_all<T>(api: Api<T>, objs: Vec<T>) -> Result<(), String>
@@ -678,6 +687,7 @@ impl Exec {
                         Some(self.profile.into());
                 }
                 self.ensure_namespace(&s.namespace).await?;
+                self.priorities.pods(&self.client, &s.namespace, &mut pods).await?;
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
@@ -694,8 +704,8 @@ impl Exec {
                     self.stop_window()?;
                 }
             }
-            Step::CreateAny(s) => self.create_any(s, None).await?,
-            Step::CreatePodGroups(s) => self.create_any(s, Some(POD_GROUP_API_VERSION)).await?,
+            Step::CreateAny(s) => self.create_any(s, false).await?,
+            Step::CreatePodGroups(s) => self.create_any(s, true).await?,
             Step::Churn(s) => self.churn(s).await?,
             Step::Barrier { namespaces, selector, stage: Stage::Scheduled } => {
                 self.wait_scheduled(namespaces, selector).await?;
@@ -713,6 +723,12 @@ impl Exec {
                     *list = keep;
                     gone.into_iter().map(|c: Created| c.name).collect()
                 };
+                {
+                    let s = self.tracker.state.lock();
+                    for name in &victims {
+                        s.own_deletes.mark(namespace, name);
+                    }
+                }
                 // No kubelet confirms termination: delete at once.
                 let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
@@ -759,8 +775,10 @@ impl Exec {
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
+                let own = self.tracker.state.lock().own_deletes.clone();
                 let target =
-                    crate::gpu::ApiTarget::start(self.client.clone(), self.dynamic.clone()).await?;
+                    crate::gpu::ApiTarget::start(self.client.clone(), self.dynamic.clone(), own)
+                        .await?;
                 crate::gpu::run_jobs(s, &target, self.profile).await?;
                 if s.collect_metrics {
                     self.stop_window()?;
@@ -785,17 +803,22 @@ impl Exec {
         Ok(())
     }
 
-    /// `createAny` (`expect`: `None`) and `createPodGroups` (`expect`: the
-    /// PodGroup API version), `CONCURRENCY` creates in flight.
-    async fn create_any(&mut self, s: &AnyStep, expect: Option<&str>) -> Result<(), String> {
+    /// `createAny` and `createPodGroups` (`pod_groups`: PodGroups only,
+    /// created as `v1beta1`), `CONCURRENCY` creates in flight.
+    async fn create_any(&mut self, s: &AnyStep, pod_groups: bool) -> Result<(), String> {
         let mut objects = render_objects(s)?;
-        crate::any::check_expected_kind(&objects, expect)?;
+        if pod_groups {
+            let replaced = crate::any::as_pod_groups(&mut objects)?;
+            let convoy = self.opts.scheduler == SchedulerKind::Convoy;
+            crate::any::log_pod_groups(&replaced, &objects, convoy);
+        }
         if let Some(ns) = &s.namespace {
             self.ensure_namespace(ns).await?;
         }
         for v in &mut objects {
             complete(v, self.profile);
         }
+        self.priorities.values(&self.client, s.namespace.as_deref(), &mut objects).await?;
         self.tracker.state.lock().groups.register(&objects, s.namespace.as_deref());
         let dynamic = &self.dynamic;
         let created: Vec<(Option<String>, String, Option<Created>)> =
@@ -830,7 +853,9 @@ impl Exec {
             complete(t, self.profile);
         }
         self.ensure_namespace(&s.namespace).await?;
-        let churner = self.dynamic.clone().churner(templates, s.namespace.clone()).await?;
+        self.priorities.values(&self.client, Some(&s.namespace), &mut templates).await?;
+        let own = self.tracker.state.lock().own_deletes.clone();
+        let churner = self.dynamic.clone().churner(templates, s.namespace.clone(), own).await?;
         let n = s.templates.len();
         self.churns.push(tokio::spawn(crate::churn::run(churner, n, s.mode, s.interval)));
         Ok(())
@@ -846,6 +871,8 @@ impl Exec {
         }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &s.namespace);
         let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+        let (client, priorities) = (self.client.clone(), self.priorities.clone());
+        let namespace = s.namespace.clone();
         let outcome = crate::steady::run(
             &self.tracker.state,
             &s.namespace,
@@ -855,8 +882,12 @@ impl Exec {
             duration,
             CONCURRENCY,
             |pod: Pod| {
-                let api = api.clone();
+                let (api, client, priorities, namespace) =
+                    (api.clone(), client.clone(), priorities.clone(), namespace.clone());
                 async move {
+                    let mut pods = [pod];
+                    priorities.pods(&client, &namespace, &mut pods).await?;
+                    let [pod] = pods;
                     api.create(&PostParams::default(), &pod).await.map(drop).map_err(|e| {
                         format!("creating {}: {e}", pod.metadata.name.unwrap_or_default())
                     })
@@ -907,12 +938,53 @@ impl Exec {
         selector: &Selector,
     ) -> Result<(), String> {
         let keys = selected_pods(&self.created, namespaces, selector);
-        self.wait_until("pods to be scheduled", || {
+        let waited = self
+            .wait_until("pods to be scheduled", || {
+                let s = self.tracker.state.lock();
+                let got = keys.iter().filter(|k| s.bound.contains(*k)).count();
+                (got >= keys.len(), format!("{got}/{} scheduled", keys.len()))
+            })
+            .await;
+        let Err(e) = waited else { return Ok(()) };
+        // Say which pods are left and what the API server shows for them
+        // (a bind the watch missed would show as a node name here).
+        let left: Vec<PodKey> = {
             let s = self.tracker.state.lock();
-            let got = keys.iter().filter(|k| s.bound.contains(*k)).count();
-            (got >= keys.len(), format!("{got}/{} scheduled", keys.len()))
-        })
-        .await
+            keys.iter().filter(|k| !s.bound.contains(*k)).take(3).cloned().collect()
+        };
+        let mut seen = Vec::new();
+        for k in &left {
+            seen.push(self.describe_pod(k).await);
+        }
+        Err(format!("{e}; not bound: {}", seen.join("; ")))
+    }
+
+    /// A pod as the API server shows it: node, deletion, `PodScheduled`.
+    async fn describe_pod(&self, key: &PodKey) -> String {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        match api.get(&key.name).await {
+            Ok(p) => {
+                let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default();
+                let scheduled = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|c| c.iter().find(|c| c.type_ == "PodScheduled"))
+                    .map(|c| {
+                        format!(
+                            "PodScheduled={} {}: {}",
+                            c.status,
+                            c.reason.as_deref().unwrap_or(""),
+                            c.message.as_deref().unwrap_or("")
+                        )
+                    })
+                    .unwrap_or_else(|| "no PodScheduled condition".into());
+                let deleting =
+                    if p.metadata.deletion_timestamp.is_some() { ", deleting" } else { "" };
+                format!("{key} (node {node:?}{deleting}, {scheduled})")
+            }
+            Err(e) => format!("{key} ({e})"),
+        }
     }
 
     /// Waits until every pod the benchmark created in `namespaces` (all when

@@ -11,7 +11,7 @@ use convoy_testenv::{Options as TestEnvOptions, TestEnv};
 use crate::api::{ApiOptions, SchedulerKind};
 use crate::config::{Config, SCHEDULING_THROUGHPUT};
 use crate::dataitems::DataItems;
-use crate::run::{Report, RunOptions, api_workload, run_each};
+use crate::run::{Report, RunOptions, api_workload, describe_evictions, evictions_of, run_each};
 
 /// The reports of a comparison, one per scheduler, in the order run.
 #[derive(Debug, Clone, Default)]
@@ -83,8 +83,21 @@ impl Comparison {
         })
     }
 
+    /// The evictions of window `name` (`<workload>/<window>`) with
+    /// `scheduler`.
+    pub fn window_evictions(&self, scheduler: SchedulerKind, name: &str) -> Option<usize> {
+        let (_, report) = self.runs.iter().find(|(s, _)| *s == scheduler)?;
+        report.results.iter().find_map(|w| {
+            w.windows
+                .iter()
+                .find(|win| format!("{}/{}", w.name, win.name) == name)
+                .map(|win| win.evictions)
+        })
+    }
+
     /// The console table: one row per measured window, Average pods/s per
-    /// scheduler, and Convoy's ratios.
+    /// scheduler, and Convoy's ratios; with preemption, the pods each
+    /// scheduler evicted during the window (`EVICTED <scheduler>`).
     pub fn table(&self) -> String {
         let mut names: Vec<String> = Vec::new();
         for (_, r) in &self.runs {
@@ -97,9 +110,15 @@ impl Comparison {
                 }
             }
         }
+        let evicted = self.runs.iter().any(|(_, r)| {
+            r.results.iter().any(|w| evictions_of(&w.items).is_some_and(|e| e.total > 0))
+        });
         let mut header = vec!["NAME".to_string()];
         header.extend(self.runs.iter().map(|(s, _)| s.name().to_string()));
         header.extend(["CONVOY/KUBE-SCHEDULER".into(), "CONVOY/NULL".into()]);
+        if evicted {
+            header.extend(self.runs.iter().map(|(s, _)| format!("EVICTED {}", s.name())));
+        }
         let mut rows = vec![header];
         let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.1}"));
         for n in &names {
@@ -114,15 +133,47 @@ impl Comparison {
             };
             row.push(ratio(SchedulerKind::KubeScheduler));
             row.push(ratio(SchedulerKind::Null));
+            if evicted {
+                row.extend(self.runs.iter().map(|(s, _)| {
+                    self.window_evictions(*s, n).map_or("-".to_string(), |e| e.to_string())
+                }));
+            }
             rows.push(row);
         }
         let mut out = crate::table::format(&rows, 1);
         writeln!(out, "(SchedulingThroughput Average, pods/s)").unwrap();
+        if evicted {
+            writeln!(
+                out,
+                "(EVICTED: bound pods the scheduler removed during the window, counted from the \
+                 cluster's side; totals below)"
+            )
+            .unwrap();
+        }
         for (s, r) in &self.runs {
             for w in &r.results {
+                for win in &w.windows {
+                    let rate = crate::groups::bind_span_rate(win)
+                        .map_or("-".to_string(), |v| format!("{v:.1}"));
+                    writeln!(
+                        out,
+                        "{} {}/{}: {} pods bound in a {:.1} s window, {rate} pods/s from the \
+                         first bind to the last",
+                        s.name(),
+                        w.name,
+                        win.name,
+                        win.pods,
+                        win.duration.as_secs_f64()
+                    )
+                    .unwrap();
+                }
+                if let Some(e) = evictions_of(&w.items).filter(|_| evicted) {
+                    writeln!(out, "{} {}: {}", s.name(), w.name, describe_evictions(&e)).unwrap();
+                }
                 for i in &w.items {
                     let metric = i.labels.get("Metric").map_or("", String::as_str);
                     if metric != SCHEDULING_THROUGHPUT
+                        && !crate::evictions::is_item(i)
                         && !crate::groups::is_group_metric(metric)
                         && let Some((bucket, v)) = i.data.iter().next()
                     {

@@ -202,6 +202,7 @@ impl Dynamic {
         self: std::sync::Arc<Self>,
         templates: Vec<Value>,
         namespace: String,
+        own_deletes: crate::evictions::OwnDeletes,
     ) -> Result<DynamicChurner, String> {
         let mut apis = Vec::new();
         for t in &templates {
@@ -212,13 +213,15 @@ impl Dynamic {
             obj.metadata.namespace = ns.map(str::to_string);
             apis.push((self.api(&kind, ns), obj));
         }
-        Ok(DynamicChurner { apis })
+        Ok(DynamicChurner { apis, own_deletes })
     }
 }
 
 /// `churn` on the API target: any kind.
 pub(crate) struct DynamicChurner {
     apis: Vec<(Api<DynamicObject>, DynamicObject)>,
+    /// Pods it deletes are not evictions.
+    own_deletes: crate::evictions::OwnDeletes,
 }
 
 impl Churner for DynamicChurner {
@@ -240,7 +243,11 @@ impl Churner for DynamicChurner {
 
     fn delete(&self, template: usize, name: String) -> BoxFuture<'_, ()> {
         Box::pin(async move {
-            let (api, _) = &self.apis[template];
+            let (api, obj) = &self.apis[template];
+            if obj.types.as_ref().is_some_and(|t| t.kind == "Pod") {
+                let ns = obj.metadata.namespace.as_deref().unwrap_or_default();
+                self.own_deletes.mark(ns, &name);
+            }
             // No kubelet confirms termination: delete at once.
             let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
             if let Err(e) = api.delete(&name, &dp).await {

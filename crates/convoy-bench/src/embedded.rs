@@ -24,11 +24,11 @@ use kube::api::ObjectMeta;
 use serde_json::Value;
 
 use crate::any::{
-    EmbeddedObject, POD_GROUP_API_VERSION, embedded_object, embedded_scope, is_crd,
-    manifest_namespace, type_of,
+    EmbeddedObject, embedded_object, embedded_scope, is_crd, manifest_namespace, type_of,
 };
 use crate::churn::Churner;
 use crate::config::Stage;
+use crate::evictions::Evictions;
 use crate::labels::Selector;
 use crate::objects::{PodFactory, build_nodes, literal_object, render_objects};
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
@@ -85,6 +85,9 @@ pub struct Window {
     pub sampled: Sampled,
     /// Pod-group metrics, for a window in which groups were placed.
     pub groups: Option<crate::groups::GroupWindow>,
+    /// Bound pods removed by others while the window was open (see
+    /// [`crate::evictions`]).
+    pub evictions: usize,
 }
 
 /// Why a workload failed.
@@ -109,9 +112,18 @@ pub enum RunError {
     UnfinishedWindow,
 }
 
+/// What a workload measured on the embedded target.
+#[derive(Debug, Clone)]
+pub struct EmbeddedOutcome {
+    /// Measured windows.
+    pub windows: Vec<Window>,
+    /// Bound pods removed by others (see [`crate::evictions`]).
+    pub evictions: Evictions,
+}
+
 /// Runs one workload on a fresh embedded cluster and scheduler, returning
-/// its measured windows.
-pub fn run(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, RunError> {
+/// its measured windows and evictions.
+pub fn run(plan: &Plan, opts: &EmbeddedOptions) -> Result<EmbeddedOutcome, RunError> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(opts.worker_threads.max(1))
         .thread_name("convoy-bench")
@@ -123,7 +135,7 @@ pub fn run(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, RunError>
     result
 }
 
-async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, RunError> {
+async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<EmbeddedOutcome, RunError> {
     let config = convoy_scheduler::load_config(plan.scheduler_config.as_deref())
         .map_err(|e| RunError::Scheduler(e.to_string()))?;
     let scheduler_name = config.profiles[0].scheduler_name.clone();
@@ -199,7 +211,8 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Vec<Window>, R
     drop(progress);
     let _ = stop_tx.send(());
     let _ = loop_task.await;
-    result.map(|()| exec.windows)
+    let evictions = exec.tracker.state.lock().evictions;
+    result.map(|()| EmbeddedOutcome { windows: exec.windows, evictions })
 }
 
 /// Keeps the last failure, to explain a timeout, marks pods attempted
@@ -271,6 +284,8 @@ struct EmbeddedChurner {
     scheduler_name: String,
     op_index: usize,
     serial: std::sync::atomic::AtomicU64,
+    /// Pods it deletes are not evictions.
+    own_deletes: crate::evictions::OwnDeletes,
 }
 
 impl Churner for EmbeddedChurner {
@@ -306,7 +321,10 @@ impl Churner for EmbeddedChurner {
     fn delete(&self, template: usize, name: String) -> BoxFuture<'_, ()> {
         let deleted = match type_of(&self.templates[template]) {
             Ok((_, "Node")) => self.cluster.delete_node(&name).map(drop),
-            Ok((_, "Pod")) => self.cluster.delete_pod(&self.namespace, &name).map(drop),
+            Ok((_, "Pod")) => {
+                self.own_deletes.mark(&self.namespace, &name);
+                self.cluster.delete_pod(&self.namespace, &name).map(drop)
+            }
             Ok((_, kind)) => self.cluster.delete_object(kind, &name).map(drop),
             Err(_) => Ok(()),
         };
@@ -351,8 +369,8 @@ impl Exec {
                     self.stop_window()?;
                 }
             }
-            Step::CreateAny(s) => self.create_any(s, None)?,
-            Step::CreatePodGroups(s) => self.create_any(s, Some(POD_GROUP_API_VERSION))?,
+            Step::CreateAny(s) => self.create_any(s, false)?,
+            Step::CreatePodGroups(s) => self.create_any(s, true)?,
             Step::Churn(s) => self.churn(s)?,
             Step::Barrier { namespaces, selector, stage: Stage::Scheduled } => {
                 self.wait_scheduled(namespaces, selector).await?;
@@ -397,7 +415,8 @@ impl Exec {
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
-                let target = crate::gpu::EmbeddedTarget(self.cluster.clone());
+                let own = self.tracker.state.lock().own_deletes.clone();
+                let target = crate::gpu::EmbeddedTarget(self.cluster.clone(), own);
                 crate::gpu::run_jobs(s, &target, &self.scheduler_name).await?;
                 if s.collect_metrics {
                     self.stop_window()?;
@@ -480,6 +499,7 @@ impl Exec {
         let Some(pod) = self.cluster.pod(namespace, name) else {
             return Err(format!("pod {namespace}/{name} not found"));
         };
+        self.tracker.state.lock().own_deletes.mark(namespace, name);
         if pod.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {
             return self.cluster.delete_pod(namespace, name).map(drop).map_err(|e| e.to_string());
         }
@@ -510,11 +530,14 @@ impl Exec {
         Ok(())
     }
 
-    /// `createAny` (`expect`: `None`) and `createPodGroups` (`expect`: the
-    /// PodGroup API version).
-    fn create_any(&mut self, s: &AnyStep, expect: Option<&str>) -> Result<(), String> {
-        let objects = render_objects(s)?;
-        crate::any::check_expected_kind(&objects, expect)?;
+    /// `createAny` and `createPodGroups` (`pod_groups`: PodGroups only,
+    /// created as `v1beta1`).
+    fn create_any(&mut self, s: &AnyStep, pod_groups: bool) -> Result<(), String> {
+        let mut objects = render_objects(s)?;
+        if pod_groups {
+            let replaced = crate::any::as_pod_groups(&mut objects)?;
+            crate::any::log_pod_groups(&replaced, &objects, true);
+        }
         if let Some(ns) = &s.namespace {
             self.ensure_namespace(ns)?;
         }
@@ -548,6 +571,7 @@ impl Exec {
             scheduler_name: self.scheduler_name.clone(),
             op_index: s.op_index,
             serial: Default::default(),
+            own_deletes: self.tracker.state.lock().own_deletes.clone(),
         };
         let n = s.templates.len();
         self.churns.push(tokio::spawn(crate::churn::run(churner, n, s.mode, s.interval)));
@@ -801,5 +825,83 @@ mod tests {
         assert!(cluster.pod("ns", "q").is_none());
         exec.delete_pod("ns", "p").unwrap();
         assert!(exec.delete_pod("ns", "q").unwrap_err().contains("not found"));
+    }
+
+    /// Feeds the cluster's updates so far to the tracker, as the
+    /// scheduler's update stream does in a run.
+    fn drain(exec: &Exec, rx: &mut tokio::sync::mpsc::UnboundedReceiver<ClusterUpdate>) {
+        while let Ok(u) = rx.try_recv() {
+            exec.tracker.observe(&u);
+        }
+    }
+
+    #[tokio::test]
+    async fn evictions_are_bound_pods_the_benchmark_did_not_delete() {
+        let (cluster, mut rx) = EmbeddedCluster::new(Objects::default());
+        let exec = exec(cluster.clone());
+        for name in ["mine", "victim", "marked"] {
+            let mut pod = Pod::default();
+            pod.metadata.name = Some(name.into());
+            pod.metadata.namespace = Some("ns".into());
+            pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+                node_name: Some("node-1".into()),
+                ..Default::default()
+            });
+            cluster.add_pod(pod).unwrap();
+        }
+        drain(&exec, &mut rx);
+        exec.tracker.state.lock().start_window("w".into(), vec!["ns".into()], None).unwrap();
+        // The benchmark's delete (deletePods): not an eviction.
+        exec.delete_pod("ns", "mine").unwrap();
+        // A preemptor's: deleted by someone else.
+        cluster.delete_pod("ns", "victim").unwrap();
+        // Marked first (DisruptionTarget), then deleted.
+        let mut marked = Pod::clone(&cluster.pod("ns", "marked").unwrap());
+        marked.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            conditions: Some(vec![k8s_openapi::api::core::v1::PodCondition {
+                type_: "DisruptionTarget".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        cluster.update_pod(marked).unwrap();
+        cluster.delete_pod("ns", "marked").unwrap();
+        drain(&exec, &mut rx);
+        let w = exec.tracker.state.lock().stop_window(SampleInterval::Auto).unwrap();
+        assert_eq!(w.evictions, 2);
+        let e = exec.tracker.state.lock().evictions;
+        assert_eq!(e, Evictions { total: 2, in_windows: 2, disruption_target: 1 });
+    }
+
+    #[tokio::test]
+    async fn churn_creates_upstreams_preemptors_with_their_priority() {
+        let (cluster, _rx) = EmbeddedCluster::new(Objects::default());
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/upstream/default_preemption/templates/pod-high-priority.yaml"
+        ))
+        .unwrap();
+        let template = serde_saphyr::from_str::<Value>(&text).unwrap();
+        let churner = EmbeddedChurner {
+            cluster: cluster.clone(),
+            templates: vec![template],
+            namespace: "namespace-2".into(),
+            scheduler_name: "convoy-scheduler".into(),
+            op_index: 2,
+            serial: Default::default(),
+            own_deletes: Default::default(),
+        };
+        let a = churner.create(0).await.unwrap();
+        let b = churner.create(0).await.unwrap();
+        assert_ne!(a, b);
+        let pod = cluster.pod("namespace-2", &a).unwrap();
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.priority, Some(9999999));
+        assert_eq!(spec.scheduler_name.as_deref(), Some("convoy-scheduler"));
+        assert_eq!(spec.termination_grace_period_seconds, Some(0));
+        churner.delete(0, b.clone()).await;
+        assert!(cluster.pod("namespace-2", &b).is_none());
+        assert!(churner.own_deletes.contains(&PodKey::new("namespace-2", &b)));
     }
 }

@@ -528,6 +528,7 @@ mod tests {
             bind_span: None,
             sampled: Sampled { interval: MS(10), samples: Vec::new() },
             groups: Some(g),
+            evictions: 0,
         };
         assert_eq!(overall_rate(&w), Some(100.0));
         let items = items("GangScheduling/x", &w);

@@ -8,6 +8,8 @@
 //! - [`template`]: the Go-template subset of node and pod templates;
 //! - [`plan`]: a workload with its `$params` resolved (unused ones are
 //!   errors, as upstream) and its template files read;
+//! - [`priority`]: `spec.priority` of upstream's templates on an API
+//!   server that runs the Priority admission plugin (PriorityClasses);
 //! - [`objects`]: nodes and pods from templates, upstream's built-ins;
 //! - [`any`]: objects of any kind (`createAny`, `createPodGroups`,
 //!   `churn`, `--prepare`): their type, what the embedded target holds,
@@ -20,6 +22,8 @@
 //!   in-memory cluster;
 //! - [`throughput`]: upstream's throughput collector, replayed over bind
 //!   instants at a chosen interval;
+//! - [`evictions`]: `EvictedPods`, bound pods removed by someone other
+//!   than the benchmark (preemption victims);
 //! - [`groups`]: pod-group latency and groups per second (gang
 //!   workloads);
 //! - [`gpu`]: the GPU fragmentation benchmark (`createGpuJobs`, its
@@ -46,12 +50,14 @@ pub mod config;
 pub mod dataitems;
 mod dynamic;
 pub mod embedded;
+pub mod evictions;
 pub mod gate;
 pub mod gpu;
 pub mod groups;
 pub mod labels;
 pub mod objects;
 pub mod plan;
+pub mod priority;
 pub mod progress;
 pub mod report;
 pub mod run;

@@ -139,10 +139,12 @@ pub fn data_item(workload: &str, w: &Window) -> DataItem {
 /// workload failures are in the report.
 pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
     run_each(config, opts, |plan| {
-        let windows = embedded::run(plan, &opts.embedded).map_err(|e| e.to_string())?;
+        let outcome = embedded::run(plan, &opts.embedded).map_err(|e| e.to_string())?;
+        let windows = outcome.windows;
         let mut items: Vec<DataItem> =
             windows.iter().map(|win| data_item(&plan.name, win)).collect();
         items.extend(windows.iter().flat_map(|win| crate::groups::items(&plan.name, win)));
+        items.push(crate::evictions::item(&plan.name, &outcome.evictions));
         items.extend(crate::gpu::take_items(plan, &Default::default()));
         Ok((windows, items))
     })
@@ -175,6 +177,9 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
             items.push(item);
         }
     }
+    let mut evicted = crate::evictions::item(&plan.name, &outcome.evictions);
+    evicted.labels.insert("Scheduler".into(), scheduler.into());
+    items.push(evicted);
     let labels = [("Scheduler".to_string(), scheduler.to_string())].into();
     items.extend(crate::gpu::take_items(plan, &labels));
     if let Some(u) = &outcome.usage {
@@ -317,7 +322,10 @@ impl Report {
 
     /// The console table.
     pub fn table(&self) -> String {
-        let header = [
+        // EVICTED only where a workload evicted pods (preemption).
+        let evicted =
+            self.results.iter().any(|r| evictions_of(&r.items).is_some_and(|e| e.total > 0));
+        let mut header = vec![
             "NAME",
             "PODS",
             "WINDOW",
@@ -330,6 +338,9 @@ impl Report {
             "THRESHOLD",
             "RESULT",
         ];
+        if evicted {
+            header.insert(header.len() - 2, "EVICTED");
+        }
         let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
         for r in &self.results {
             let status = if r.error.is_some() {
@@ -342,14 +353,14 @@ impl Report {
             let threshold = r.threshold.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into());
             if r.windows.is_empty() {
                 let mut row = vec![r.name.clone()];
-                row.extend(std::iter::repeat_n("-".to_string(), 8));
+                row.extend(std::iter::repeat_n("-".to_string(), 8 + usize::from(evicted)));
                 row.extend([threshold.clone(), status.into()]);
                 rows.push(row);
             }
             for w in &r.windows {
                 let s = Summary::of(&w.sampled.samples);
                 let f = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or("-".into());
-                rows.push(vec![
+                let mut row = vec![
                     format!("{}/{}", r.name, w.name),
                     w.pods.to_string(),
                     format!("{:.3}s", w.duration.as_secs_f64()),
@@ -361,7 +372,11 @@ impl Report {
                     f(s.map(|s| s.perc99)),
                     threshold.clone(),
                     status.into(),
-                ]);
+                ];
+                if evicted {
+                    row.insert(row.len() - 2, w.evictions.to_string());
+                }
+                rows.push(row);
             }
         }
         let mut out = crate::table::format(&rows, 1);
@@ -370,7 +385,17 @@ impl Report {
             "(throughput in pods/s, sampled at INTERVAL as upstream samples each second)"
         )
         .unwrap();
+        if evicted {
+            writeln!(
+                out,
+                "(EVICTED: bound pods others removed during the window; see EvictedPods)"
+            )
+            .unwrap();
+        }
         for r in &self.results {
+            if let Some(e) = evictions_of(&r.items).filter(|e| e.total > 0) {
+                writeln!(out, "{}: {}", r.name, describe_evictions(&e)).unwrap();
+            }
             if let Some(e) = &r.error {
                 writeln!(out, "{}: {e}", r.name).unwrap();
             }
@@ -380,6 +405,28 @@ impl Report {
         }
         out
     }
+}
+
+/// The `EvictedPods` counts among a workload's DataItems.
+pub fn evictions_of(items: &[DataItem]) -> Option<crate::evictions::Evictions> {
+    let i = items.iter().find(|i| crate::evictions::is_item(i))?;
+    let get = |k: &str| i.data.get(k).copied().unwrap_or(0.0) as usize;
+    Some(crate::evictions::Evictions {
+        total: get("Total"),
+        in_windows: get("InWindows"),
+        disruption_target: get("DisruptionTarget"),
+    })
+}
+
+/// `EvictedPods 20 (20 in measured windows, 20 with DisruptionTarget)`.
+pub fn describe_evictions(e: &crate::evictions::Evictions) -> String {
+    format!(
+        "{} {} ({} in measured windows, {} with DisruptionTarget)",
+        crate::evictions::METRIC,
+        e.total,
+        e.in_windows,
+        e.disruption_target
+    )
 }
 
 #[cfg(test)]

@@ -74,8 +74,10 @@ where
         let bound =
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|k| (k, rx)) })
                 .take_until(tokio::time::sleep_until(deadline));
+        let own_deletes = tracker.lock().own_deletes.clone();
         bound
             .map(|key: PodKey| {
+                own_deletes.mark(&key.namespace, &key.name);
                 live.lock().remove(key.name.as_ref());
                 deleted.insert(key.name.to_string());
                 *serial += 1;

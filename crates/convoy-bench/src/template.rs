@@ -1,6 +1,6 @@
 //! The Go-template subset that upstream's node and pod templates use.
 //!
-//! Upstream renders every template file with Go's `html/template` before
+//! Upstream renders every template file with Go's `text/template` before
 //! decoding it as YAML, with `.Index`, `.Count` and the op's
 //! `templateParams` as data and the functions `AddInt`, `AddFloat`,
 //! `SubtractInt`, `SubtractFloat`, `MultiplyInt`, `MultiplyFloat`,
@@ -8,9 +8,14 @@
 //! `{{ ... }}` actions holding a field (`.Index`), a literal, a function
 //! call with arguments (which may be parenthesised calls) and pipelines
 //! (`{{ .Index | AddInt 1 }}`), plus `{{- ... -}}` whitespace trimming and
-//! `{{/* comments */}}`. Control structures (`if`, `range`, ...) are
-//! refused with an error naming them, and so is a missing field (Go prints
-//! `<no value>`; a benchmark is better off failing).
+//! `{{/* comments */}}`; and, as the preemption configs use them,
+//! `{{if}}` / `{{else if}}` / `{{else}}` / `{{end}}` with Go's truth (false,
+//! 0, "" and a field the data lacks are false: `{{if .priority}}` tests
+//! whether the op passed `priority`) and Go's `eq`, `ne`, `lt`, `le`, `gt`,
+//! `ge`, `not`, `and`, `or`. Other control structures (`range`, `with`,
+//! ...), other functions and variables are refused with an error naming
+//! them, and so is printing a missing field (Go prints `<no value>`; a
+//! benchmark is better off failing).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -67,12 +72,37 @@ pub struct TemplateError {
     pub message: String,
 }
 
-/// Renders `text` with `env`.
-pub fn render(text: &str, env: &Env) -> Result<String, TemplateError> {
-    let mut out = String::with_capacity(text.len());
+/// A piece of a template: text, an action printing a pipeline, or an
+/// `if` with its branches.
+#[derive(Debug, Clone, PartialEq)]
+enum Node {
+    Text(String),
+    /// The action's text, without braces and trim markers.
+    Print(String),
+    If {
+        /// `(condition, body)` of `if` and each `else if`.
+        branches: Vec<(String, Vec<Node>)>,
+        /// The `else` body (empty without one).
+        otherwise: Vec<Node>,
+    },
+}
+
+/// What the lexer yields: text (trim markers applied) and action bodies.
+#[derive(Debug)]
+enum Item<'a> {
+    Text(&'a str),
+    Action(&'a str),
+}
+
+fn lex(text: &str) -> Result<Vec<Item<'_>>, TemplateError> {
+    let mut items = Vec::new();
     let mut rest = text;
+    let mut trim_next = false;
     while let Some(open) = rest.find("{{") {
         let mut before = &rest[..open];
+        if trim_next {
+            before = before.trim_start();
+        }
         let after_open = &rest[open + 2..];
         let (trim_left, body_start) = match after_open.strip_prefix("- ") {
             Some(b) => (true, b),
@@ -81,7 +111,7 @@ pub fn render(text: &str, env: &Env) -> Result<String, TemplateError> {
         if trim_left {
             before = before.trim_end();
         }
-        out.push_str(before);
+        items.push(Item::Text(before));
         let Some(close) = body_start.find("}}") else {
             return Err(TemplateError {
                 action: body_start.chars().take(40).collect(),
@@ -89,20 +119,137 @@ pub fn render(text: &str, env: &Env) -> Result<String, TemplateError> {
             });
         };
         let mut body = &body_start[..close];
-        let mut after = &body_start[close + 2..];
+        trim_next = false;
         if let Some(b) = body.strip_suffix(" -") {
             body = b;
-            after = after.trim_start();
+            trim_next = true;
         }
-        let err = |message: String| TemplateError { action: body.trim().to_string(), message };
-        let trimmed = body.trim();
-        if !(trimmed.starts_with("/*") && trimmed.ends_with("*/")) {
-            let value = eval_action(trimmed, env).map_err(err)?;
-            out.push_str(&value.to_string());
+        let body = body.trim();
+        if !(body.starts_with("/*") && body.ends_with("*/")) {
+            items.push(Item::Action(body));
         }
-        rest = after;
+        rest = &body_start[close + 2..];
     }
-    out.push_str(rest);
+    items.push(Item::Text(if trim_next { rest.trim_start() } else { rest }));
+    Ok(items)
+}
+
+/// What ended a list of nodes.
+enum Stop<'a> {
+    /// The end of the text.
+    Eof,
+    /// `{{else}}` or `{{else if ...}}` (the condition, if any).
+    Else(Option<&'a str>),
+    /// `{{end}}`.
+    End,
+}
+
+/// The first word of an action and the rest.
+fn keyword(body: &str) -> (&str, &str) {
+    let end = body.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(body.len());
+    (&body[..end], body[end..].trim_start())
+}
+
+/// Parses nodes until `{{else}}`, `{{end}}` or the end of the text.
+fn parse<'a>(
+    items: &mut std::vec::IntoIter<Item<'a>>,
+) -> Result<(Vec<Node>, Stop<'a>), TemplateError> {
+    let mut nodes = Vec::new();
+    while let Some(item) = items.next() {
+        let body = match item {
+            Item::Text(t) => {
+                if !t.is_empty() {
+                    nodes.push(Node::Text(t.to_string()));
+                }
+                continue;
+            }
+            Item::Action(body) => body,
+        };
+        let err = |message: String| TemplateError { action: body.to_string(), message };
+        match keyword(body) {
+            ("if", cond) => {
+                if cond.is_empty() {
+                    return Err(err("missing condition".into()));
+                }
+                let mut branches = Vec::new();
+                let mut cond = cond.to_string();
+                let otherwise = loop {
+                    let (then, end) = parse(items)?;
+                    branches.push((cond, then));
+                    match end {
+                        Stop::Else(Some(c)) => cond = c.to_string(),
+                        Stop::Else(None) => match parse(items)? {
+                            (otherwise, Stop::End) => break otherwise,
+                            _ => return Err(err("missing {{end}} after {{else}}".into())),
+                        },
+                        Stop::End => break Vec::new(),
+                        Stop::Eof => return Err(err("missing {{end}}".into())),
+                    }
+                };
+                nodes.push(Node::If { branches, otherwise });
+            }
+            ("else", rest) => {
+                return match keyword(rest) {
+                    ("", "") => Ok((nodes, Stop::Else(None))),
+                    ("if", cond) if !cond.is_empty() => Ok((nodes, Stop::Else(Some(cond)))),
+                    _ => Err(err("only {{else}} and {{else if ...}} are supported".into())),
+                };
+            }
+            ("end", "") => return Ok((nodes, Stop::End)),
+            (w, _) if CONTROL.contains(&w) => {
+                return Err(err(format!("{w:?} actions are not supported (only if/else/end)")));
+            }
+            _ => nodes.push(Node::Print(body.to_string())),
+        }
+    }
+    Ok((nodes, Stop::Eof))
+}
+
+fn execute(nodes: &[Node], env: &Env, out: &mut String) -> Result<(), TemplateError> {
+    for node in nodes {
+        let err =
+            |action: &str, message: String| TemplateError { action: action.to_string(), message };
+        match node {
+            Node::Text(t) => out.push_str(t),
+            Node::Print(action) => {
+                let v = eval_action(action, env).map_err(|m| err(action, m))?;
+                out.push_str(&v.to_string());
+            }
+            Node::If { branches, otherwise } => {
+                let mut taken = None;
+                for (cond, body) in branches {
+                    if eval_condition(cond, env).map_err(|m| err(&format!("if {cond}"), m))? {
+                        taken = Some(body);
+                        break;
+                    }
+                }
+                execute(taken.unwrap_or(otherwise), env, out)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Renders `text` with `env`.
+pub fn render(text: &str, env: &Env) -> Result<String, TemplateError> {
+    let mut items = lex(text)?.into_iter();
+    let nodes = match parse(&mut items)? {
+        (nodes, Stop::Eof) => nodes,
+        (_, Stop::Else(_)) => {
+            return Err(TemplateError {
+                action: "else".into(),
+                message: "{{else}} outside an {{if}}".into(),
+            });
+        }
+        (_, Stop::End) => {
+            return Err(TemplateError {
+                action: "end".into(),
+                message: "{{end}} outside an {{if}}".into(),
+            });
+        }
+    };
+    let mut out = String::with_capacity(text.len());
+    execute(&nodes, env, &mut out)?;
     Ok(out)
 }
 
@@ -203,17 +350,47 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
     Ok(tokens)
 }
 
-/// Keywords of Go templates this evaluator does not implement.
+/// Keywords of Go templates that open or close blocks: `if`, `else` and
+/// `end` are evaluated, the others refused.
 const CONTROL: [&str; 10] =
     ["if", "else", "end", "range", "with", "define", "template", "block", "break", "continue"];
 
-fn eval_action(s: &str, env: &Env) -> Result<Value, String> {
-    let tokens = tokenize(s)?;
-    if let Some(Token::Ident(w)) = tokens.first()
-        && CONTROL.contains(&w.as_str())
-    {
-        return Err(format!("{w:?} actions are not supported (only expressions)"));
+/// An operand: a value, or a field the data does not have (Go's "no
+/// value": false in a condition, an error anywhere else).
+#[derive(Debug, Clone, PartialEq)]
+enum Arg {
+    Val(Value),
+    Missing(String),
+}
+
+impl Arg {
+    /// Go's truth (`text/template` `isTrue`): false, 0, "" and no value
+    /// are false.
+    fn truth(&self) -> bool {
+        match self {
+            Arg::Val(Value::Bool(b)) => *b,
+            Arg::Val(Value::Int(i)) => *i != 0,
+            Arg::Val(Value::Float(x)) => *x != 0.0,
+            Arg::Val(Value::Str(s)) => !s.is_empty(),
+            Arg::Missing(_) => false,
+        }
     }
+
+    /// The value; for a missing field, an error naming it and the fields
+    /// the data has.
+    fn value(self, env: &Env) -> Result<Value, String> {
+        match self {
+            Arg::Val(v) => Ok(v),
+            Arg::Missing(name) => {
+                let known: Vec<&str> = env.keys().map(String::as_str).collect();
+                Err(format!("no field .{name} (the data has {})", known.join(", ")))
+            }
+        }
+    }
+}
+
+fn eval_pipeline(s: &str, env: &Env) -> Result<Arg, String> {
+    let tokens = tokenize(s)?;
     let mut pos = 0;
     let v = pipeline(&tokens, &mut pos, env)?;
     if pos != tokens.len() {
@@ -222,7 +399,18 @@ fn eval_action(s: &str, env: &Env) -> Result<Value, String> {
     Ok(v)
 }
 
-fn pipeline(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Value, String> {
+/// An action that prints: a missing field is an error (Go prints
+/// `<no value>`; a benchmark is better off failing).
+fn eval_action(s: &str, env: &Env) -> Result<Value, String> {
+    eval_pipeline(s, env)?.value(env)
+}
+
+/// The condition of an `if`: Go's truth of the pipeline's value.
+fn eval_condition(s: &str, env: &Env) -> Result<bool, String> {
+    eval_pipeline(s, env).map(|a| a.truth())
+}
+
+fn pipeline(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Arg, String> {
     let mut value = command(tokens, pos, env, None)?;
     while tokens.get(*pos) == Some(&Token::Pipe) {
         *pos += 1;
@@ -237,8 +425,8 @@ fn command(
     tokens: &[Token],
     pos: &mut usize,
     env: &Env,
-    piped: Option<Value>,
-) -> Result<Value, String> {
+    piped: Option<Arg>,
+) -> Result<Arg, String> {
     match tokens.get(*pos) {
         Some(Token::Ident(name)) => {
             *pos += 1;
@@ -250,7 +438,7 @@ fn command(
                 args.push(operand(tokens, pos, env)?);
             }
             args.extend(piped);
-            call(name, &args)
+            call(name, args, env)
         }
         Some(_) => {
             let v = operand(tokens, pos, env)?;
@@ -264,15 +452,14 @@ fn command(
     }
 }
 
-fn operand(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Value, String> {
+fn operand(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Arg, String> {
     let t = tokens.get(*pos).ok_or("missing operand")?;
     *pos += 1;
     match t {
-        Token::Field(name) => env.get(name).cloned().ok_or_else(|| {
-            let known: Vec<&str> = env.keys().map(String::as_str).collect();
-            format!("no field .{name} (the data has {})", known.join(", "))
-        }),
-        Token::Lit(v) => Ok(v.clone()),
+        Token::Field(name) => {
+            Ok(env.get(name).cloned().map_or_else(|| Arg::Missing(name.clone()), Arg::Val))
+        }
+        Token::Lit(v) => Ok(Arg::Val(v.clone())),
         Token::Open => {
             let v = pipeline(tokens, pos, env)?;
             if tokens.get(*pos) != Some(&Token::Close) {
@@ -281,7 +468,7 @@ fn operand(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Value, String
             *pos += 1;
             Ok(v)
         }
-        Token::Ident(name) => call(name, &[]),
+        Token::Ident(name) => call(name, Vec::new(), env),
         Token::Close => Err("unexpected \")\"".into()),
         Token::Pipe => Err("unexpected \"|\"".into()),
     }
@@ -316,16 +503,28 @@ pub const FUNCTIONS: [&str; 9] = [
     "Mod",
 ];
 
-fn call(name: &str, args: &[Value]) -> Result<Value, String> {
-    if !FUNCTIONS.contains(&name) {
-        return Err(format!("unknown function {name:?} (known: {})", FUNCTIONS.join(", ")));
+/// Go's predefined functions that are evaluated (the others, such as
+/// `len`, `index` or `printf`, are refused by name).
+pub const BUILTINS: [&str; 9] = ["eq", "ne", "lt", "le", "gt", "ge", "not", "and", "or"];
+
+fn call(name: &str, args: Vec<Arg>, env: &Env) -> Result<Arg, String> {
+    if BUILTINS.contains(&name) {
+        return builtin(name, args, env);
     }
-    let [a, b] = args else {
+    if !FUNCTIONS.contains(&name) {
+        return Err(format!(
+            "unknown function {name:?} (known: {}, {})",
+            FUNCTIONS.join(", "),
+            BUILTINS.join(", ")
+        ));
+    }
+    let args = args.into_iter().map(|a| a.value(env)).collect::<Result<Vec<_>, _>>()?;
+    let [a, b] = args.as_slice() else {
         return Err(format!("{name} takes 2 arguments, got {}", args.len()));
     };
     let ints = || Ok::<_, String>((int(name, a)?, int(name, b)?));
     let floats = || Ok::<_, String>((float(name, a)?, float(name, b)?));
-    Ok(match name {
+    Ok(Arg::Val(match name {
         "AddInt" => ints().map(|(a, b)| Value::Int(a.wrapping_add(b)))?,
         "SubtractInt" => ints().map(|(a, b)| Value::Int(a.wrapping_sub(b)))?,
         "MultiplyInt" => ints().map(|(a, b)| Value::Int(a.wrapping_mul(b)))?,
@@ -341,7 +540,67 @@ fn call(name: &str, args: &[Value]) -> Result<Value, String> {
         "MultiplyFloat" => floats().map(|(a, b)| Value::Float(a * b))?,
         "DivideFloat" => floats().map(|(a, b)| Value::Float(a / b))?,
         _ => unreachable!("checked against FUNCTIONS"),
-    })
+    }))
+}
+
+/// Go's `not`, `and`, `or` (on truth; `and`/`or` return an argument, as
+/// Go's) and comparisons (`eq` against any of its further arguments;
+/// values of the same kind only, as Go refuses an integer against a float
+/// or a string).
+fn builtin(name: &str, args: Vec<Arg>, env: &Env) -> Result<Arg, String> {
+    let n = args.len();
+    match name {
+        "not" => match <[Arg; 1]>::try_from(args) {
+            Ok([a]) => Ok(Arg::Val(Value::Bool(!a.truth()))),
+            Err(_) => Err(format!("not takes 1 argument, got {n}")),
+        },
+        "and" | "or" => {
+            if n == 0 {
+                return Err(format!("{name} takes at least 1 argument"));
+            }
+            let stop = |a: &Arg| if name == "and" { !a.truth() } else { a.truth() };
+            let last = args.last().cloned().expect("n > 0");
+            Ok(args.into_iter().find(|a| stop(a)).unwrap_or(last))
+        }
+        _ => {
+            let arity = if name == "eq" { n >= 2 } else { n == 2 };
+            if !arity {
+                let want = if name == "eq" { "at least 2 arguments" } else { "2 arguments" };
+                return Err(format!("{name} takes {want}, got {n}"));
+            }
+            let values = args.into_iter().map(|a| a.value(env)).collect::<Result<Vec<_>, _>>()?;
+            let (first, rest) = values.split_first().expect("n >= 2");
+            let mut result = false;
+            for other in rest {
+                let ord = compare(name, first, other)?;
+                result |= match name {
+                    "eq" => ord.is_eq(),
+                    "ne" => ord.is_ne(),
+                    "lt" => ord.is_lt(),
+                    "le" => ord.is_le(),
+                    "gt" => ord.is_gt(),
+                    "ge" => ord.is_ge(),
+                    _ => unreachable!("checked against BUILTINS"),
+                };
+            }
+            Ok(Arg::Val(Value::Bool(result)))
+        }
+    }
+}
+
+fn compare(name: &str, a: &Value, b: &Value) -> Result<std::cmp::Ordering, String> {
+    use std::cmp::Ordering;
+    match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Ok(x.cmp(y)),
+        (Value::Float(x), Value::Float(y)) => {
+            x.partial_cmp(y).ok_or_else(|| format!("{name}: cannot compare NaN"))
+        }
+        (Value::Str(x), Value::Str(y)) => Ok(x.cmp(y)),
+        (Value::Bool(x), Value::Bool(y)) if matches!(name, "eq" | "ne") => {
+            Ok(if x == y { Ordering::Equal } else { Ordering::Less })
+        }
+        _ => Err(format!("{name}: incompatible types for comparison: {a:?} and {b:?}")),
+    }
 }
 
 #[cfg(test)]
@@ -387,7 +646,20 @@ mod tests {
             ("{{Frobnicate 1 2}}", "unknown function \"Frobnicate\""),
             ("{{DivideInt .Index 0}}", "division by zero"),
             ("{{AddInt .Index}}", "takes 2 arguments"),
-            ("{{if .Index}}x{{end}}", "\"if\" actions are not supported"),
+            ("{{range .Index}}x{{end}}", "\"range\" actions are not supported"),
+            ("{{with .Index}}x{{end}}", "\"with\" actions are not supported"),
+            ("{{if .Index}}x", "missing {{end}}"),
+            ("{{if}}x{{end}}", "missing condition"),
+            ("x{{end}}", "{{end}} outside an {{if}}"),
+            ("x{{else}}y", "{{else}} outside an {{if}}"),
+            ("{{if .Index}}a{{else}}b{{else}}c{{end}}", "missing {{end}} after {{else}}"),
+            ("{{if .Index}}a{{else with .x}}b{{end}}", "only {{else}} and {{else if ...}}"),
+            ("{{if eq .Index \"7\"}}x{{end}}", "incompatible types for comparison"),
+            ("{{if eq .Missing 1}}x{{end}}", "no field .Missing"),
+            ("{{if lt .Index 1 2}}x{{end}}", "lt takes 2 arguments, got 3"),
+            ("{{if eq .Index}}x{{end}}", "eq takes at least 2 arguments, got 1"),
+            ("{{len .zone}}", "unknown function \"len\""),
+            ("{{if .Index}}{{.Missing}}{{end}}", "no field .Missing"),
             ("{{AddInt .zone 1}}", "expected an integer"),
             ("{{.Index", "unclosed action"),
         ];
@@ -395,5 +667,50 @@ mod tests {
             let e = render(text, &env()).unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn if_else_end_as_go() {
+        let mut e = env();
+        e.insert("empty".into(), Value::Str(String::new()));
+        e.insert("mode".into(), Value::Str("single".into()));
+        e.insert("zero".into(), Value::Int(0));
+        e.insert("no".into(), Value::Bool(false));
+        let cases = [
+            // A field the data lacks is false (no error), as Go's missing map key.
+            ("p: {{if .priority}}{{AddInt 0 .priority}}{{else}}1000{{end}}", "p: 1000"),
+            ("p: {{if .Index}}{{AddInt 0 .Index}}{{else}}1000{{end}}", "p: 7"),
+            ("{{if .empty}}a{{else}}b{{end}}", "b"),
+            ("{{if .zero}}a{{else}}b{{end}}", "b"),
+            ("{{if .no}}a{{end}}", ""),
+            ("{{if .ratio}}a{{end}}", "a"),
+            ("{{if not .priority}}a{{end}}", "a"),
+            ("{{if and .Index .priority}}a{{else}}b{{end}}", "b"),
+            ("{{if or .priority .Index}}a{{else}}b{{end}}", "a"),
+            ("{{if eq .mode \"single\"}}single: {}{{else}}all: {}{{end}}", "single: {}"),
+            ("{{if eq .mode \"all\" \"single\"}}x{{end}}", "x"),
+            ("{{if ne .mode \"all\"}}x{{end}}", "x"),
+            ("{{if lt .Index 8}}x{{end}}{{if ge .Index 8}}y{{end}}", "x"),
+            ("{{if gt .ratio 0.25}}x{{end}}", "x"),
+            ("{{if eq .Index 1}}a{{else if eq .Index 7}}b{{else}}c{{end}}", "b"),
+            ("{{if eq .Index 1}}a{{else if eq .Index 2}}b{{else}}c{{end}}", "c"),
+            ("{{if .zone}}{{if .empty}}x{{else}}{{.zone}}{{end}}{{end}}", "moon"),
+            ("a\n{{- if .zone -}}\n  b\n{{- end}}\nc", "ab\nc"),
+            // The branch not taken is not evaluated (its missing field is no error).
+            ("{{if .priority}}{{.priority}}{{else}}none{{end}}", "none"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(render(text, &e).unwrap(), want, "{text}");
+        }
+        // Upstream's templates/podgroup.yaml (v1.37.2), its shape.
+        let podgroup = "spec:\n  priority: {{if .priority}}{{AddInt 0 .priority}}{{else}}1000{{end}}\n\
+                        {{if .mode}}\n  disruptionMode:\n    {{if eq .mode \"single\"}}single: {}\
+                        {{else}}all: {}{{end}}\n{{end}}\n  x: 1\n";
+        assert_eq!(
+            render(podgroup, &e).unwrap(),
+            "spec:\n  priority: 1000\n\n  disruptionMode:\n    single: {}\n\n  x: 1\n"
+        );
+        e.insert("mode".into(), Value::Str(String::new()));
+        assert_eq!(render(podgroup, &e).unwrap(), "spec:\n  priority: 1000\n\n  x: 1\n");
     }
 }

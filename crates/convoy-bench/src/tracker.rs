@@ -11,6 +11,7 @@ use convoy_api::PodKey;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::embedded::Window;
+use crate::evictions::{Evictions, OwnDeletes, has_disruption_target};
 use crate::groups::GroupTracker;
 use crate::labels::Selector;
 use crate::throughput::{SampleInterval, sample};
@@ -23,6 +24,7 @@ pub(crate) struct ActiveWindow {
     selector: Selector,
     start: Instant,
     binds: Vec<Duration>,
+    evictions: usize,
 }
 
 /// A pod the benchmark created and has not deleted.
@@ -83,6 +85,12 @@ pub(crate) struct PodTracker {
     pub(crate) steady: Option<SteadyHook>,
     /// Pod-group progress (gang workloads).
     pub(crate) groups: GroupTracker,
+    /// The pods the benchmark deletes itself (not evictions).
+    pub(crate) own_deletes: OwnDeletes,
+    /// Bound pods removed by others (see [`crate::evictions`]).
+    pub(crate) evictions: Evictions,
+    /// Pods counted as evicted that are still present (terminating).
+    evicted: HashSet<PodKey>,
 }
 
 /// Upstream's `isAttempted`: the pod has a `PodScheduled` condition,
@@ -132,7 +140,25 @@ impl PodTracker {
         if has_scheduled_condition(pod) && !self.bound.contains(&key) {
             self.attempted.insert(key.clone());
         }
+        if pod.metadata.deletion_timestamp.is_some()
+            && self.bound.contains(&key)
+            && !self.own_deletes.contains(&key)
+            && self.evicted.insert(key.clone())
+        {
+            self.count_eviction(pod);
+        }
         self.present.insert(key);
+    }
+
+    fn count_eviction(&mut self, pod: &Pod) {
+        self.evictions.total += 1;
+        if has_disruption_target(pod) {
+            self.evictions.disruption_target += 1;
+        }
+        if let Some(w) = &mut self.window {
+            w.evictions += 1;
+            self.evictions.in_windows += 1;
+        }
     }
 
     /// The scheduler went through a cycle for the pod (the embedded
@@ -152,6 +178,11 @@ impl PodTracker {
     /// The pod is gone.
     pub(crate) fn deleted(&mut self, pod: &Pod) {
         let key = PodKey::of(pod);
+        let own = self.own_deletes.take(&key);
+        let counted = self.evicted.remove(&key);
+        if self.bound.contains(&key) && !own && !counted {
+            self.count_eviction(pod);
+        }
         self.present.remove(&key);
         self.attempted.remove(&key);
         if self.bound.remove(&key)
@@ -183,6 +214,7 @@ impl PodTracker {
             selector: selector.unwrap_or_default(),
             start: Instant::now(),
             binds: Vec::new(),
+            evictions: 0,
         });
         Ok(())
     }
@@ -194,6 +226,86 @@ impl PodTracker {
         let sampled = sample(&w.binds, duration, interval);
         let bind_span = w.binds.iter().min().zip(w.binds.iter().max()).map(|(a, b)| (*a, *b));
         let groups = self.groups.stop(&w.namespaces, duration, interval);
-        Ok(Window { name: w.name, pods: w.binds.len(), duration, bind_span, sampled, groups })
+        Ok(Window {
+            name: w.name,
+            pods: w.binds.len(),
+            duration,
+            bind_span,
+            sampled,
+            groups,
+            evictions: w.evictions,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{PodCondition, PodSpec, PodStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::evictions::Evictions;
+    use crate::throughput::SampleInterval;
+
+    fn pod(name: &str, node: Option<&str>) -> Pod {
+        let mut p = Pod::default();
+        p.metadata.name = Some(name.into());
+        p.metadata.namespace = Some("ns".into());
+        p.spec = Some(PodSpec { node_name: node.map(str::to_string), ..Default::default() });
+        p
+    }
+
+    fn terminating(mut p: Pod, disruption_target: bool) -> Pod {
+        p.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        if disruption_target {
+            p.status = Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "DisruptionTarget".into(),
+                    status: "True".into(),
+                    reason: Some("PreemptionByScheduler".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            });
+        }
+        p
+    }
+
+    #[test]
+    fn evictions_are_bound_pods_others_remove() {
+        let mut t = PodTracker::default();
+        for n in ["a", "b", "c", "d", "e", "f"] {
+            t.seen(&pod(n, None), true);
+            t.seen(&pod(n, Some("node-1")), true);
+        }
+        t.seen(&pod("pending", None), true);
+        // The benchmark's own delete is no eviction.
+        t.own_deletes.mark("ns", "a");
+        t.deleted(&pod("a", Some("node-1")));
+        // Neither is a pod that was never bound.
+        t.deleted(&pod("pending", None));
+        // Deleted by someone else, gone at once (grace period 0).
+        t.deleted(&pod("b", Some("node-1")));
+        // Marked by the scheduler, then gone: counted once.
+        t.seen(&terminating(pod("c", Some("node-1")), true), true);
+        t.deleted(&terminating(pod("c", Some("node-1")), true));
+        assert_eq!(t.evictions, Evictions { total: 2, in_windows: 0, disruption_target: 1 });
+        // Inside a window: terminating forever (grace period, no kubelet)
+        // counts when first seen terminating.
+        t.start_window("w".into(), vec!["ns".into()], None).unwrap();
+        t.seen(&terminating(pod("d", Some("node-1")), false), true);
+        t.seen(&terminating(pod("d", Some("node-1")), false), true);
+        t.deleted(&terminating(pod("e", Some("node-1")), true));
+        // The benchmark's delete of a pod with finalizers: terminating, then
+        // gone, never counted.
+        t.own_deletes.mark("ns", "f");
+        t.seen(&terminating(pod("f", Some("node-1")), false), true);
+        t.deleted(&terminating(pod("f", Some("node-1")), false));
+        let w = t.stop_window(SampleInterval::Auto).unwrap();
+        assert_eq!(w.evictions, 2);
+        assert_eq!(t.evictions, Evictions { total: 4, in_windows: 2, disruption_target: 2 });
+        t.deleted(&terminating(pod("d", Some("node-1")), false));
+        assert_eq!(t.evictions.total, 4, "d was counted when it started terminating");
+        assert!(t.own_deletes.is_empty() && t.evicted.is_empty());
     }
 }

@@ -119,7 +119,13 @@ fn tiny_workload_produces_data_items() {
     assert!(name.starts_with("BenchmarkPerfScheduling_benchmark_test_"), "{name}");
     let items: DataItems = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(items.version, "v1");
-    assert_eq!(items.data_items.len(), 2);
+    // Two windows' throughput and the workload's EvictedPods (none).
+    assert_eq!(items.data_items.len(), 3);
+    let evicted = &items.data_items[2];
+    assert_eq!(evicted.labels["Metric"], "EvictedPods");
+    assert_eq!(evicted.labels["Name"], "Tiny/10Nodes_50Pods");
+    assert_eq!(evicted.data["Total"], 0.0);
+    assert!(!report.table().contains("EVICTED"), "no column without evictions");
     let item = &items.data_items[0];
     assert_eq!(item.unit, "pods/s");
     assert_eq!(item.labels["Metric"], "SchedulingThroughput");

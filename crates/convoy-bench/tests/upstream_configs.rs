@@ -1,8 +1,10 @@
 //! Upstream's own scheduler_perf configs, v1.37.2, copied verbatim into
 //! `tests/fixtures/upstream/` (see its README): the copies still equal the
 //! Go module cache's files; convoy-bench loads and plans every workload of
-//! `affinity/`, `misc/` and `topology_spreading/` unchanged and runs their
-//! `integration-test` workloads on the embedded target with Convoy; and
+//! `affinity/`, `misc/`, `topology_spreading/`, `default_preemption/` and
+//! `workload_preemption/` unchanged and runs the `integration-test`
+//! workloads of the first three on the embedded target with Convoy (the
+//! preemption cases: `preemption_configs.rs`); and
 //! every other `performance-config.yaml` of that release either loads or
 //! is refused naming the opcode or field convoy-bench lacks.
 //! SchedulingWithNodeInclusionPolicy's pods carry a hostname spread
@@ -22,8 +24,11 @@ use convoy_bench::{RunOptions, load_file, run};
 
 /// The upstream release the fixtures are copies of.
 const MODULE: &str = "k8s.io/kubernetes@v1.37.2";
-/// The topics copied.
+/// The topics whose integration workloads run here.
 const TOPICS: [&str; 3] = ["affinity", "misc", "topology_spreading"];
+/// Every topic copied: each must load unchanged.
+const LOADED: [&str; 5] =
+    ["affinity", "misc", "topology_spreading", "default_preemption", "workload_preemption"];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream")
@@ -84,9 +89,9 @@ fn fixtures_are_upstreams_files_byte_for_byte() {
         assert!(std::fs::read(&f).unwrap() == theirs, "{} differs from upstream's", rel.display());
         compared += 1;
     }
-    // The three configs, misc's two templates and the shared templates
-    // they reference.
-    assert!(compared >= 5 + 20, "only {compared} files compared");
+    // The five configs, the templates of misc (2), default_preemption (2)
+    // and workload_preemption (5), and the shared templates they reference.
+    assert!(compared >= 5 + 2 + 2 + 5 + 30, "only {compared} files compared");
 }
 
 /// Every template file a plan reads, relative to the fixtures.
@@ -116,7 +121,13 @@ fn templates_of(config: &Config) -> Vec<PathBuf> {
 #[test]
 fn upstream_configs_load_and_plan_unchanged() {
     // Test cases and workloads per config, as upstream's v1.37.2 files have.
-    let want = [("affinity", 12, 45), ("misc", 6, 22), ("topology_spreading", 4, 15)];
+    let want = [
+        ("affinity", 12, 45),
+        ("misc", 6, 22),
+        ("topology_spreading", 4, 15),
+        ("default_preemption", 4, 24),
+        ("workload_preemption", 3, 9),
+    ];
     for (topic, cases, workloads) in want {
         let config = load_file(&fixture(topic)).unwrap_or_else(|e| panic!("{topic}: {e}"));
         assert_eq!(config.test_cases.len(), cases, "{topic}");
@@ -260,7 +271,7 @@ fn every_upstream_config_loads_or_names_what_is_refused() {
             }
         }
     }
-    for topic in TOPICS {
+    for topic in LOADED {
         let rel = format!("{topic}/performance-config.yaml");
         assert!(!refused.iter().any(|(r, _)| *r == rel), "{rel} must load: {refused:?}");
     }

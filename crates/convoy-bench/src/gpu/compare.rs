@@ -111,9 +111,9 @@ pub fn run(
                 items: Vec::new(),
             };
             let windows = match v.at {
-                Where::Embedded => {
-                    crate::embedded::run(&plan, &opts.embedded).map_err(|e| e.to_string())
-                }
+                Where::Embedded => crate::embedded::run(&plan, &opts.embedded)
+                    .map(|o| o.windows)
+                    .map_err(|e| e.to_string()),
                 Where::Testenv(kind) => {
                     TestEnv::start().map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
                         // Before the scheduler starts, so that it finds the

@@ -30,6 +30,7 @@ use super::metrics::{
 use super::stream::{Job, PodShape, jobs};
 use super::{GpuJobsStep, Outcome};
 use crate::dynamic::{Dynamic, Placement};
+use crate::evictions::OwnDeletes;
 use crate::plan::{TemplateSource, env_for};
 use crate::template::Value as TValue;
 
@@ -58,8 +59,9 @@ pub(crate) trait Target: Send + Sync {
     fn poll(&self) -> Duration;
 }
 
-/// The embedded cluster.
-pub(crate) struct EmbeddedTarget(pub(crate) Arc<EmbeddedCluster>);
+/// The embedded cluster, and where the pods it deletes are recorded (ends
+/// of life are not evictions).
+pub(crate) struct EmbeddedTarget(pub(crate) Arc<EmbeddedCluster>, pub(crate) OwnDeletes);
 
 impl Target for EmbeddedTarget {
     fn create_pod(&self, pod: Pod) -> BoxFuture<'_, Result<(), String>> {
@@ -72,6 +74,7 @@ impl Target for EmbeddedTarget {
     }
     fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
         // Not found is fine: nothing else deletes these pods.
+        self.1.mark(&namespace, &name);
         let _ = self.0.delete_pod(&namespace, &name);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -99,11 +102,18 @@ pub(crate) struct ApiTarget {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// `apiVersion` of the PodGroups created (for deleting them).
     group_api: parking_lot::Mutex<Option<String>>,
+    /// Where the pods it deletes are recorded (ends of life are not
+    /// evictions).
+    own_deletes: OwnDeletes,
 }
 
 impl ApiTarget {
     /// Starts the stores and waits until both have listed.
-    pub(crate) async fn start(client: kube::Client, dynamic: Arc<Dynamic>) -> Result<Self, String> {
+    pub(crate) async fn start(
+        client: kube::Client,
+        dynamic: Arc<Dynamic>,
+        own_deletes: OwnDeletes,
+    ) -> Result<Self, String> {
         let (nodes, nw) = reflector::store::<Node>();
         let (pods, pw) = reflector::store::<Pod>();
         let run =
@@ -124,9 +134,15 @@ impl ApiTarget {
             pods.wait_until_ready().await.map_err(|e| e.to_string())
         };
         match tokio::time::timeout(SYNC_TIMEOUT, ready).await {
-            Ok(Ok(())) => {
-                Ok(Self { client, dynamic, nodes, pods, tasks, group_api: Default::default() })
-            }
+            Ok(Ok(())) => Ok(Self {
+                client,
+                dynamic,
+                nodes,
+                pods,
+                tasks,
+                group_api: Default::default(),
+                own_deletes,
+            }),
             Ok(Err(e)) => Err(format!("node/pod stores: {e}")),
             Err(_) => Err("node/pod stores did not sync in 60s".into()),
         }
@@ -163,6 +179,7 @@ impl Target for ApiTarget {
     }
     fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
+            self.own_deletes.mark(&namespace, &name);
             let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
             match Api::<Pod>::namespaced(self.client.clone(), &namespace).delete(&name, &dp).await {
                 Ok(_) => Ok(()),
