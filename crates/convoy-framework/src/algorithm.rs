@@ -139,6 +139,24 @@ impl Diagnosis {
         diagnosis
     }
 
+    /// The pod waits for the victims it preempted on its nominated node
+    /// `node`, which rejected it with `status`: the node's status names the
+    /// plugins whose events requeue the pod (a pod deleted there ends the
+    /// wait), the other nodes stand untried, and the PostFilter outcome
+    /// keeps the nomination without preempting again.
+    fn waiting_for_victims(node: &Arc<str>, status: Status, nodes: usize) -> Self {
+        let msg = waiting_for_victims_message(node);
+        let mut diagnosis = Diagnosis { pre_filter_msg: msg.clone(), ..Default::default() };
+        diagnosis.record(node.clone(), status);
+        if nodes > 1 {
+            diagnosis.node_to_status.absent = Some(Status::unschedulable(msg.clone()));
+            diagnosis.absent_nodes = nodes - 1;
+        }
+        diagnosis.post_filter =
+            Some(PostFilterOutcome { result: None, status: Status::unschedulable(msg) });
+        diagnosis
+    }
+
     fn record(&mut self, node: Arc<str>, status: Status) {
         if status.code() == Code::Pending {
             self.pending_plugins.insert(status.plugin());
@@ -159,6 +177,13 @@ impl Diagnosis {
     pub fn rejected_nodes(&self) -> usize {
         self.node_to_status.map.len() + self.absent_nodes
     }
+}
+
+/// Why a pod nominated to `node` fails while the victims it preempted there
+/// terminate (the FitError reads `0/N nodes are available: waiting for the
+/// pods preempted on node X to terminate.`).
+pub fn waiting_for_victims_message(node: &str) -> String {
+    format!("waiting for the pods preempted on node {node} to terminate")
 }
 
 /// No node fits the pod: upstream's `FitError`, whose message is the one
@@ -319,6 +344,19 @@ impl Framework {
             }
             if !s.is_rejected() {
                 return Err(ScheduleError::Internal(s));
+            }
+            // Its victims still terminate there: it waits for them rather
+            // than taking room that appears elsewhere meanwhile (their
+            // evictions would be wasted). The cycle fails without trying the
+            // other nodes and without PostFilter, and the outcome keeps the
+            // nomination. A node that can no longer take the pod
+            // (unresolvable) falls through to all nodes, as upstream.
+            if s.code() == Code::Unschedulable && self.waits_for_victims(state, pod, &node) {
+                return Err(fit_error(Diagnosis::waiting_for_victims(
+                    node.name_arc(),
+                    s,
+                    nodes.len(),
+                )));
             }
         }
         let subset: Vec<Arc<NodeInfo>>;

@@ -14,7 +14,7 @@ pub mod waiting_pods;
 
 pub use algorithm::{
     Diagnosis, FitError, PostFilterOutcome, SCORES_TARGET, ScheduleError, ScheduleResult,
-    num_feasible_nodes_to_find, select_host,
+    num_feasible_nodes_to_find, select_host, waiting_for_victims_message,
 };
 pub use framework::{Framework, FrameworkError, FrameworkOptions, MAX_PERMIT_TIMEOUT};
 pub use metrics::FrameworkMetrics;

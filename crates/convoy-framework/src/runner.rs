@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+use convoy_api::preemption::terminating_by_preemption;
 use convoy_api::{
     CycleState, FilterPlugin, FilterRunner, NodeInfo, NodeInfoLister, NominatedPods, PodInfo,
     PostFilterContext, Status,
@@ -46,6 +47,25 @@ impl Framework {
         let in_cycle =
             nodes.len() == snapshot.list().len() || nodes.iter().any(|n| Arc::ptr_eq(n, node));
         in_cycle.then(|| node.clone())
+    }
+
+    /// Whether `pod`, nominated to `node`, waits there for the victims of
+    /// its preemption: the profile preempts (has PostFilter plugins the
+    /// cycle runs) and the node still holds a lower-priority pod
+    /// terminating because of a preemption (the test of DefaultPreemption's
+    /// `not eligible due to a terminating pod on the nominated node`).
+    pub(crate) fn waits_for_victims(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> bool {
+        !self.post_filter.is_empty()
+            && !state.skip_post_filter
+            && node
+                .pods
+                .iter()
+                .any(|p| p.priority < pod.priority && terminating_by_preemption(&p.pod))
     }
 
     /// Runs PostFilter (preemption) for a pod that fits nowhere, unless

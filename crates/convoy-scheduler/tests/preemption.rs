@@ -225,3 +225,89 @@ async fn nomination_is_recorded_and_ends_at_binding() {
     assert_eq!(cluster.evictions().len(), 1);
     scheduler.cache().check_invariants().unwrap();
 }
+
+fn scheduler_on(cluster: &Arc<EmbeddedCluster>, clock: &FakeClock) -> Arc<Scheduler> {
+    Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(EmbeddedActuator(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap()
+}
+
+/// A preemptor nominated to n1, whose victim still terminates there, does
+/// not take the room on n2: it waits for its victim (no wasted eviction),
+/// keeps its nomination, preempts nobody else, and binds on n1 once the
+/// victim is gone (its deletion requeues it).
+#[tokio::test]
+async fn preemptor_waits_for_its_victims_while_they_terminate() {
+    let victim = PodBuilder::new("a").node("n1").cpu("4").priority(0).terminating_by_preemption();
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(
+        vec![node("n1"), node("n2")],
+        vec![victim.build(), high("3").nominated("n1").build()],
+    ));
+    let clock = FakeClock::new();
+    let scheduler = scheduler_on(&cluster, &clock);
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let pod = cluster.pod("default", "high").unwrap();
+    assert!(pod.spec.as_ref().unwrap().node_name.is_none(), "waits for a, not bound on n2");
+    assert_eq!(pod.status.as_ref().unwrap().nominated_node_name.as_deref(), Some("n1"));
+    let info = convoy_api::PodInfo::new(pod).unwrap();
+    assert_eq!(scheduler.queue().nominator().nominated_node(&info).as_deref(), Some("n1"));
+    assert!(cluster.evictions().is_empty(), "preempts nobody again");
+
+    // A lower-priority pod does not take the room nominated on n1 (it
+    // goes to n2).
+    cluster.add_pod(PodBuilder::new("mid").cpu("3").priority(500).build()).unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let mid = cluster.pod("default", "mid").unwrap();
+    assert_eq!(mid.spec.as_ref().unwrap().node_name.as_deref(), Some("n2"));
+
+    // The victim goes: the preemptor binds on its node.
+    cluster.delete_pod("default", "a").unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let pod = cluster.pod("default", "high").unwrap();
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    assert!(scheduler.queue().nominator().is_empty());
+    assert!(cluster.evictions().is_empty());
+    scheduler.cache().check_invariants().unwrap();
+}
+
+/// A nominated node that can no longer take the pod (tainted) ends the
+/// wait: the pod tries all nodes, as before, at its next attempt.
+#[tokio::test]
+async fn preemptor_stops_waiting_when_its_node_is_unresolvable() {
+    let victim = PodBuilder::new("a").node("n1").cpu("4").priority(0).terminating_by_preemption();
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(
+        vec![node("n1"), node("n2")],
+        vec![victim.build(), high("3").nominated("n1").build()],
+    ));
+    let clock = FakeClock::new();
+    let scheduler = scheduler_on(&cluster, &clock);
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert!(cluster.pod("default", "high").unwrap().spec.as_ref().unwrap().node_name.is_none());
+    let mut n1 = (*cluster.node("n1").unwrap()).clone();
+    n1.spec.get_or_insert_with(Default::default).taints =
+        Some(vec![k8s_openapi::api::core::v1::Taint {
+            key: "gone".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        }]);
+    cluster.update_node(n1).unwrap();
+    // The taint does not requeue the pod by itself (its rejecting plugin,
+    // NodeResourcesFit, does not register for it): retry it at once.
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    scheduler.queue().activate([&convoy_api::PodInfo::new(
+        cluster.pod("default", "high").unwrap(),
+    )
+    .unwrap()
+    .key]);
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let pod = cluster.pod("default", "high").unwrap();
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("n2"));
+}
