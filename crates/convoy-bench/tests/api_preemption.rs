@@ -12,8 +12,11 @@
 //! before its DELETE, by either scheduler: Convoy evicts no more than
 //! upstream.
 
+mod common;
+
+use common::convoy_scheduler;
+
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use convoy_bench::api::{ApiOptions, SchedulerKind};
@@ -30,21 +33,6 @@ fn fixture(topic: &str) -> PathBuf {
         .join("tests/fixtures/upstream")
         .join(topic)
         .join("performance-config.yaml")
-}
-
-/// Builds `convoy-scheduler` into this test's target directory (as
-/// `api_compare.rs` does) and returns its path.
-fn convoy_scheduler() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable");
-    let profile_dir = exe.parent().and_then(|d| d.parent()).expect("profile directory");
-    let mut build = Command::new(env!("CARGO"));
-    build.args(["build", "-p", "convoy-bench", "-p", "convoy-scheduler"]);
-    build.args(["--bin", "convoy-scheduler"]);
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    assert!(build.status().expect("running cargo build").success());
-    profile_dir.join("convoy-scheduler")
 }
 
 fn api() -> ApiOptions {
