@@ -68,6 +68,8 @@ fn same_group(a: &PodGroup, b: &PodGroup) -> bool {
         && a.min_resources == b.min_resources
         && a.schedule_timeout == b.schedule_timeout
         && a.required_topology == b.required_topology
+        && a.priority == b.priority
+        && a.never_preempts == b.never_preempts
 }
 
 impl Watched for DynamicObject {

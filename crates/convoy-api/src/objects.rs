@@ -225,6 +225,53 @@ pub fn admit_priority(
     Ok(())
 }
 
+/// What the Priority admission plugin decides for a new upstream
+/// (`scheduling.k8s.io`) PodGroup, its JSON form changed in place (upstream
+/// `admitPodGroup`, v1.37.2): as [`admit_priority`] for pods, a group that
+/// sets `spec.priority` keeps it; otherwise `spec.priorityClassName` is
+/// resolved (an unknown name refuses the group, naming the field), or the
+/// `globalDefault` class, or priority 0; the class's `preemptionPolicy` is
+/// copied when the group sets none. Objects of other APIs are unchanged.
+pub fn admit_pod_group_priority(
+    group: &mut serde_json::Value,
+    classes: &[PriorityClassInfo],
+) -> Result<(), String> {
+    use serde_json::Value;
+    if group.get("apiVersion").and_then(Value::as_str)
+        != Some(crate::pod_group::UPSTREAM_API_VERSION)
+    {
+        return Ok(());
+    }
+    let Some(root) = group.as_object_mut() else { return Ok(()) };
+    let spec = root.entry("spec").or_insert_with(|| Value::Object(Default::default()));
+    let Some(spec) = spec.as_object_mut() else { return Ok(()) };
+    if spec.get("priority").is_some_and(|p| !p.is_null()) {
+        return Ok(());
+    }
+    let name = spec.get("priorityClassName").and_then(Value::as_str).unwrap_or("").to_string();
+    let system = system_priority_classes();
+    let class = if name.is_empty() {
+        classes.iter().filter(|c| c.global_default).min_by_key(|c| c.value)
+    } else {
+        let found = classes.iter().chain(system.iter()).find(|c| *c.name == *name);
+        Some(found.ok_or_else(|| {
+            format!("spec.priorityClassName: no PriorityClass with name {name} was found")
+        })?)
+    };
+    let (value, class_name, policy) = match class {
+        Some(c) => (c.value, c.name.to_string(), c.preemption_policy.clone()),
+        None => (0, String::new(), None),
+    };
+    spec.insert("priority".into(), Value::from(value));
+    if !class_name.is_empty() {
+        spec.insert("priorityClassName".into(), Value::from(class_name));
+    }
+    if let Some(policy) = policy {
+        spec.entry("preemptionPolicy").or_insert(Value::from(policy));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     namespaces: HashMap<Arc<str>, Arc<Labels>>,
@@ -440,6 +487,37 @@ mod tests {
         ($v:expr) => {
             Arc::new(serde_json::from_value($v).unwrap())
         };
+    }
+
+    /// Upstream PodGroups get their priority as the Priority admission
+    /// plugin gives it; scheduler-plugins' are left alone.
+    #[test]
+    fn pod_group_priority_is_admitted_from_its_class() {
+        let class = |name: &str, value, default, policy: Option<&str>| PriorityClassInfo {
+            name: Arc::from(name),
+            value,
+            global_default: default,
+            preemption_policy: policy.map(String::from),
+        };
+        let classes = [class("urgent", 1000, false, Some("Never")), class("base", 5, true, None)];
+        let group = |spec: serde_json::Value| json!({"apiVersion": "scheduling.k8s.io/v1beta1", "metadata": {"name": "g"}, "spec": spec});
+        let admit = |mut g: serde_json::Value, classes: &[PriorityClassInfo]| {
+            admit_pod_group_priority(&mut g, classes).map(|()| g["spec"].clone())
+        };
+        let spec = admit(group(json!({"priorityClassName": "urgent"})), &classes).unwrap();
+        assert_eq!(
+            spec,
+            json!({"priorityClassName": "urgent", "priority": 1000, "preemptionPolicy": "Never"})
+        );
+        let spec = admit(group(json!({})), &classes).unwrap();
+        assert_eq!(spec, json!({"priorityClassName": "base", "priority": 5}));
+        assert_eq!(admit(group(json!({})), &[]).unwrap(), json!({"priority": 0}));
+        let kept = json!({"priorityClassName": "gone", "priority": 7});
+        assert_eq!(admit(group(kept.clone()), &[]).unwrap(), kept, "a dump keeps its priority");
+        let err = admit(group(json!({"priorityClassName": "gone"})), &classes).unwrap_err();
+        assert_eq!(err, "spec.priorityClassName: no PriorityClass with name gone was found");
+        let x = json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "spec": {"minMember": 2}});
+        assert_eq!(admit(x.clone(), &classes).unwrap(), x["spec"]);
     }
 
     #[test]

@@ -117,10 +117,33 @@ pub struct PodGroup {
     /// `spec.scheduleTimeoutSeconds` (scheduler-plugins only): how long
     /// members may wait at the Permit barrier.
     pub schedule_timeout: Option<Duration>,
-    /// The [`REQUIRED_TOPOLOGY_ANNOTATION`], if set: a node label key whose
-    /// value must be the same for every node of the group.
+    /// The [`REQUIRED_TOPOLOGY_ANNOTATION`] (either API) or the one
+    /// `spec.schedulingConstraints.topology[].key` (upstream's), if set: a
+    /// node label key whose value must be the same for every node of the
+    /// group.
     pub required_topology: Option<Arc<str>>,
+    /// `spec.priority` (upstream's API, written by the API server's
+    /// `Priority` admission from `spec.priorityClassName`): the group's
+    /// priority in preemption, as preemptor and as victim, as upstream's
+    /// `PodGroupPriority`. `None` (scheduler-plugins' API, which has no
+    /// such field): the highest priority among the members.
+    pub priority: Option<i32>,
+    /// `spec.preemptionPolicy: Never` (upstream's API): the group never
+    /// preempts.
+    pub never_preempts: bool,
 }
+
+/// The `spec` fields of upstream's PodGroup that Convoy reads; any other is
+/// refused by name (see [`PodGroup::from_json`]).
+const UPSTREAM_SPEC_FIELDS: &[&str] = &[
+    "schedulingPolicy",
+    "schedulingConstraints",
+    "disruptionMode",
+    "priorityClassName",
+    "priority",
+    "preemptionPolicy",
+    "workloadRef",
+];
 
 /// A PodGroup object that cannot be read; the message names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -134,6 +157,19 @@ pub struct InvalidPodGroup {
 
 impl PodGroup {
     /// Reads a PodGroup from its JSON form (`apiVersion` decides the API).
+    ///
+    /// Upstream's fields that change where or whether the group's pods run
+    /// and that Convoy does not evaluate are refused with a message naming
+    /// them, never ignored: `parentCompositePodGroupName`,
+    /// `resourceClaims`, more than one topology constraint, and any spec
+    /// field this version does not know. `priorityClassName` without
+    /// `spec.priority` is refused too: the API server's admission resolves
+    /// it (the embedded cluster does the same, [`crate::objects::admit_pod_group_priority`]),
+    /// so its absence means the priority is unknown. `workloadRef` is read
+    /// by no scheduler decision (upstream's neither) and is accepted.
+    /// `disruptionMode` `single` (the API server's default) and `all` are
+    /// both evaluated as `all`: a running gang is preempted whole, never
+    /// left below its minimum (docs/gang.md says why).
     pub fn from_json(obj: &Value) -> Result<Self, InvalidPodGroup> {
         let meta = obj.get("metadata");
         let s = |v: Option<&Value>, k: &str| {
@@ -162,6 +198,7 @@ impl PodGroup {
                     .ok_or_else(|| err(format!("{path}: expected an integer, got {v}"))),
             }
         };
+        let mut upstream = UpstreamExtras::default();
         let (gang, min_member, min_resources, schedule_timeout) = match api {
             PodGroupApi::XK8s => {
                 let min = int("spec.minMember", spec.and_then(|s| s.get("minMember")))?;
@@ -195,7 +232,10 @@ impl PodGroup {
             }
             PodGroupApi::Upstream => {
                 let policy = spec.and_then(|s| s.get("schedulingPolicy"));
-                match (policy.and_then(|p| p.get("gang")), policy.and_then(|p| p.get("basic"))) {
+                let gang_policy = match (
+                    policy.and_then(|p| p.get("gang")),
+                    policy.and_then(|p| p.get("basic")),
+                ) {
                     (Some(g), None) => {
                         let min = int("spec.schedulingPolicy.gang.minCount", g.get("minCount"))?;
                         let min = min.unwrap_or(0);
@@ -218,15 +258,26 @@ impl PodGroup {
                             "spec.schedulingPolicy: one of gang and basic is required".into(),
                         ));
                     }
-                }
+                };
+                upstream = UpstreamExtras::read(spec).map_err(err)?;
+                gang_policy
             }
         };
-        let required_topology = meta
+        let annotated = meta
             .and_then(|m| m.get("annotations"))
             .and_then(|a| a.get(REQUIRED_TOPOLOGY_ANNOTATION))
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .map(Arc::from);
+            .map(Arc::<str>::from);
+        let required_topology = match (annotated, upstream.topology) {
+            (Some(a), Some(t)) if a != t => {
+                return Err(err(format!(
+                    "spec.schedulingConstraints.topology[0].key: {t:?} differs from the \
+                     {REQUIRED_TOPOLOGY_ANNOTATION} annotation {a:?}"
+                )));
+            }
+            (a, t) => a.or(t),
+        };
         Ok(Self {
             key: GroupKey::new(api, &namespace, &name),
             uid: Arc::from(s(meta, "uid")),
@@ -236,7 +287,111 @@ impl PodGroup {
             min_resources,
             schedule_timeout,
             required_topology,
+            priority: upstream.priority,
+            never_preempts: upstream.never_preempts,
         })
+    }
+}
+
+/// What upstream's PodGroup says beyond its scheduling policy.
+#[derive(Debug, Default)]
+struct UpstreamExtras {
+    priority: Option<i32>,
+    never_preempts: bool,
+    topology: Option<Arc<str>>,
+}
+
+impl UpstreamExtras {
+    /// Reads them, refusing what Convoy does not evaluate (see
+    /// [`PodGroup::from_json`]); the error names the field.
+    fn read(spec: Option<&Value>) -> Result<Self, String> {
+        let Some(spec) = spec.and_then(Value::as_object) else { return Ok(Self::default()) };
+        let set = |k: &str| spec.get(k).filter(|v| !v.is_null());
+        if let Some(v) = set("parentCompositePodGroupName") {
+            return Err(format!(
+                "spec.parentCompositePodGroupName: {v}: CompositePodGroups are not evaluated by \
+                 this scheduler yet"
+            ));
+        }
+        if set("resourceClaims").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+            return Err("spec.resourceClaims: PodGroup ResourceClaims are not evaluated by this \
+                        scheduler yet"
+                .into());
+        }
+        if let Some(k) = spec.keys().find(|k| {
+            !UPSTREAM_SPEC_FIELDS.contains(&k.as_str())
+                && !matches!(k.as_str(), "parentCompositePodGroupName" | "resourceClaims")
+        }) {
+            return Err(format!("spec.{k}: not evaluated by this scheduler"));
+        }
+        let mut out = Self::default();
+        if let Some(mode) = set("disruptionMode") {
+            // `single` (the API server's default) is evaluated as `all`:
+            // a running gang is never left below its minimum.
+            if mode.get("all").is_some() == mode.get("single").is_some() {
+                return Err("spec.disruptionMode: exactly one of single and all must be set".into());
+            }
+        }
+        out.priority = match set("priority") {
+            None => None,
+            Some(v) => Some(
+                v.as_i64()
+                    .and_then(|p| i32::try_from(p).ok())
+                    .ok_or_else(|| format!("spec.priority: expected a 32-bit integer, got {v}"))?,
+            ),
+        };
+        let class = set("priorityClassName").and_then(Value::as_str).unwrap_or("");
+        if out.priority.is_none() && !class.is_empty() {
+            return Err(format!(
+                "spec.priorityClassName: {class:?} without spec.priority (the API server's \
+                 Priority admission resolves the class into spec.priority; without it the \
+                 group's priority is unknown)"
+            ));
+        }
+        out.never_preempts = match set("preemptionPolicy") {
+            None => false,
+            Some(v) => match v.as_str() {
+                Some("Never") => true,
+                Some("PreemptLowerPriority") => false,
+                _ => {
+                    return Err(format!(
+                        "spec.preemptionPolicy: expected Never or PreemptLowerPriority, got {v}"
+                    ));
+                }
+            },
+        };
+        if let Some(c) = set("schedulingConstraints") {
+            let topology = c.get("topology").filter(|t| !t.is_null());
+            let list = match topology {
+                None => Vec::new(),
+                Some(t) => t.as_array().cloned().ok_or_else(|| {
+                    format!("spec.schedulingConstraints.topology: expected a list, got {t}")
+                })?,
+            };
+            if let Some(k) = c.as_object().and_then(|o| o.keys().find(|k| *k != "topology")) {
+                return Err(format!(
+                    "spec.schedulingConstraints.{k}: not evaluated by this scheduler"
+                ));
+            }
+            match list.as_slice() {
+                [] => {}
+                [one] => {
+                    let key = one.get("key").and_then(Value::as_str).unwrap_or("");
+                    if key.is_empty() {
+                        return Err("spec.schedulingConstraints.topology[0].key: required".into());
+                    }
+                    out.topology = Some(Arc::from(key));
+                }
+                _ => {
+                    return Err(format!(
+                        "spec.schedulingConstraints.topology: {} constraints; this scheduler \
+                         evaluates one",
+                        list.len()
+                    ));
+                }
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -314,6 +469,71 @@ mod tests {
             let got = PodGroup::from_json(&obj).unwrap_err().to_string();
             assert!(got.starts_with(want), "{got} does not start with {want}");
         }
+    }
+
+    /// Upstream's priority, preemption policy and topology constraint are
+    /// read; what Convoy does not evaluate is refused by name.
+    #[test]
+    fn upstream_fields_are_read_or_refused() {
+        let up = |spec: Value| {
+            let mut spec = spec;
+            spec["schedulingPolicy"] = json!({"gang": {"minCount": 2}});
+            PodGroup::from_json(&json!({
+                "apiVersion": "scheduling.k8s.io/v1beta1", "metadata": {"name": "g"}, "spec": spec
+            }))
+        };
+        let g = up(json!({
+            "priorityClassName": "urgent", "priority": 1000, "preemptionPolicy": "Never",
+            "disruptionMode": {"all": {}}, "workloadRef": {"name": "w"},
+            "schedulingConstraints": {"topology": [{"key": "rack"}]}
+        }))
+        .unwrap();
+        assert_eq!((g.priority, g.never_preempts), (Some(1000), true));
+        assert_eq!(g.required_topology.as_deref(), Some("rack"));
+        let g = up(
+            json!({"preemptionPolicy": "PreemptLowerPriority", "disruptionMode": {"single": {}}}),
+        )
+        .unwrap();
+        assert_eq!((g.priority, g.never_preempts, g.required_topology), (None, false, None));
+
+        let refused = [
+            (json!({"disruptionMode": {}}), "spec.disruptionMode: exactly one of single and all"),
+            (
+                json!({"parentCompositePodGroupName": "p"}),
+                "spec.parentCompositePodGroupName: \"p\": CompositePodGroups",
+            ),
+            (
+                json!({"resourceClaims": [{"name": "c"}]}),
+                "spec.resourceClaims: PodGroup ResourceClaims",
+            ),
+            (
+                json!({"priorityClassName": "urgent"}),
+                "spec.priorityClassName: \"urgent\" without spec.priority",
+            ),
+            (json!({"priority": "high"}), "spec.priority: expected a 32-bit integer"),
+            (json!({"preemptionPolicy": "Sometimes"}), "spec.preemptionPolicy: expected Never or"),
+            (
+                json!({"schedulingConstraints": {"topology": [{"key": "a"}, {"key": "b"}]}}),
+                "spec.schedulingConstraints.topology: 2 constraints",
+            ),
+            (
+                json!({"schedulingConstraints": {"topology": [{}]}}),
+                "spec.schedulingConstraints.topology[0].key: required",
+            ),
+            (json!({"futureField": 1}), "spec.futureField: not evaluated by this scheduler"),
+        ];
+        for (spec, want) in refused {
+            let got = up(spec.clone()).unwrap_err().message;
+            assert!(got.starts_with(want), "{spec}: {got}");
+        }
+        // The annotation and the constraint must agree.
+        let err = PodGroup::from_json(&json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "metadata": {"name": "g", "annotations": {REQUIRED_TOPOLOGY_ANNOTATION: "zone"}},
+            "spec": {"schedulingPolicy": {"basic": {}}, "schedulingConstraints": {"topology": [{"key": "rack"}]}}
+        }))
+        .unwrap_err();
+        assert!(err.message.contains("differs from the convoy.dev/required-topology"), "{err}");
     }
 
     #[test]

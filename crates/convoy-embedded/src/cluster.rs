@@ -148,8 +148,11 @@ impl EmbeddedCluster {
                 s.objects.insert((obj.kind(), obj.key()), obj.clone());
                 cluster.send(ClusterUpdate::ObjectApplied(obj));
             }
-            for g in objects.pod_groups {
-                // `parse_objects` has already refused unreadable PodGroups.
+            let classes = s.priority_classes();
+            for mut g in objects.pod_groups {
+                // `parse_objects` has already admitted them and refused
+                // unreadable PodGroups.
+                let _ = convoy_api::objects::admit_pod_group_priority(&mut g.object, &classes);
                 let Ok(pg) = PodGroup::from_json(&g.object) else { continue };
                 let pg = Arc::new(pg);
                 s.groups.insert(pg.key.clone(), pg.clone());
@@ -162,7 +165,6 @@ impl EmbeddedCluster {
                 s.nodes.insert(name, Arc::clone(&node));
                 cluster.send(ClusterUpdate::NodeAdded(node));
             }
-            let classes = s.priority_classes();
             for mut pod in objects.pods {
                 prepare_pod_for_create(&mut pod);
                 // `parse_objects` has already refused unknown classes.
@@ -182,15 +184,19 @@ impl EmbeddedCluster {
         (cluster, rx)
     }
 
-    /// Creates or replaces a PodGroup of either API from its JSON form;
-    /// emits `PodGroupApplied`.
+    /// Creates or replaces a PodGroup of either API from its JSON form, an
+    /// upstream one's priority resolved from its PriorityClass as the
+    /// Priority admission plugin does; emits `PodGroupApplied`.
     pub fn apply_pod_group(
         &self,
         object: &serde_json::Value,
     ) -> Result<Arc<PodGroup>, ClusterError> {
-        let mut pg =
-            PodGroup::from_json(object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         let mut s = self.state.lock();
+        let mut object = object.clone();
+        convoy_api::objects::admit_pod_group_priority(&mut object, &s.priority_classes())
+            .map_err(|e| ClusterError::Invalid(format!("PodGroup: {e}")))?;
+        let mut pg =
+            PodGroup::from_json(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;
         pg.resource_version = s.next_version();
         let pg = Arc::new(pg);
         s.groups.insert(pg.key.clone(), pg.clone());

@@ -444,7 +444,8 @@ impl Loader<'_> {
                     );
                     return Err(fail(self, msg));
                 }
-                convoy_api::PodGroup::from_json(&value).map_err(|e| fail(self, e.message))?;
+                // Read (and refused, naming the field) once its priority is
+                // resolved, in `admit_priorities`.
                 let pg = PodGroupObject {
                     api_version,
                     name: name.unwrap_or_default(),
@@ -551,8 +552,9 @@ impl Loader<'_> {
         }
     }
 
-    /// Resolves the priority of every pod that has none from its
-    /// PriorityClass (once all the file's classes are known), as the
+    /// Resolves the priority of every pod and upstream PodGroup that has
+    /// none from its PriorityClass, then reads each PodGroup (refusing it,
+    /// naming the field, as [`convoy_api::PodGroup::from_json`] does) (once all the file's classes are known), as the
     /// Priority admission plugin does; an unknown class is an error naming
     /// the pod and the field. Pods that set `spec.priority` (a dump of a
     /// real cluster) keep it.
@@ -568,6 +570,19 @@ impl Loader<'_> {
                 _ => None,
             })
             .collect();
+        for i in 0..self.objects.pod_groups.len() {
+            let pg = &mut self.objects.pod_groups[i];
+            let key = format!("{}/{}", pg.namespace, pg.name);
+            let admitted = convoy_api::objects::admit_pod_group_priority(&mut pg.object, &classes)
+                .and_then(|()| {
+                    convoy_api::PodGroup::from_json(&pg.object).map(drop).map_err(|e| e.message)
+                });
+            if let Err(message) = admitted {
+                let (doc, item) =
+                    self.seen.get(&(Kind::PodGroup, key.clone())).copied().unwrap_or((0, None));
+                return Err(self.err(doc, item, Some(format!("PodGroup {key}")), message));
+            }
+        }
         for i in 0..self.objects.pods.len() {
             let pod = &mut self.objects.pods[i];
             let Some(spec) = pod.spec.as_mut() else { continue };

@@ -94,8 +94,11 @@ impl Group {
         self.places[place as usize]
     }
 
+    /// The group's own `spec.priority` when it has one (upstream's API),
+    /// else the highest among its members.
     fn priority(&self) -> i32 {
-        self.priorities.last_key_value().map_or(0, |(p, _)| *p)
+        let members = || self.priorities.last_key_value().map_or(0, |(p, _)| *p);
+        self.spec.as_ref().and_then(|s| s.priority).unwrap_or_else(members)
     }
 
     /// The distinct `schedulerName`s, sorted.
@@ -123,7 +126,7 @@ pub struct GroupStatus {
     pub bound: usize,
     /// Distinct `schedulerName`s among the members (a group must name one).
     pub schedulers: Vec<Arc<str>>,
-    /// The highest priority among the members.
+    /// The group's priority: its `spec.priority`, else the highest among its members.
     pub priority: i32,
     /// Failed group attempts since the last success.
     pub failures: u32,
@@ -324,7 +327,7 @@ impl GangState {
         })
     }
 
-    /// The gang group's priority (the highest among its members), if `key`
+    /// The gang group's priority (its `spec.priority`, else the highest among its members), if `key`
     /// names a gang group; see [`convoy_api::PreemptionGroups`].
     pub fn gang_priority(&self, key: &GroupKey) -> Option<i32> {
         let groups = self.groups.lock();
@@ -397,7 +400,7 @@ impl GangState {
     }
 
     /// The group that holds back other pods now, if any: among gang groups
-    /// not yet placed whose first failure is at least the policy's
+    /// not yet placed, with pods pending, whose first failure is at least the policy's
     /// `threshold` ago and less than `threshold + max_hold` ago, the one of highest priority,
     /// then the one waiting longest, then by key.
     pub fn starving(&self, now: Instant) -> Option<Starving> {
@@ -418,6 +421,11 @@ impl GangState {
             }
             let placed = g.count(Place::Assumed) + g.count(Place::Bound);
             if g.spec.as_ref().is_some_and(|s| placed >= s.min_member as usize) {
+                continue;
+            }
+            // A group whose pending pods are all gone (deleted, its
+            // PodGroup left behind) waits for nothing.
+            if g.count(Place::Pending) == 0 {
                 continue;
             }
             let cand = (g.priority(), waited, key);

@@ -169,6 +169,27 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     assert!(state.starving(clock.now()).is_none());
 }
 
+/// A group whose pending pods were all deleted (its PodGroup left behind)
+/// holds nobody back.
+#[test]
+fn a_group_without_pending_pods_does_not_starve() {
+    let state = GangState::new();
+    state.set_policy(StarvationPolicy {
+        threshold: Duration::from_secs(10),
+        max_hold: Duration::from_secs(60),
+    });
+    let clock = FakeClock::new();
+    state.apply_group(group(2));
+    let member = PodBuilder::new("m").pod_group("g").priority(5).info();
+    state.pod_upsert(&member);
+    let key = member.group.clone().unwrap();
+    state.record_attempt(&key, false, true, clock.now());
+    clock.advance(Duration::from_secs(11));
+    assert!(state.starving(clock.now()).is_some());
+    state.pod_removed(&member);
+    assert!(state.starving(clock.now()).is_none());
+}
+
 /// The status's counts are kept as members come, move and go; after every
 /// step they equal a recount of what was done.
 #[test]

@@ -2,13 +2,14 @@
 //! `PodGroupPostFilter`, `framework/preemption/podgrouppreemption.go`,
 //! with the whole cluster as its domain):
 //!
-//! 1. **Eligibility**: a member with `preemptionPolicy: Never` →
+//! 1. **Eligibility**: the group (`spec.preemptionPolicy`) or a member
+//!    with `preemptionPolicy: Never` →
 //!    `not eligible due to preemptionPolicy=Never.`; a member nominated to
 //!    a node where a lower-priority pod is still terminating because of a
 //!    preemption → `not eligible due to a terminating pod on the nominated
 //!    node.` (the group waits for its earlier victims; nominations kept).
-//! 2. **Victims**: every unit of lower priority than the group (the
-//!    highest priority among its members): single pods, and whole running
+//! 2. **Victims**: every unit of lower priority than the group (its
+//!    `spec.priority`, else the highest among its members): single pods, and whole running
 //!    gangs at their group's priority (see `convoy_plugins::default_preemption::victims`).
 //!    None → `No preemption victims found for incoming preemptor`.
 //! 3. **Dry run** on a copy of the snapshot: all of them removed, the
@@ -125,6 +126,13 @@ impl Work {
     }
 }
 
+/// The priority a group preempts at: its `spec.priority` (upstream's API,
+/// as upstream's `PodGroupPriority`), else the highest among its members.
+fn group_priority(spec: &PodGroup, members: &[QueuedPodInfo]) -> i32 {
+    let highest = || members.iter().map(|m| m.pod_info.priority).max().unwrap_or(0);
+    spec.priority.unwrap_or_else(highest)
+}
+
 impl Scheduler {
     /// The group's preemption, carried out: records the decision, sets or
     /// clears the members' nominations, and starts the victims'
@@ -138,9 +146,9 @@ impl Scheduler {
         members: &[QueuedPodInfo],
         needed: usize,
     ) -> String {
-        let outcome = self.group_post_filter(fwk, key, members, needed);
+        let outcome = self.group_post_filter(fwk, key, spec, members, needed);
         let message = outcome.message();
-        let priority = members.iter().map(|m| m.pod_info.priority).max().unwrap_or(0);
+        let priority = group_priority(spec, members);
         let Some(first) = members.first() else { return message };
         let mut decision = PreemptionDecision {
             pod: first.pod_info.key.clone(),
@@ -201,13 +209,14 @@ impl Scheduler {
         &self,
         fwk: &Framework,
         key: &GroupKey,
+        spec: &PodGroup,
         members: &[QueuedPodInfo],
         needed: usize,
     ) -> GroupPostFilter {
-        if members.iter().any(|m| m.pod_info.never_preempts()) {
+        if spec.never_preempts || members.iter().any(|m| m.pod_info.never_preempts()) {
             return GroupPostFilter::NotEligible(NOT_ELIGIBLE_NEVER);
         }
-        let priority = members.iter().map(|m| m.pod_info.priority).max().unwrap_or(0);
+        let priority = group_priority(spec, members);
         let nominator = self.queue.nominator().clone();
         let mut ls = self.loop_state.lock();
         let ls = &mut *ls;

@@ -74,10 +74,27 @@ async fn create_group(
     name: &str,
     min: u32,
 ) -> Result<()> {
-    let spec = match api {
+    create_group_in_class(cp, api, ns, name, min, None).await
+}
+
+/// [`create_group`] with `spec.priorityClassName` (upstream's API only: the
+/// API server's Priority admission resolves it into `spec.priority`, the
+/// group's priority in preemption).
+async fn create_group_in_class(
+    cp: &ControlPlane,
+    api: PodGroupApi,
+    ns: &str,
+    name: &str,
+    min: u32,
+    class: Option<&str>,
+) -> Result<()> {
+    let mut spec = match api {
         X => json!({ "minMember": min }),
         UP => json!({ "schedulingPolicy": { "gang": { "minCount": min } } }),
     };
+    if let Some(class) = class {
+        spec["priorityClassName"] = json!(class);
+    }
     let obj: DynamicObject = serde_json::from_value(json!({
         "apiVersion": api.api_version(), "kind": "PodGroup",
         "metadata": { "name": name, "namespace": ns }, "spec": spec
@@ -679,7 +696,7 @@ async fn gang_whose_pods_name_different_schedulers_is_rejected_as_a_group() -> R
 
 /// Gang preemption against a real API server (upstream's PodGroup API): a
 /// running priority-0 gang of 2 (one pod per node) and a gang of 2 of
-/// priority 1,000,000 (from its PriorityClass) that fits only where the low
+/// priority 1,000,000 (the group's and its members' PriorityClass) that fits only where the low
 /// gang runs. The low gang goes whole (`terminationGracePeriodSeconds: 0`:
 /// its pods are gone at once, without a kubelet), the high gang binds whole,
 /// the `Preempted` Events and the decision line name the group, and no gang
@@ -712,7 +729,7 @@ async fn high_priority_gang_preempts_a_whole_low_priority_gang() -> Result<()> {
     sched.wait_ready(Duration::from_secs(30)).await?;
     check_invariant(&cp, ns, &[(UP, "low")]).await?;
 
-    create_group(&cp, UP, ns, "high", 2).await?;
+    create_group_in_class(&cp, UP, ns, "high", 2, Some("urgent")).await?;
     let high: Vec<Pod> = members(UP, "high", 2, "3", "a")
         .into_iter()
         .map(|mut p| {

@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use convoy_api::objects::ClusterObject;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{FakeClock, PodGroupApi};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
@@ -14,7 +15,8 @@ use convoy_scheduler::decision::{
 };
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use k8s_openapi::api::core::v1::Pod;
-use serde_json::json;
+use k8s_openapi::api::scheduling::v1::PriorityClass;
+use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 /// Records preemption decisions and the pods' messages.
@@ -78,7 +80,8 @@ impl Env {
         Self { cluster, updates, scheduler, clock, sink }
     }
 
-    /// A gang of `n` pods (`<name>-<i>`) of `cpu` each at `priority`.
+    /// A gang of `n` pods (`<name>-<i>`) of `cpu` each at `priority` (an
+    /// upstream group's `spec.priority` too).
     fn gang(&self, api: PodGroupApi, name: &str, n: usize, cpu: &str, priority: i32) {
         let group = match api {
             PodGroupApi::XK8s => json!({
@@ -89,7 +92,7 @@ impl Env {
             PodGroupApi::Upstream => json!({
                 "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
                 "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": n}}}
+                "spec": {"schedulingPolicy": {"gang": {"minCount": n}}, "priority": priority}
             }),
         };
         self.cluster.apply_pod_group(&group).unwrap();
@@ -288,6 +291,90 @@ async fn gang_with_a_never_member_evicts_nothing() {
         let b = if i == 1 { b.preemption_policy("Never") } else { b };
         env.cluster.add_pod(b.build()).unwrap();
     }
+    env.settle().await;
+    assert!(env.evicted().is_empty(), "{:?}", env.evicted());
+    assert_eq!((env.bound("high"), env.bound("low")), (0, 2));
+    let d = env.sink.decisions.lock().unwrap();
+    let last = d.iter().rev().find(|d| d.pod.name.starts_with("high")).unwrap();
+    let convoy_scheduler::decision::Outcome::Unschedulable { message } = &last.outcome else {
+        panic!("{last:?}")
+    };
+    assert!(
+        message.ends_with("pod group preemption: not eligible due to preemptionPolicy=Never."),
+        "{message}"
+    );
+}
+
+/// An upstream PodGroup applied as given (its priority admitted from its
+/// class as the API server does), with `n` members of `cpu` each at
+/// `member_priority`.
+fn upstream_gang(env: &Env, name: &str, n: usize, cpu: &str, member_priority: i32, spec: Value) {
+    let mut spec = spec;
+    spec["schedulingPolicy"] = json!({"gang": {"minCount": n}});
+    env.cluster
+        .apply_pod_group(&json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
+            "spec": spec
+        }))
+        .unwrap();
+    for i in 0..n {
+        let b = PodBuilder::new(&format!("{name}-{i}")).cpu(cpu).priority(member_priority);
+        env.cluster.add_pod(b.scheduling_group(name).build()).unwrap();
+    }
+}
+
+/// An upstream PodGroup preempts at its own `spec.priority`, not its
+/// members' (upstream's `PodGroupPriority`): members of priority 1000 in a
+/// group of priority 0 evict nobody; members of priority 0 in a group whose
+/// class gives it 1000 evict the low gang.
+#[tokio::test]
+async fn an_upstream_group_preempts_at_its_own_priority() {
+    let mut env = Env::new(2, "4");
+    env.gang(PodGroupApi::XK8s, "low", 2, "3", 10);
+    env.settle().await;
+    assert_eq!(env.bound("low"), 2);
+
+    // No class, no global default: admission gives the group priority 0.
+    upstream_gang(&env, "loud", 2, "3", 1000, json!({}));
+    env.settle().await;
+    assert!(env.evicted().is_empty(), "{:?}", env.evicted());
+    assert_eq!(env.bound("loud"), 0);
+    let d = env.sink.decisions.lock().unwrap().clone();
+    let last = d.iter().rev().find(|d| d.pod.name.starts_with("loud")).unwrap();
+    let convoy_scheduler::decision::Outcome::Unschedulable { message } = &last.outcome else {
+        panic!("{last:?}")
+    };
+    assert!(message.contains("No preemption victims found"), "{message}");
+    env.cluster.delete_pod("default", "loud-0").unwrap();
+    env.cluster.delete_pod("default", "loud-1").unwrap();
+
+    let class: PriorityClass =
+        serde_json::from_value(json!({"metadata": {"name": "urgent"}, "value": 1000})).unwrap();
+    env.cluster.apply_object(ClusterObject::PriorityClass(Arc::new(class))).unwrap();
+    upstream_gang(&env, "quiet", 2, "3", 0, json!({"priorityClassName": "urgent"}));
+    let pg = env.cluster.pod_groups().into_iter().find(|g| &*g.key.name == "quiet").unwrap();
+    assert_eq!(pg.priority, Some(1000), "admitted from the class");
+    env.settle().await;
+    assert_eq!(env.bound("quiet"), 2, "{:?}", env.evicted());
+    assert_eq!(env.evicted(), ["low-0", "low-1"]);
+}
+
+/// An upstream PodGroup with `preemptionPolicy: Never` evicts nobody, and
+/// says why.
+#[tokio::test]
+async fn an_upstream_group_that_never_preempts_evicts_nothing() {
+    let mut env = Env::new(2, "4");
+    env.gang(PodGroupApi::XK8s, "low", 2, "3", 0);
+    env.settle().await;
+    upstream_gang(
+        &env,
+        "high",
+        2,
+        "3",
+        1000,
+        json!({"priority": 1000, "preemptionPolicy": "Never"}),
+    );
     env.settle().await;
     assert!(env.evicted().is_empty(), "{:?}", env.evicted());
     assert_eq!((env.bound("high"), env.bound("low")), (0, 2));
