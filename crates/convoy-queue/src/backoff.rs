@@ -66,6 +66,22 @@ impl BackoffQ {
         Some(id)
     }
 
+    /// Detaches and returns the pod whose backoff ends first, whatever
+    /// its backoff, if `ok` accepts it.
+    pub(crate) fn pop_first_if(
+        &mut self,
+        store: &mut Store,
+        ok: impl Fn(&Entry) -> bool,
+    ) -> Option<usize> {
+        let first = self.heap.peek()?;
+        if !ok(&store[first]) {
+            return None;
+        }
+        let id = self.heap.pop(store, expires_first)?;
+        store[id].loc = Loc::Detached;
+        Some(id)
+    }
+
     /// When the first pod's backoff ends, if any pod is in backoffQ.
     pub(crate) fn next_expiry(&self, store: &Store) -> Option<Instant> {
         self.heap.peek().map(|id| store[id].backoff_expiry)

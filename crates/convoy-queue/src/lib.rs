@@ -7,6 +7,9 @@
 //! - **backoffQ**: failed an attempt and waits out its backoff
 //!   (`initial * 2^(attempts-1)`, capped at `max`, from its last failure);
 //!   [`SchedulingQueue::flush_backoff_completed`] moves it to activeQ.
+//!   When activeQ is empty, `pop` takes the pod whose backoff ends first
+//!   at once (upstream's `SchedulerPopFromBackoffQ`, on by default since
+//!   v1.33), unless its last attempt failed with an error.
 //! - **the unschedulable pool**: rejected, waiting for a cluster event one of
 //!   its rejecting plugins registered (and whose hint says Queue), or gated
 //!   by a PreEnqueue plugin; the periodic

@@ -56,12 +56,14 @@ pub enum IncomingEvent {
     UnschedulableTimeout,
     /// `activate` moved it.
     ForceActivate,
+    /// Popped from backoffQ before its backoff ended, activeQ being empty.
+    PopFromBackoff,
     /// A cluster event moved it.
     Cluster(ClusterEvent),
 }
 
 impl IncomingEvent {
-    const FIXED: usize = 6;
+    const FIXED: usize = 7;
 
     fn fixed_index(self) -> Option<usize> {
         Some(match self {
@@ -71,6 +73,7 @@ impl IncomingEvent {
             IncomingEvent::BackoffComplete => 3,
             IncomingEvent::UnschedulableTimeout => 4,
             IncomingEvent::ForceActivate => 5,
+            IncomingEvent::PopFromBackoff => 6,
             IncomingEvent::Cluster(_) => return None,
         })
     }
@@ -83,6 +86,7 @@ impl IncomingEvent {
             IncomingEvent::BackoffComplete,
             IncomingEvent::UnschedulableTimeout,
             IncomingEvent::ForceActivate,
+            IncomingEvent::PopFromBackoff,
         ][i]
     }
 
@@ -95,6 +99,7 @@ impl IncomingEvent {
             IncomingEvent::BackoffComplete => "BackoffComplete".to_string(),
             IncomingEvent::UnschedulableTimeout => "UnschedulableTimeout".to_string(),
             IncomingEvent::ForceActivate => "ForceActivate".to_string(),
+            IncomingEvent::PopFromBackoff => "PopFromBackoffQ".to_string(),
             IncomingEvent::Cluster(e) => e.label(),
         }
     }

@@ -45,6 +45,10 @@ pub struct QueueConfig {
     /// The pods nominated to nodes (shared with the frameworks, which
     /// count them in Filter).
     pub nominator: Arc<Nominator>,
+    /// When activeQ is empty, pop the pod of backoffQ whose backoff ends
+    /// first instead of waiting (upstream's `SchedulerPopFromBackoffQ`
+    /// feature, on by default since v1.33). Default `true`.
+    pub pop_from_backoff: bool,
 }
 
 impl QueueConfig {
@@ -58,6 +62,7 @@ impl QueueConfig {
             max_backoff: DEFAULT_MAX_BACKOFF,
             max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
             nominator: Arc::new(Nominator::new()),
+            pop_from_backoff: true,
         }
     }
 }
@@ -234,8 +239,12 @@ impl SchedulingQueue {
         pod: QueuedPodInfo,
         failure: Failure,
     ) -> Option<QueueKind> {
-        let kind = self.state.lock().add_unschedulable(pod, failure);
-        self.wake(usize::from(kind == Some(QueueKind::Active)));
+        let (kind, n) = {
+            let mut s = self.state.lock();
+            let kind = s.add_unschedulable(pod, failure);
+            (kind, s.wakeups(usize::from(kind == Some(QueueKind::Active))))
+        };
+        self.wake(n);
         kind
     }
 
@@ -261,8 +270,12 @@ impl SchedulingQueue {
         old: Option<&EventObject>,
         new: Option<&EventObject>,
     ) -> usize {
-        let n = self.state.lock().move_all(event, old, new);
-        self.wake(n);
+        let (n, wake) = {
+            let mut s = self.state.lock();
+            let n = s.move_all(event, old, new);
+            (n, s.wakeups(n))
+        };
+        self.wake(wake);
         n
     }
 
@@ -301,7 +314,8 @@ impl SchedulingQueue {
         let n = {
             let mut s = self.state.lock();
             self.nominator.pod_updated(&new_pod);
-            s.update(new_pod)
+            let n = s.update(new_pod);
+            s.wakeups(n)
         };
         self.wake(n);
     }
@@ -332,8 +346,12 @@ impl SchedulingQueue {
     /// backoffQ or activeQ; gated pods re-run PreEnqueue and stay if still
     /// rejected. Returns how many moved to activeQ.
     pub fn flush_unschedulable_leftover(&self) -> usize {
-        let n = self.state.lock().flush_leftover();
-        self.wake(n);
+        let (n, wake) = {
+            let mut s = self.state.lock();
+            let n = s.flush_leftover();
+            (n, s.wakeups(n))
+        };
+        self.wake(wake);
         n
     }
 

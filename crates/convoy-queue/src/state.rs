@@ -28,6 +28,11 @@ pub(crate) struct State {
     initial_backoff: Duration,
     max_backoff: Duration,
     max_in_unschedulable: Duration,
+    /// Pop from backoffQ when activeQ is empty (upstream's
+    /// `SchedulerPopFromBackoffQ`).
+    pop_from_backoff: bool,
+    /// Pods pushed to backoffQ since the last [`State::wakeups`].
+    backoff_arrivals: usize,
     store: Store,
     active: ActiveQ,
     backoff: BackoffQ,
@@ -49,6 +54,8 @@ impl State {
             initial_backoff: config.initial_backoff,
             max_backoff: config.max_backoff,
             max_in_unschedulable: config.max_in_unschedulable,
+            pop_from_backoff: config.pop_from_backoff,
+            backoff_arrivals: 0,
             store: Store::default(),
             active: ActiveQ::new(config.less),
             backoff: BackoffQ::default(),
@@ -70,6 +77,7 @@ impl State {
             reject_mask: 0,
             pending_mask: 0,
             any_event: false,
+            after_error: false,
             gating_plugin: None,
             seq: 0,
             qpi,
@@ -109,6 +117,7 @@ impl State {
             if expiry > now {
                 e.backoff_expiry = expiry;
                 self.backoff.push(id, &mut self.store);
+                self.backoff_arrivals += 1;
                 return QueueKind::Backoff;
             }
         }
@@ -148,8 +157,20 @@ impl State {
         }
     }
 
+    /// How many poppers to wake after a change that moved `to_active` pods
+    /// to activeQ: those, plus the pods pushed to backoffQ meanwhile when
+    /// they may be popped from there.
+    pub(crate) fn wakeups(&mut self, to_active: usize) -> usize {
+        let arrived = std::mem::take(&mut self.backoff_arrivals);
+        to_active + if self.pop_from_backoff { arrived } else { 0 }
+    }
+
     /// Pops the first pod of activeQ, flushing backoffQ first if activeQ is
-    /// empty.
+    /// empty; if activeQ is still empty, the pod of backoffQ whose backoff
+    /// ends first, whatever its backoff (upstream's
+    /// `SchedulerPopFromBackoffQ`, on by default since v1.33: an idle
+    /// scheduler does not wait out backoffs), unless its last attempt
+    /// failed with an error (no busy retry of a failing API call).
     pub(crate) fn pop(&mut self) -> Option<QueuedPodInfo> {
         if self.closed {
             return None;
@@ -157,6 +178,13 @@ impl State {
         if self.active.is_empty() && self.backoff.len() > 0 {
             let now = self.clock.now();
             self.flush_backoff(now);
+            if self.active.is_empty()
+                && self.pop_from_backoff
+                && let Some(id) = self.backoff.pop_first_if(&mut self.store, |e| !e.after_error)
+            {
+                self.active.push(id, &mut self.store);
+                self.counters.add(QueueKind::Active, IncomingEvent::PopFromBackoff, 1);
+            }
         }
         let id = self.active.pop(&mut self.store)?;
         let mut qpi = self.store.remove(id).qpi;
@@ -216,7 +244,8 @@ impl State {
         }
         qpi.timestamp = now;
         qpi.gated = false;
-        let entry = self.new_entry(qpi);
+        let mut entry = self.new_entry(qpi);
+        entry.after_error = failure == Failure::Error;
         let strategy = match record {
             Some((_, _, _, true)) => Strategy::Immediately,
             Some((since, updated, _, _))

@@ -43,6 +43,9 @@ pub(crate) struct Entry {
     pub(crate) pending_mask: u64,
     /// No plugin rejected the pod: any event may help it.
     pub(crate) any_event: bool,
+    /// Its last attempt failed with an error (not popped from backoffQ
+    /// before its backoff ends).
+    pub(crate) after_error: bool,
     /// The PreEnqueue plugin holding the pod back, when gated.
     pub(crate) gating_plugin: Option<&'static str>,
     /// Arrival order in activeQ (its tie-break).

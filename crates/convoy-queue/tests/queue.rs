@@ -231,6 +231,56 @@ fn backoff_doubles_per_attempt_up_to_the_max() {
     }
 }
 
+/// With activeQ empty, the pod of backoffQ whose backoff ends first is
+/// popped at once (upstream's `SchedulerPopFromBackoffQ`), counted as
+/// `PopFromBackoffQ`; never a pod whose last attempt was an error, never
+/// before a pod of activeQ, and not at all with the feature off.
+#[test]
+fn pops_from_backoffq_when_activeq_is_empty() {
+    let (q, _clock) = setup();
+    assert_eq!(add_and_fail(&q, "hinted", &[FIT]), Some(QueueKind::Unschedulable));
+    let (ev, node) = node_add("big");
+    q.move_all_to_active_or_backoff(ev, None, Some(&node));
+    assert_eq!(q.queue_of(&key("hinted")), Some(QueueKind::Backoff));
+    q.add(pod("fresh"));
+    assert_eq!(names(&q), ["fresh", "hinted"], "activeQ first, then backoffQ");
+    let popped = q.incoming().into_iter().find(|c| c.event == IncomingEvent::PopFromBackoff);
+    assert_eq!(
+        popped.map(|c| (c.queue, c.event.label(), c.count)),
+        Some((QueueKind::Active, "PopFromBackoffQ".into(), 1))
+    );
+
+    let (q, clock) = setup();
+    assert_eq!(add_and_fail(&q, "error", &[]), Some(QueueKind::Backoff));
+    assert!(q.try_pop().is_none(), "an error waits out its backoff");
+    clock.advance(secs(1));
+    assert!(q.try_pop().is_some());
+
+    let (q, clock) = setup_with(|c| c.pop_from_backoff = false);
+    add_and_fail(&q, "hinted", &[FIT]);
+    let (ev, node) = node_add("big");
+    q.move_all_to_active_or_backoff(ev, None, Some(&node));
+    assert!(q.try_pop().is_none(), "feature off: the backoff is waited out");
+    clock.advance(secs(1));
+    assert!(q.try_pop().is_some());
+}
+
+/// A waiting `pop` wakes when a pod enters backoffQ.
+#[tokio::test]
+async fn a_waiting_pop_wakes_for_a_pod_entering_backoffq() {
+    let (q, _clock) = setup();
+    add_and_fail(&q, "hinted", &[FIT]);
+    let waiter = tokio::spawn({
+        let q = q.clone();
+        async move { q.pop().await.map(|p| p.pod_info.key.name.to_string()) }
+    });
+    tokio::task::yield_now().await;
+    let (ev, node) = node_add("big");
+    q.move_all_to_active_or_backoff(ev, None, Some(&node));
+    let got = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("woken").unwrap();
+    assert_eq!(got.as_deref(), Some("hinted"));
+}
+
 #[test]
 fn zero_initial_backoff_skips_backoffq() {
     let (q, _clock) = setup_with(|c| c.initial_backoff = Duration::ZERO);

@@ -178,6 +178,7 @@ impl Scheduler {
             max_backoff: Duration::from_secs(cfg.pod_max_backoff_seconds),
             max_in_unschedulable: MAX_IN_UNSCHEDULABLE,
             nominator,
+            pop_from_backoff: true,
         }));
         let cache = Arc::new(Cache::new(opts.clock.clone()));
         let rng = match opts.seed {
