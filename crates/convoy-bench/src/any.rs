@@ -67,28 +67,17 @@ pub fn as_pod_groups(objects: &mut [Value]) -> Result<Vec<String>, String> {
     Ok(replaced)
 }
 
-/// PodGroup `spec` fields of workload-aware preemption (kube-scheduler
-/// with `GenericWorkload`) that Convoy does not read yet: its preemption
-/// takes a running gang as one victim at its members' highest priority
-/// (as `disruptionMode: all` would), other pods one by one at their own
-/// priority. Update this list when Convoy reads them.
-pub const CONVOY_UNREAD_POD_GROUP_FIELDS: [&str; 4] =
-    ["priority", "priorityClassName", "preemptionPolicy", "disruptionMode"];
-
-/// Which of [`CONVOY_UNREAD_POD_GROUP_FIELDS`] `objects` (PodGroups) set.
-pub fn convoy_unread_fields(objects: &[Value]) -> Vec<&'static str> {
-    CONVOY_UNREAD_POD_GROUP_FIELDS
-        .into_iter()
-        .filter(|f| {
-            objects.iter().any(|v| {
-                v.get("kind").and_then(Value::as_str) == Some("PodGroup")
-                    && v.get("spec").and_then(|s| s.get(f)).is_some_and(|x| !x.is_null())
-            })
-        })
-        .collect()
+/// Whether any of `objects` is a PodGroup with `spec.disruptionMode:
+/// single`, which Convoy evaluates as `all` (a running gang is preempted
+/// whole; see docs/gang.md) where kube-scheduler evicts members one by one.
+pub fn has_single_disruption_mode(objects: &[Value]) -> bool {
+    objects.iter().any(|v| {
+        v.get("kind").and_then(Value::as_str) == Some("PodGroup")
+            && v.pointer("/spec/disruptionMode/single").is_some_and(|x| !x.is_null())
+    })
 }
 
-/// Logs what `createPodGroups` changed or Convoy will not read (`convoy`:
+/// Logs what `createPodGroups` changed or Convoy evaluates differently (`convoy`:
 /// Convoy is the scheduler under test).
 pub fn log_pod_groups(replaced: &[String], objects: &[Value], convoy: bool) {
     if !replaced.is_empty() {
@@ -98,13 +87,11 @@ pub fn log_pod_groups(replaced: &[String], objects: &[Value], convoy: bool) {
             replaced.join(", ")
         );
     }
-    let unread = convoy_unread_fields(objects);
-    if convoy && !unread.is_empty() {
+    if convoy && has_single_disruption_mode(objects) {
         tracing::warn!(
-            "createPodGroups: PodGroup spec.{} not applicable to Convoy yet (workload-aware \
-             preemption): Convoy preempts a running gang as one victim at its members' highest \
-             priority (as disruptionMode: all), other pods at their own priority",
-            unread.join(", spec.")
+            "createPodGroups: PodGroup spec.disruptionMode single is evaluated by Convoy as all: \
+             a running gang is preempted whole, never below its minimum (kube-scheduler evicts \
+             its members one by one)"
         );
     }
 }
