@@ -48,7 +48,7 @@ pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
 pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
 pub use preemption::{
     FilterRunner, NoActuator, NominatedPods, PodNominator, PostFilterContext, PreemptionActuator,
-    PreemptionError, PreemptionGroups,
+    PreemptionError, PreemptionGroups, RunningPreemptions,
 };
 pub use resource::{PodRequests, Resource};
 pub use status::{Code, Reason, Status};

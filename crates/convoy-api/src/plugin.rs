@@ -337,6 +337,9 @@ pub struct Handle {
     /// Which running pods preemption takes together (gangs); `None`: every
     /// pod is a victim alone.
     pub groups: Option<Arc<dyn crate::preemption::PreemptionGroups>>,
+    /// The preemptors whose victims are being preempted (shared by every
+    /// profile and the scheduler, which fills it).
+    pub running_preemptions: Arc<crate::preemption::RunningPreemptions>,
 }
 
 /// Builds a plugin from its (already validated) args.

@@ -7,8 +7,8 @@
 //! Nothing here does IO: the actuator is implemented by the adapters (the
 //! API server's, the embedded cluster's).
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::Pod;
@@ -53,6 +53,179 @@ pub fn group_preempted_note(group_uid: &str) -> String {
 
 /// The name of a pod group preemption's domain (upstream's candidate name).
 pub const GROUP_DOMAIN: &str = "cluster";
+
+/// The preemptions being carried out: upstream's `Executor.preempting`
+/// with its `lastVictimsPendingPreemption`. From the moment a preemption
+/// is decided until every victim has been seen terminating (or gone) in
+/// the scheduler's own view of the cluster, DefaultPreemption's PreEnqueue
+/// holds its preemptors back (`waiting for the preemption for this pod to
+/// be finished`). Popped earlier, a preemptor would find its victims still
+/// running on its nominated node, be eligible again, and preempt again
+/// elsewhere: a cascade. When the wait ends the preemptors are returned,
+/// for the scheduler to activate.
+///
+/// A victim whose deletion failed, or that was removed in memory (waiting
+/// at Permit), produces no event: [`RunningPreemptions::actuated`] is told
+/// so. As a safety net against a lost event, a preemption stops holding
+/// its preemptors [`RunningPreemptions::MAX_HOLD`] after its API calls
+/// ended (the queue's leftover flush then retries them).
+pub struct RunningPreemptions {
+    inner: Mutex<Running>,
+    clock: Arc<dyn crate::Clock>,
+}
+
+impl std::fmt::Debug for RunningPreemptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunningPreemptions").field("running", &self.len()).finish()
+    }
+}
+
+impl Default for RunningPreemptions {
+    /// An empty set on the system clock.
+    fn default() -> Self {
+        Self::new(Arc::new(crate::RealClock))
+    }
+}
+
+#[derive(Debug, Default)]
+struct Running {
+    next: u64,
+    entries: HashMap<u64, RunningEntry>,
+    by_preemptor: HashMap<Arc<str>, u64>,
+    by_victim: HashMap<Arc<str>, u64>,
+}
+
+#[derive(Debug)]
+struct RunningEntry {
+    preemptors: Vec<(Arc<str>, crate::PodKey)>,
+    pending: HashSet<Arc<str>>,
+    /// When the API calls ended (`None`: still running).
+    actuated: Option<std::time::Instant>,
+}
+
+impl Running {
+    /// Ends the entry if its calls are done and no victim is pending.
+    fn settle(&mut self, id: u64) -> Vec<crate::PodKey> {
+        let Some(e) = self.entries.get(&id) else { return Vec::new() };
+        if e.actuated.is_none() || !e.pending.is_empty() {
+            return Vec::new();
+        }
+        self.remove(id)
+    }
+
+    fn remove(&mut self, id: u64) -> Vec<crate::PodKey> {
+        let Some(e) = self.entries.remove(&id) else { return Vec::new() };
+        for v in &e.pending {
+            self.by_victim.remove(v);
+        }
+        let mut keys = Vec::with_capacity(e.preemptors.len());
+        for (uid, key) in e.preemptors {
+            if self.by_preemptor.get(&uid) == Some(&id) {
+                self.by_preemptor.remove(&uid);
+            }
+            keys.push(key);
+        }
+        keys
+    }
+}
+
+impl RunningPreemptions {
+    /// How long after its API calls a preemption may hold its preemptors
+    /// while waiting to see its victims terminate.
+    pub const MAX_HOLD: std::time::Duration = std::time::Duration::from_secs(30);
+
+    /// An empty set; `clock` times [`Self::MAX_HOLD`].
+    pub fn new(clock: Arc<dyn crate::Clock>) -> Self {
+        Self { inner: Mutex::default(), clock }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Running> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A preemption starts: `preemptors` (a pod, or a group's members:
+    /// UID and key) wait until each of `victims` (UIDs) is seen
+    /// terminating or gone. Returns its ticket.
+    pub fn start(&self, preemptors: &[(Arc<str>, crate::PodKey)], victims: &[Arc<str>]) -> u64 {
+        let mut r = self.lock();
+        r.next += 1;
+        let id = r.next;
+        for (uid, _) in preemptors {
+            r.by_preemptor.insert(uid.clone(), id);
+        }
+        for v in victims {
+            r.by_victim.insert(v.clone(), id);
+        }
+        let pending = victims.iter().cloned().collect();
+        r.entries
+            .insert(id, RunningEntry { preemptors: preemptors.to_vec(), pending, actuated: None });
+        id
+    }
+
+    /// The preemption's API calls ended; `no_event` are the victims whose
+    /// termination will not be seen (failed, removed in memory, already
+    /// terminating). Returns the preemptors to activate if the wait is over.
+    pub fn actuated(&self, ticket: u64, no_event: &[Arc<str>]) -> Vec<crate::PodKey> {
+        let now = self.clock.now();
+        let mut r = self.lock();
+        for v in no_event {
+            if r.by_victim.get(v) == Some(&ticket) {
+                r.by_victim.remove(v);
+            }
+        }
+        let Some(e) = r.entries.get_mut(&ticket) else { return Vec::new() };
+        e.actuated = Some(now);
+        for v in no_event {
+            e.pending.remove(v);
+        }
+        r.settle(ticket)
+    }
+
+    /// A pod was seen terminating or deleted. Returns the preemptors to
+    /// activate, if it was the last victim their preemption waited for.
+    pub fn observed(&self, uid: &str) -> Vec<crate::PodKey> {
+        let mut r = self.lock();
+        if r.by_victim.is_empty() {
+            return Vec::new();
+        }
+        let Some(id) = r.by_victim.remove(uid) else { return Vec::new() };
+        if let Some(e) = r.entries.get_mut(&id) {
+            e.pending.remove(uid);
+        }
+        r.settle(id)
+    }
+
+    /// Whether the pod's preemption is still being carried out (see the
+    /// type's docs).
+    pub fn is_running(&self, uid: &str) -> bool {
+        let mut r = self.lock();
+        if r.by_preemptor.is_empty() {
+            return false;
+        }
+        let now = self.clock.now();
+        let Some(&id) = r.by_preemptor.get(uid) else { return false };
+        let expired = r
+            .entries
+            .get(&id)
+            .and_then(|e| e.actuated)
+            .is_some_and(|t| now.saturating_duration_since(t) >= Self::MAX_HOLD);
+        if expired {
+            r.remove(id);
+            return false;
+        }
+        true
+    }
+
+    /// Preemptions not yet over.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether none is running.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// How preemption sees gangs (implemented by the scheduler's gang state):
 /// the running pods of a gang group are one victim, taken all together or
@@ -253,6 +426,41 @@ impl PreemptionActuator for NoActuator {
 
 #[cfg(test)]
 mod tests {
+
+    /// A preemption holds its preemptors until its calls are done and
+    /// every victim was seen terminating, or would produce no event; after
+    /// `MAX_HOLD` it lets go whatever happened.
+    #[test]
+    fn running_preemptions_hold_until_every_victim_is_seen() {
+        let clock = crate::FakeClock::new();
+        let running = RunningPreemptions::new(Arc::new(clock.clone()));
+        let uid = |s: &str| Arc::<str>::from(s);
+        let key = |s: &str| crate::PodKey::new("default", s);
+        let preemptors = [(uid("p"), key("p")), (uid("q"), key("q"))];
+        let t = running.start(&preemptors, &[uid("v1"), uid("v2"), uid("v3")]);
+        assert!(running.is_running("p") && running.is_running("q"));
+        assert!(!running.is_running("other"));
+        assert!(running.observed("v1").is_empty(), "calls still running");
+        assert!(running.actuated(t, &[uid("v3")]).is_empty(), "v2 not seen yet");
+        assert!(running.is_running("p"));
+        assert_eq!(running.observed("v2"), [key("p"), key("q")]);
+        assert!(!running.is_running("p") && running.is_empty());
+        assert!(running.observed("v2").is_empty(), "only once");
+
+        // Seen before the calls end: released when they do.
+        let t = running.start(&[(uid("p"), key("p"))], &[uid("v")]);
+        assert!(running.observed("v").is_empty());
+        assert_eq!(running.actuated(t, &[]), [key("p")]);
+
+        // A lost event: let go after MAX_HOLD.
+        let t = running.start(&[(uid("p"), key("p"))], &[uid("lost")]);
+        assert!(running.actuated(t, &[]).is_empty());
+        clock.advance(RunningPreemptions::MAX_HOLD - std::time::Duration::from_millis(1));
+        assert!(running.is_running("p"));
+        clock.advance(std::time::Duration::from_millis(1));
+        assert!(!running.is_running("p") && running.is_empty());
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -148,6 +148,7 @@ fn pod_topology_spread(c: &mut Criterion) {
                 profile: Arc::from("convoy-scheduler"),
                 objects: Arc::new(convoy_api::ClusterObjects::new()),
                 groups: None,
+                running_preemptions: Default::default(),
             };
             handle.objects.apply(&rs);
             let mut c = cluster();

@@ -104,6 +104,7 @@ pub(crate) mod testing {
             profile: Arc::from("convoy-scheduler"),
             objects: Arc::new(convoy_api::ClusterObjects::new()),
             groups: None,
+            running_preemptions: Default::default(),
         }
     }
 

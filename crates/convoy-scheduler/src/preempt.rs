@@ -23,7 +23,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use convoy_api::{PodInfo, WaitingPods, names};
+use convoy_api::{PodInfo, PodKey, WaitingPods, names};
 use convoy_framework::{Framework, ScheduleError};
 
 use crate::decision::PreemptionDecision;
@@ -138,15 +138,29 @@ impl Scheduler {
         let queue = self.queue.clone();
         let in_flight = self.preemptions_in_flight.clone();
         in_flight.fetch_add(1, Ordering::AcqRel);
+        // The preemptors wait (DefaultPreemption's PreEnqueue) until every
+        // victim is seen terminating: popped earlier, a preemptor would
+        // find its victims still running and preempt again, elsewhere.
+        let running = self.running_preemptions.clone();
+        let mut preemptors: Vec<(Arc<str>, PodKey)> =
+            nominations.iter().map(|(p, _)| (p.uid.clone(), p.key.clone())).collect();
+        if !preemptors.iter().any(|(uid, _)| *uid == preemptor.uid) {
+            preemptors.push((preemptor.uid.clone(), preemptor.key.clone()));
+        }
+        let victim_uids: Vec<Arc<str>> = victims.iter().map(|v| v.uid.clone()).collect();
+        let ticket = running.start(&preemptors, &victim_uids);
         tokio::spawn(async move {
+            let mut no_event: Vec<Arc<str>> = Vec::new();
             let mut in_memory = false;
             let mut deletions = Vec::with_capacity(victims.len());
             for v in victims {
                 if v.is_terminating() {
                     tracing::debug!(victim = %v.key, "victim is already being deleted");
+                    no_event.push(v.uid.clone());
                     continue;
                 }
                 if WaitingPods::reject(&*waiting, &v.uid, names::DEFAULT_PREEMPTION, "preempted") {
+                    no_event.push(v.uid.clone());
                     tracing::info!(
                         preemptor = %preemptor.key, victim = %v.key, node = %node,
                         "preempted a pod waiting at Permit (in scheduler memory)"
@@ -154,17 +168,16 @@ impl Scheduler {
                     in_memory = true;
                     continue;
                 }
-                let key = v.key.clone();
+                let (key, uid) = (v.key.clone(), v.uid.clone());
                 let f = match &group_uid {
                     None => actuator.preempt(v, preemptor.clone(), node.clone()),
                     Some(g) => actuator.preempt_for_group(v, preemptor.clone(), g.clone()),
                 };
-                deletions.push(async move { (key, f.await) });
+                deletions.push(async move { (key, uid, f.await) });
             }
-            let mut failed = false;
-            for (victim, r) in futures::future::join_all(deletions).await {
+            for (victim, uid, r) in futures::future::join_all(deletions).await {
                 if let Err(e) = r {
-                    failed = true;
+                    no_event.push(uid);
                     tracing::warn!(
                         preemptor = %preemptor.key, %victim, node = %node, error = %e,
                         "preempting a victim failed"
@@ -189,9 +202,15 @@ impl Scheduler {
                     );
                 }
             }
-            if failed || in_memory {
-                // No deletion event may come to bring the preemptor back.
-                queue.activate(nominations.iter().map(|(p, _)| &p.key));
+            // Released now if every victim was already seen terminating or
+            // will produce no event (failed, removed in memory); else when
+            // the last one is seen (`Scheduler::victim_observed`).
+            let ready = running.actuated(ticket, &no_event);
+            if !ready.is_empty() {
+                queue.activate(ready.iter());
+            }
+            if in_memory {
+                tracing::debug!(preemptor = %preemptor.key, "victims removed in memory");
             }
             in_flight.fetch_sub(1, Ordering::AcqRel);
         });

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use convoy_api::{
     ActionType, Binder, Clock, ClusterEvent, ClusterObjects, ClusterUpdate, EventObject,
-    EventResource, Handle, PodInfo, PreemptionActuator, Registry,
+    EventResource, Handle, PodInfo, PreemptionActuator, Registry, RunningPreemptions,
 };
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
@@ -88,6 +88,9 @@ pub struct Scheduler {
     pub(crate) actuator: Arc<dyn PreemptionActuator>,
     /// Preemptions being actuated, for tests and shutdown.
     pub(crate) preemptions_in_flight: Arc<AtomicUsize>,
+    /// The preemptions not over yet (DefaultPreemption's PreEnqueue holds
+    /// their preemptors back meanwhile).
+    pub(crate) running_preemptions: Arc<RunningPreemptions>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -126,6 +129,8 @@ impl Scheduler {
         let objects = Arc::new(ClusterObjects::new());
         // The queue keeps it; every profile's Filter reads it.
         let nominator = Arc::new(Nominator::new());
+        // Filled by `spawn_preemption`, read by DefaultPreemption's PreEnqueue.
+        let running_preemptions = Arc::new(RunningPreemptions::new(opts.clock.clone()));
         for p in &cfg.profiles {
             let handle = Handle {
                 binder: opts.binder.clone(),
@@ -133,6 +138,7 @@ impl Scheduler {
                 profile: Arc::from(p.scheduler_name.as_str()),
                 objects: objects.clone(),
                 groups: Some(gang.clone()),
+                running_preemptions: running_preemptions.clone(),
             };
             let fwk = Framework::new(
                 p,
@@ -200,6 +206,7 @@ impl Scheduler {
             clock: opts.clock,
             actuator: opts.actuator,
             preemptions_in_flight: Arc::new(AtomicUsize::new(0)),
+            running_preemptions,
         }))
     }
 
@@ -434,6 +441,9 @@ impl Scheduler {
                 } else {
                     self.gang.pod_upsert(&n);
                 }
+                if new.metadata.deletion_timestamp.is_some() {
+                    self.victim_observed(&n.uid);
+                }
                 log_cache_error(self.cache.update_pod(&o, n));
                 self.move_all(
                     EventResource::AssignedPod,
@@ -458,8 +468,18 @@ impl Scheduler {
         }
     }
 
+    /// A pod seen terminating or gone: if it was the last victim a
+    /// preemption waited for, its preemptors are released.
+    fn victim_observed(&self, uid: &str) {
+        let ready = self.running_preemptions.observed(uid);
+        if !ready.is_empty() {
+            self.queue.activate(ready.iter());
+        }
+    }
+
     fn pod_deleted(&self, pod: Arc<Pod>) {
         let Some(info) = self.pod_info(pod.clone()) else { return };
+        self.victim_observed(&info.uid);
         self.gang.pod_removed(&info);
         let assigned = info.node_name().is_some();
         if !assigned {

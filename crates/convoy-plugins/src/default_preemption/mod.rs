@@ -37,7 +37,8 @@ use convoy_api::objects::DisruptionBudget;
 use convoy_api::preemption::terminating_by_preemption;
 use convoy_api::{
     ClusterObjects, Code, CycleState, Handle, NodeInfo, NodeToStatus, Plugin, PodInfo,
-    PostFilterContext, PostFilterPlugin, PostFilterResult, PreemptionGroups, Status, names,
+    PostFilterContext, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionGroups,
+    RunningPreemptions, Status, names,
 };
 use convoy_config::{DefaultPreemptionArgs, PluginArgs};
 use lists::Lists;
@@ -53,6 +54,9 @@ pub const NOT_ELIGIBLE_TERMINATING: &str =
     "not eligible due to a terminating pod on the nominated node.";
 /// The status of every node preemption did not try or could not help.
 pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+/// PreEnqueue's message while the pod's preemption is carried out.
+pub const WAITING_FOR_PREEMPTION: &str = "waiting for the preemption for this pod to be finished";
+
 /// A node without pods of lower priority.
 pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
 
@@ -73,6 +77,7 @@ pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
     objects: Arc<ClusterObjects>,
     groups: Option<Arc<dyn PreemptionGroups>>,
+    running: Arc<RunningPreemptions>,
 }
 
 impl DefaultPreemption {
@@ -85,7 +90,12 @@ impl DefaultPreemption {
             Some(PluginArgs::DefaultPreemption(a)) => a.clone(),
             Some(other) => return Err(format!("want DefaultPreemptionArgs, got {other:?}")),
         };
-        Ok(Self { args, objects: handle.objects.clone(), groups: handle.groups.clone() })
+        Ok(Self {
+            args,
+            objects: handle.objects.clone(),
+            groups: handle.groups.clone(),
+            running: handle.running_preemptions.clone(),
+        })
     }
 
     /// Upstream `calculateNumCandidates`: how many candidates the dry run
@@ -337,6 +347,23 @@ impl Plugin for DefaultPreemption {
 
     fn as_post_filter(self: Arc<Self>) -> Option<Arc<dyn PostFilterPlugin>> {
         Some(self)
+    }
+
+    fn as_pre_enqueue(self: Arc<Self>) -> Option<Arc<dyn PreEnqueuePlugin>> {
+        Some(self)
+    }
+}
+
+impl PreEnqueuePlugin for DefaultPreemption {
+    /// Upstream's (v1.37.2, async preemption): a pod whose preemption is
+    /// still being carried out waits, UnschedulableAndUnresolvable, until
+    /// its victims are seen terminating (see
+    /// [`convoy_api::RunningPreemptions`]); the scheduler then activates it.
+    fn pre_enqueue(&self, pod: &PodInfo) -> Status {
+        if self.running.is_running(&pod.uid) {
+            return Status::unresolvable(WAITING_FOR_PREEMPTION);
+        }
+        Status::success()
     }
 }
 
