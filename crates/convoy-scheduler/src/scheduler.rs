@@ -281,7 +281,21 @@ impl Scheduler {
                 self.queue.activate(&quorum);
             }
             ClusterUpdate::PodGroupDeleted(key) => self.gang.delete_group(&key),
-            ClusterUpdate::ObjectApplied(obj) => self.objects.apply(&obj),
+            ClusterUpdate::ObjectApplied(obj) => {
+                let old = self.objects.apply(&obj);
+                // The volume kinds can make pods the volume plugins
+                // rejected schedulable (a claim created or bound, a CSINode
+                // limit raised); deletions cannot, as upstream.
+                if let Some(resource) = EventResource::of_object(&obj) {
+                    let action = if old.is_some() { ActionType::UPDATE } else { ActionType::ADD };
+                    self.move_all(
+                        resource,
+                        action,
+                        old.map(EventObject::Object),
+                        Some(EventObject::Object(obj)),
+                    );
+                }
+            }
             ClusterUpdate::ObjectDeleted(obj) => self.objects.delete(&obj),
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
