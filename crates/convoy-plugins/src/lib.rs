@@ -35,6 +35,9 @@ pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
+pub mod volume_restrictions;
+pub mod volume_zone;
+pub mod volumes;
 
 pub use default_binder::DefaultBinder;
 pub use default_preemption::DefaultPreemption;
@@ -50,6 +53,8 @@ pub use pod_topology_spread::PodTopologySpread;
 pub use priority_sort::PrioritySort;
 pub use scheduling_gates::SchedulingGates;
 pub use taint_toleration::TaintToleration;
+pub use volume_restrictions::VolumeRestrictions;
+pub use volume_zone::VolumeZone;
 
 /// A registry with every in-tree plugin, under its upstream name (and
 /// GpuPlacement under its own).
