@@ -42,7 +42,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 15] = [
+const DEFAULT_MULTI_POINT: [&str; 19] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -52,6 +52,10 @@ const DEFAULT_MULTI_POINT: [&str; 15] = [
     "NodeAffinity:2",
     "NodePorts",
     "NodeResourcesFit:1",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread:2",
     "InterPodAffinity:2",
     "DefaultPreemption",
@@ -182,6 +186,10 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "DefaultPreemption",
@@ -192,7 +200,7 @@ fn merges_plugins_with_defaults() {
         ),
         (
             "disable upstream plugins Convoy lacks",
-            "multiPoint: {disabled: [{name: VolumeBinding}, {name: DynamicResources}]}",
+            "multiPoint: {disabled: [{name: NodeDeclaredFeatures}, {name: DynamicResources}]}",
             "multiPoint",
             &DEFAULT_MULTI_POINT,
         ),
@@ -210,6 +218,10 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "InterPodAffinity:2",
                 "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
@@ -236,6 +248,10 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "DefaultPreemption",
@@ -488,15 +504,15 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, NodeVolumeLimits, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration, VolumeBinding, VolumeRestrictions, VolumeZone"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
         (
             "upstream plugin Convoy lacks enabled",
-            "profiles:\n- plugins: {preFilter: {enabled: [{name: VolumeBinding}]}}\n",
+            "profiles:\n- plugins: {preFilter: {enabled: [{name: DynamicResources}]}}\n",
             &[
-                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "VolumeBinding"; known plugins: Coscheduling"#,
+                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "DynamicResources"; known plugins: Coscheduling"#,
             ],
         ),
         (
@@ -509,9 +525,9 @@ fn errors_name_file_position_and_field() {
         ),
         (
             "args for unknown plugin",
-            "profiles:\n- pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 600}}]\n",
+            "profiles:\n- pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]\n",
             &[
-                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "VolumeBinding"; known plugins:"#,
+                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "DynamicResources"; known plugins:"#,
             ],
         ),
         (
@@ -747,11 +763,11 @@ fn print_summary() {
 fn disabled_upstream_plugins_are_kept() {
     let cases: &[(&str, &[&str])] = &[
         ("{}", &[]),
-        ("{multiPoint: {disabled: [{name: VolumeBinding}]}}", &["VolumeBinding"]),
-        ("{filter: {disabled: [{name: VolumeZone}]}}", &[]),
+        ("{multiPoint: {disabled: [{name: DynamicResources}]}}", &["DynamicResources"]),
+        ("{filter: {disabled: [{name: NodeDeclaredFeatures}]}}", &[]),
         (
-            "{preFilter: {disabled: [{name: VolumeZone}]}, filter: {disabled: [{name: '*'}]}}",
-            &["VolumeZone"],
+            "{preFilter: {disabled: [{name: NodeDeclaredFeatures}]}, filter: {disabled: [{name: '*'}]}}",
+            &["NodeDeclaredFeatures"],
         ),
         (
             "{multiPoint: {disabled: [{name: '*'}], enabled: [{name: DefaultBinder}, {name: PrioritySort}]}}",
