@@ -63,6 +63,14 @@ enum BoundVolume {
     Affinity(Option<CompiledNodeSelector>),
 }
 
+/// A claim of the pod: the index of the volume that uses it, whether that
+/// volume is `ephemeral`, and the claim.
+struct PodClaim {
+    index: usize,
+    ephemeral: bool,
+    pvc: Arc<PersistentVolumeClaim>,
+}
+
 /// PreFilter state: the pod's bound claims' volumes, in volume order.
 struct PreFilterState(Vec<BoundVolume>);
 
@@ -102,10 +110,7 @@ impl VolumeBinding {
     /// Upstream `podHasPVCs`: every claim exists, is not lost or being
     /// deleted, and an ephemeral volume's claim is the pod's. `Ok(None)`
     /// when the pod uses no claim.
-    fn claims_of(
-        &self,
-        pod: &PodInfo,
-    ) -> Result<Option<Vec<(usize, bool, Arc<PersistentVolumeClaim>)>>, String> {
+    fn claims_of(&self, pod: &PodInfo) -> Result<Option<Vec<PodClaim>>, String> {
         let mut claims = Vec::new();
         for (i, v) in pod_volumes(&pod.pod).iter().enumerate() {
             let Some((name, ephemeral)) = volume_claim(&pod.pod, v) else { continue };
@@ -131,7 +136,7 @@ impl VolumeBinding {
             if ephemeral {
                 claim_is_for_pod(&pod.pod, &pvc)?;
             }
-            claims.push((i, ephemeral, pvc));
+            claims.push(PodClaim { index: i, ephemeral, pvc });
         }
         Ok((!claims.is_empty()).then_some(claims))
     }
@@ -216,7 +221,7 @@ impl PreFilterPlugin for VolumeBinding {
             Ok(Some(c)) => c,
         };
         let (mut bound, mut delayed, mut immediate) = (Vec::new(), Vec::new(), false);
-        for (index, ephemeral, pvc) in claims {
+        for PodClaim { index, ephemeral, pvc } in claims {
             if claim_is_fully_bound(&pvc) {
                 bound.push(match self.objects.pv(claim_volume_name(&pvc)) {
                     None => BoundVolume::Missing,

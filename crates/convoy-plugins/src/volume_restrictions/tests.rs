@@ -117,7 +117,9 @@ fn access_mode_conflicts() {
     let two = || with_claims("pod-with-two-pvcs", &["claim-with-rwop-1", "claim-with-rwop-2"]);
     let rwx = || with_claims("pod-with-rwx", &["claim-with-rwx"]);
     let conflict = format!("Unschedulable: {ERR_REASON_READ_WRITE_ONCE_POD_CONFLICT}");
-    let cases: Vec<(&str, Vec<ClusterObject>, PodBuilder, Vec<PodBuilder>, (&str, &str))> = vec![
+    /// Name, claims held, pod, pods on the node, (PreFilter, Filter).
+    type Case<'a> = (&'a str, Vec<ClusterObject>, PodBuilder, Vec<PodBuilder>, (&'a str, &'a str));
+    let cases: Vec<Case> = vec![
         ("nothing", vec![], PodBuilder::new("p"), vec![], ("Skip: ", "skipped")),
         (
             "failed to get PVC",

@@ -54,7 +54,9 @@ fn single_zone() {
     let conflict =
         ("Success: ", "UnschedulableAndUnresolvable: node(s) had no available volume zone");
     let useless = ("uselessLabel", "none");
-    let cases: Vec<(&str, Option<&str>, Vec<(&str, &str)>, (&str, &str))> = vec![
+    /// Name, claim, node labels, (PreFilter, Filter).
+    type Case<'a> = (&'a str, Option<&'a str>, Vec<(&'a str, &'a str)>, (&'a str, &'a str));
+    let cases: Vec<Case> = vec![
         ("pod without volume", None, vec![(LABEL_BETA_ZONE, "us-west1-a")], ("Skip: ", "-")),
         ("node without labels", Some("PVC_1"), vec![], ok),
         (
