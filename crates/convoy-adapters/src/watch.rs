@@ -167,7 +167,7 @@ struct Merge {
     pods: Translator<Pod>,
     /// PodGroups by API ([`index`]).
     groups: [Translator<DynamicObject>; 2],
-    /// Namespaces, Services and workload controllers.
+    /// The other kinds plugins read ([`crate::objects`]).
     objects: ObjectTranslators,
     pods_listed: bool,
     /// Listed once, or not served.

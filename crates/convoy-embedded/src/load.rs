@@ -61,7 +61,7 @@ pub struct Objects {
     pub pods: Vec<Pod>,
     /// PodGroups, kept as raw JSON until the gang plugins read them.
     pub pod_groups: Vec<PodGroupObject>,
-    /// Namespaces, Services and workload controllers, trimmed to what
+    /// The [`ClusterObject`]s (namespaces, controllers, claims, ...), trimmed to what
     /// scheduling reads ([`ObjectKind::trim`]).
     pub others: Vec<ClusterObject>,
     /// How many objects of each kind Convoy does not use were skipped.
@@ -164,8 +164,9 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
 }
 
 /// Parses nodes, pods, PodGroups, Namespaces, Services, workload
-/// controllers, PodDisruptionBudgets and PriorityClasses from YAML or JSON
-/// text. `source` names the text in error
+/// controllers, PodDisruptionBudgets, PriorityClasses,
+/// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+/// from YAML or JSON text. `source` names the text in error
 /// messages (usually the file name).
 ///
 /// Empty documents are skipped, and so are objects of other kinds (counted
@@ -514,7 +515,7 @@ impl Loader<'_> {
         }
     }
 
-    /// A Namespace, Service or workload controller: checked as its type,
+    /// A [`ClusterObject`] kind: checked as its type,
     /// namespace defaulted, trimmed.
     fn add_object<K>(
         &mut self,

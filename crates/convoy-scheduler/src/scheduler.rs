@@ -81,7 +81,7 @@ pub struct Scheduler {
     pub(crate) gang: Arc<GangState>,
     /// Profiles with gang scheduling enabled, and their args.
     pub(crate) gang_args: HashMap<String, GangSchedulingArgs>,
-    /// Namespaces, Services and workload controllers, shared with plugins.
+    /// The [`ClusterObject`](convoy_api::ClusterObject)s, shared with plugins.
     pub(crate) objects: Arc<ClusterObjects>,
     pub(crate) clock: Arc<dyn Clock>,
     /// Deletes preemption victims, writes nominations.
@@ -342,7 +342,7 @@ impl Scheduler {
         });
     }
 
-    /// The Namespaces, Services and workload controllers plugins read.
+    /// The [`ClusterObject`](convoy_api::ClusterObject)s plugins read.
     pub fn objects(&self) -> &Arc<ClusterObjects> {
         &self.objects
     }
