@@ -148,7 +148,8 @@ fn minimal_upstream_config_gets_defaults() {
             names::NODE_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::NODE_RESOURCES_FIT,
-            names::POD_TOPOLOGY_SPREAD
+            names::POD_TOPOLOGY_SPREAD,
+            names::VOLUME_BINDING
         ]
     );
 }
@@ -355,6 +356,42 @@ fn default_preemption_args() {
         for w in wants {
             assert!(e.contains(w), "{yaml}: {e}");
         }
+    }
+}
+
+/// Upstream's `VolumeBindingArgs` (v1.37.2, StorageCapacityScoring on):
+/// defaults 600 s and the shape {0 → 10, 100 → 0}, and
+/// `ValidateVolumeBindingArgs` with the field named.
+#[test]
+fn volume_binding_args() {
+    let args = |yaml: &str| {
+        format!("profiles:\n- pluginConfig:\n  - name: VolumeBinding\n    args: {yaml}\n")
+    };
+    let decode = |yaml: &str| match &ok(&args(yaml)).profiles[0].plugin_args["VolumeBinding"] {
+        PluginArgs::VolumeBinding(a) => a.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(decode("{}"), convoy_config::VolumeBindingArgs::default());
+    let a = decode(
+        "{kind: VolumeBindingArgs, bindTimeoutSeconds: 30, shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}",
+    );
+    assert_eq!(a.bind_timeout_seconds, 30);
+    assert_eq!((a.shape[1].utilization, a.shape[1].score), (100, 10));
+    let cases = [
+        (
+            "{bindTimeoutSeconds: -1}",
+            "profiles[0].pluginConfig[0].args.bindTimeoutSeconds: -1: invalid BindTimeoutSeconds, should not be a negative value",
+        ),
+        (
+            "{shape: [{utilization: 50, score: 1}, {utilization: 10, score: 2}]}",
+            "profiles[0].pluginConfig[0].args.shape[1].utilization: utilization values must be sorted in strictly increasing order",
+        ),
+        ("{shape: [{utilization: 0, score: 11}]}", "score"),
+        ("{timeout: 3}", "unknown field `timeout`"),
+    ];
+    for (yaml, want) in cases {
+        let e = err(&args(yaml));
+        assert!(e.contains(want), "{yaml}: {e}");
     }
 }
 

@@ -91,8 +91,8 @@ pub fn registry() -> Registry {
     r.register(names::NODE_VOLUME_LIMITS, |_, handle| {
         Ok(Arc::new(NodeVolumeLimits::new(handle.objects.clone())) as Arc<dyn Plugin>)
     });
-    r.register(names::VOLUME_BINDING, |_, handle| {
-        Ok(Arc::new(VolumeBinding::new(handle.objects.clone())) as Arc<dyn Plugin>)
+    r.register(names::VOLUME_BINDING, |args, handle| {
+        Ok(Arc::new(VolumeBinding::with_args(args, handle.objects.clone())?) as Arc<dyn Plugin>)
     });
     r.register(names::VOLUME_ZONE, |_, handle| {
         Ok(Arc::new(VolumeZone::new(handle.objects.clone())) as Arc<dyn Plugin>)

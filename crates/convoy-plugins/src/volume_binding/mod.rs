@@ -23,6 +23,8 @@ use convoy_api::{
     QueueingHint, Status, names,
 };
 
+use convoy_config::{PluginArgs, VolumeBindingArgs};
+
 use crate::node_affinity::selector::CompiledNodeSelector;
 use crate::volumes::{
     WAIT_FOR_FIRST_CONSUMER, claim_class, claim_is_for_pod, claim_is_fully_bound,
@@ -45,12 +47,33 @@ pub const ERR_REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate Persis
 #[derive(Debug)]
 pub struct VolumeBinding {
     objects: Arc<ClusterObjects>,
+    /// Kept for the binding and the Score to come; nothing reads them yet.
+    args: VolumeBindingArgs,
 }
 
 impl VolumeBinding {
     /// The plugin, reading claims, volumes and classes from `objects`.
     pub fn new(objects: Arc<ClusterObjects>) -> Self {
-        Self { objects }
+        Self { objects, args: VolumeBindingArgs::default() }
+    }
+
+    /// The plugin with `VolumeBindingArgs` (validated by the configuration;
+    /// `None`: upstream's defaults).
+    pub fn with_args(
+        args: Option<&PluginArgs>,
+        objects: Arc<ClusterObjects>,
+    ) -> Result<Self, String> {
+        let args = match args {
+            None => VolumeBindingArgs::default(),
+            Some(PluginArgs::VolumeBinding(a)) => a.clone(),
+            Some(other) => return Err(format!("want VolumeBindingArgs, got {other:?}")),
+        };
+        Ok(Self { objects, args })
+    }
+
+    /// The args the plugin was built with.
+    pub fn args(&self) -> &VolumeBindingArgs {
+        &self.args
     }
 }
 

@@ -368,3 +368,18 @@ fn hints() {
     assert_eq!(hint(Some(csi(Some("a"))), csi(Some("a,b"))), QueueingHint::Queue);
     assert_eq!(hint(Some(csi(Some("a"))), csi(Some("a"))), QueueingHint::Skip);
 }
+
+#[test]
+fn args_are_kept_and_checked() {
+    let objects = store(vec![]);
+    let args = VolumeBindingArgs { bind_timeout_seconds: 30, ..Default::default() };
+    let p =
+        VolumeBinding::with_args(Some(&PluginArgs::VolumeBinding(args.clone())), objects.clone())
+            .unwrap();
+    assert_eq!(p.args(), &args);
+    assert_eq!(
+        VolumeBinding::with_args(None, objects.clone()).unwrap().args().bind_timeout_seconds,
+        600
+    );
+    assert!(VolumeBinding::with_args(Some(&PluginArgs::Other(json!(null))), objects).is_err());
+}
