@@ -25,8 +25,8 @@ use convoy_api::{
 
 use crate::helper::{event_pod, pod_was_on_a_node};
 use crate::volumes::{
-    claim_class, claim_is_for_pod, claim_volume_name, event_csi_node, event_pvc, pod_volumes,
-    pvc_not_found, references_claim, uses_claims, volume_claim,
+    claim_class, claim_is_for_pod, claim_volume_name, event_csi_node, namespace_of, pod_volumes,
+    pvc_not_found, queue_if_pod_uses_claim, uses_claims, volume_claim,
 };
 
 /// Reason when the pod's volumes would exceed a driver's limit on the node.
@@ -75,7 +75,7 @@ impl NodeVolumeLimits {
         new_pod: bool,
         out: &mut HashMap<String, String>,
     ) -> Result<(), Status> {
-        let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = namespace_of(&pod.metadata);
         for v in pod_volumes(pod) {
             let Some((name, ephemeral)) = volume_claim(pod, v) else { continue };
             if name.is_empty() {
@@ -129,7 +129,7 @@ impl NodeVolumeLimits {
             return None;
         }
         let class = self.objects.storage_class(class_name)?;
-        let namespace = pvc.metadata.namespace.as_deref().unwrap_or("default");
+        let namespace = namespace_of(&pvc.metadata);
         let name = pvc.metadata.name.as_deref().unwrap_or("");
         let handle = format!("{}-{namespace}/{name}", self.random_volume_id_prefix);
         let provisioner = class.provisioner.as_str();
@@ -181,7 +181,7 @@ impl Plugin for NodeVolumeLimits {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 ActionType::ADD,
-                is_schedulable_after_pvc_added,
+                queue_if_pod_uses_claim,
             ),
         ]
     }
@@ -260,21 +260,6 @@ fn is_schedulable_after_assigned_pod_deleted(
 ) -> QueueingHint {
     let Some(deleted) = event_pod(old) else { return QueueingHint::Queue };
     if pod_was_on_a_node(deleted) && uses_claims(deleted) {
-        QueueingHint::Queue
-    } else {
-        QueueingHint::Skip
-    }
-}
-
-/// Queue when the added claim is one the pod uses.
-fn is_schedulable_after_pvc_added(
-    pod: &PodInfo,
-    _old: Option<&EventObject>,
-    new: Option<&EventObject>,
-) -> QueueingHint {
-    let Some(pvc) = event_pvc(new) else { return QueueingHint::Queue };
-    let ns = pvc.metadata.namespace.as_deref().unwrap_or("default");
-    if references_claim(&pod.pod, ns, pvc.metadata.name.as_deref().unwrap_or("")) {
         QueueingHint::Queue
     } else {
         QueueingHint::Skip

@@ -14,7 +14,10 @@ use convoy_api::{
 };
 
 use crate::helper::event_pod;
-use crate::volumes::{claim_has_access_mode, event_pvc, pod_volumes, pvc_not_found};
+use crate::volumes::{
+    claim_has_access_mode, namespace_of, pod_claim_names, pod_volumes, pvc_not_found,
+    queue_if_pod_names_claim,
+};
 
 /// Reason when an in-tree disk the pod uses is in use on the node.
 pub const ERR_REASON_DISK_CONFLICT: &str = "node(s) had no available disk";
@@ -49,11 +52,7 @@ struct PreFilterState {
 impl PreFilterState {
     /// Upstream `conflictingPVCRefCountForPod` (by claim name, as upstream).
     fn count_for_pod(&self, pod: &Pod) -> i64 {
-        pod_volumes(pod)
-            .iter()
-            .filter_map(|v| v.persistent_volume_claim.as_ref())
-            .filter(|c| self.read_write_once_pod_pvcs.contains(&c.claim_name))
-            .count() as i64
+        pod_claim_names(pod).filter(|c| self.read_write_once_pod_pvcs.contains(*c)).count() as i64
     }
 }
 
@@ -125,7 +124,7 @@ impl Plugin for VolumeRestrictions {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 ActionType::ADD,
-                is_schedulable_after_pvc_added,
+                queue_if_pod_names_claim,
             ),
         ]
     }
@@ -151,12 +150,12 @@ impl PreFilterPlugin for VolumeRestrictions {
         let volumes = pod_volumes(&pod.pod);
         let needs_check = volumes.iter().any(needs_restrictions_check);
         let mut rwop = BTreeSet::new();
-        for c in volumes.iter().filter_map(|v| v.persistent_volume_claim.as_ref()) {
-            let Some(pvc) = self.objects.pvc(pod.namespace(), &c.claim_name) else {
-                return (None, Status::unresolvable(pvc_not_found(&c.claim_name)));
+        for name in pod_claim_names(&pod.pod) {
+            let Some(pvc) = self.objects.pvc(pod.namespace(), name) else {
+                return (None, Status::unresolvable(pvc_not_found(name)));
             };
             if claim_has_access_mode(&pvc, READ_WRITE_ONCE_POD) {
-                rwop.insert(c.claim_name.clone());
+                rwop.insert(name.to_string());
             }
         }
         // Upstream `IsPVCUsedByPods`: a claim used by any pod in the
@@ -164,10 +163,7 @@ impl PreFilterPlugin for VolumeRestrictions {
         let mut conflicts = 0;
         for name in &rwop {
             let used = nodes.list().iter().flat_map(|n| n.pods.iter()).any(|p| {
-                p.namespace() == pod.namespace()
-                    && pod_volumes(&p.pod).iter().any(|v| {
-                        v.persistent_volume_claim.as_ref().is_some_and(|c| &c.claim_name == name)
-                    })
+                p.namespace() == pod.namespace() && pod_claim_names(&p.pod).any(|c| c == name)
             });
             conflicts += i64::from(used);
         }
@@ -244,40 +240,15 @@ fn is_schedulable_after_assigned_pod_deleted(
     _new: Option<&EventObject>,
 ) -> QueueingHint {
     let Some(deleted) = event_pod(old) else { return QueueingHint::Queue };
-    if deleted.metadata.namespace.as_deref().unwrap_or("default") != pod.namespace() {
+    if namespace_of(&deleted.metadata) != pod.namespace() {
         return QueueingHint::Skip;
     }
     if !satisfies_volume_conflicts(&pod.pod, std::iter::once(deleted)) {
         return QueueingHint::Queue;
     }
-    let claims: BTreeSet<&str> = pod_volumes(&pod.pod)
-        .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| c.claim_name.as_str())
-        .collect();
-    let shared = pod_volumes(deleted)
-        .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .any(|c| claims.contains(c.claim_name.as_str()));
+    let claims: BTreeSet<&str> = pod_claim_names(&pod.pod).collect();
+    let shared = pod_claim_names(deleted).any(|c| claims.contains(c));
     if shared { QueueingHint::Queue } else { QueueingHint::Skip }
-}
-
-/// Queue when the added claim is one the pod names (same namespace).
-fn is_schedulable_after_pvc_added(
-    pod: &PodInfo,
-    _old: Option<&EventObject>,
-    new: Option<&EventObject>,
-) -> QueueingHint {
-    let Some(pvc) = event_pvc(new) else { return QueueingHint::Queue };
-    if pvc.metadata.namespace.as_deref().unwrap_or("default") != pod.namespace() {
-        return QueueingHint::Skip;
-    }
-    let name = pvc.metadata.name.as_deref().unwrap_or("");
-    let named = pod_volumes(&pod.pod)
-        .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .any(|c| c.claim_name == name);
-    if named { QueueingHint::Queue } else { QueueingHint::Skip }
 }
 
 #[cfg(test)]

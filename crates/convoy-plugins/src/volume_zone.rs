@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, Pod};
+use k8s_openapi::api::core::v1::PersistentVolume;
 
 use convoy_api::{
     ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
@@ -13,8 +13,9 @@ use convoy_api::{
 };
 
 use crate::volumes::{
-    WAIT_FOR_FIRST_CONSUMER, claim_class, claim_volume_name, event_pv, event_pvc,
-    event_storage_class, pod_volumes, pv_not_found, pvc_not_found, storage_class_not_found,
+    WAIT_FOR_FIRST_CONSUMER, claim_class, claim_volume_name, event_pv, event_storage_class,
+    pod_claim_names, pv_not_found, pvc_not_found, queue_if_pod_names_claim,
+    storage_class_not_found,
 };
 
 /// Reason when a node is outside a bound volume's zone or region.
@@ -89,18 +90,11 @@ fn pv_topologies(pv: &PersistentVolume) -> Vec<PvTopology> {
         .collect()
 }
 
-fn claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
-    pod_volumes(pod)
-        .iter()
-        .filter_map(|v| v.persistent_volume_claim.as_ref())
-        .map(|c| &*c.claim_name)
-}
-
 impl VolumeZone {
     /// Upstream `getPVbyPod`.
     fn pv_topologies_of(&self, pod: &PodInfo) -> Result<Vec<PvTopology>, Status> {
         let mut out = Vec::new();
-        for name in claim_names(&pod.pod) {
+        for name in pod_claim_names(&pod.pod) {
             if name.is_empty() {
                 return Err(Status::unresolvable("PersistentVolumeClaim had no name"));
             }
@@ -159,7 +153,7 @@ impl Plugin for VolumeZone {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 ActionType::ADD | ActionType::UPDATE,
-                is_schedulable_after_pvc_change,
+                queue_if_pod_names_claim,
             ),
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolume,
@@ -219,22 +213,6 @@ impl FilterPlugin for VolumeZone {
             }
         }
         Status::success()
-    }
-}
-
-/// Queue when the claim is one the pod names.
-fn is_schedulable_after_pvc_change(
-    pod: &PodInfo,
-    _old: Option<&EventObject>,
-    new: Option<&EventObject>,
-) -> QueueingHint {
-    let Some(pvc) = event_pvc(new) else { return QueueingHint::Queue };
-    let same_ns = pvc.metadata.namespace.as_deref().unwrap_or("default") == pod.namespace();
-    let name = pvc.metadata.name.as_deref().unwrap_or("");
-    if same_ns && claim_names(&pod.pod).any(|c| c == name) {
-        QueueingHint::Queue
-    } else {
-        QueueingHint::Skip
     }
 }
 

@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, V
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 
 use convoy_api::objects::volumes::{ANN_BIND_COMPLETED, ANN_STORAGE_CLASS};
-use convoy_api::{ClusterObject, EventObject};
+use convoy_api::{ClusterObject, EventObject, PodInfo, QueueingHint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::node_affinity::selector::{CompiledNodeSelector, NodeView};
 
@@ -37,6 +38,20 @@ pub fn pod_volumes(pod: &Pod) -> &[Volume] {
     pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or(&[])
 }
 
+/// An object's namespace (`default` when unset, as the loaders default it).
+pub fn namespace_of(meta: &ObjectMeta) -> &str {
+    meta.namespace.as_deref().unwrap_or("default")
+}
+
+/// The claims a pod's `persistentVolumeClaim` volumes name (not its
+/// ephemeral volumes' claims).
+pub fn pod_claim_names(pod: &Pod) -> impl Iterator<Item = &str> {
+    pod_volumes(pod)
+        .iter()
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.as_str())
+}
+
 /// Whether a pod uses a claim (`persistentVolumeClaim` or `ephemeral`).
 pub fn uses_claims(pod: &Pod) -> bool {
     pod_volumes(pod).iter().any(|v| v.persistent_volume_claim.is_some() || v.ephemeral.is_some())
@@ -45,8 +60,40 @@ pub fn uses_claims(pod: &Pod) -> bool {
 /// Whether a pod references the claim `namespace/name`, directly or as an
 /// ephemeral volume's.
 pub fn references_claim(pod: &Pod, namespace: &str, name: &str) -> bool {
-    pod.metadata.namespace.as_deref().unwrap_or("default") == namespace
+    namespace_of(&pod.metadata) == namespace
         && pod_volumes(pod).iter().any(|v| volume_claim(pod, v).is_some_and(|(c, _)| c == name))
+}
+
+/// Hint: Queue when the event's claim is one the pod's
+/// `persistentVolumeClaim` volumes name, in its namespace (upstream
+/// VolumeRestrictions' and VolumeZone's claim hints).
+pub fn queue_if_pod_names_claim(
+    pod: &PodInfo,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let Some(pvc) = event_pvc(new) else { return QueueingHint::Queue };
+    let name = pvc.metadata.name.as_deref().unwrap_or("");
+    let named = namespace_of(&pvc.metadata) == pod.namespace()
+        && pod_claim_names(&pod.pod).any(|c| c == name);
+    if named { QueueingHint::Queue } else { QueueingHint::Skip }
+}
+
+/// Hint: Queue when the event's claim is one the pod uses, an ephemeral
+/// volume's included (upstream VolumeBinding's and NodeVolumeLimits'
+/// claim hints).
+pub fn queue_if_pod_uses_claim(
+    pod: &PodInfo,
+    _old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let Some(pvc) = event_pvc(new) else { return QueueingHint::Queue };
+    let name = pvc.metadata.name.as_deref().unwrap_or("");
+    if references_claim(&pod.pod, namespace_of(&pvc.metadata), name) {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
 }
 
 /// The API server's NotFound text for a claim (what upstream's lister
@@ -79,14 +126,11 @@ pub fn claim_is_for_pod(pod: &Pod, pvc: &PersistentVolumeClaim) -> Result<(), St
     if owned {
         return Ok(());
     }
-    let ns = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        m.namespace.clone().unwrap_or_else(|| "default".into())
-    };
     Err(format!(
         "PVC {}/{} was not created for pod {}/{} (pod is not owner)",
-        ns(&pvc.metadata),
+        namespace_of(&pvc.metadata),
         pvc.metadata.name.as_deref().unwrap_or(""),
-        ns(&pod.metadata),
+        namespace_of(&pod.metadata),
         pod.metadata.name.as_deref().unwrap_or("")
     ))
 }

@@ -345,16 +345,16 @@ fn hints() {
         ))))
     };
     assert_eq!(
-        is_schedulable_after_pvc_added(&pod, None, added("claim", "default").as_ref()),
+        queue_if_pod_uses_claim(&pod, None, added("claim", "default").as_ref()),
         QueueingHint::Queue
     );
     assert_eq!(
-        is_schedulable_after_pvc_added(&pod, None, added("claim", "o").as_ref()),
+        queue_if_pod_uses_claim(&pod, None, added("claim", "o").as_ref()),
         QueueingHint::Skip
     );
     let eph = ephemeral_pod().info();
     assert_eq!(
-        is_schedulable_after_pvc_added(&eph, None, added("abc-xyz", "test").as_ref()),
+        queue_if_pod_uses_claim(&eph, None, added("abc-xyz", "test").as_ref()),
         QueueingHint::Queue
     );
     let node = |limit| Some(EventObject::Object(csi_node_with(&[EBS], limit)));

@@ -28,8 +28,8 @@ use convoy_config::{PluginArgs, VolumeBindingArgs};
 use crate::node_affinity::selector::CompiledNodeSelector;
 use crate::volumes::{
     WAIT_FOR_FIRST_CONSUMER, claim_class, claim_is_for_pod, claim_is_fully_bound,
-    claim_volume_name, event_csi_node, event_pvc, event_storage_class, pod_volumes,
-    pv_affinity_matches, pv_node_affinity, pvc_not_found, references_claim, volume_claim,
+    claim_volume_name, event_csi_node, event_storage_class, pod_volumes, pv_affinity_matches,
+    pv_node_affinity, pvc_not_found, queue_if_pod_uses_claim, volume_claim,
 };
 use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 
@@ -197,7 +197,7 @@ impl Plugin for VolumeBinding {
             ClusterEventWithHint::with_hint(
                 EventResource::PersistentVolumeClaim,
                 ActionType::ADD | ActionType::UPDATE,
-                is_schedulable_after_pvc_change,
+                queue_if_pod_uses_claim,
             ),
             ClusterEventWithHint::new(
                 EventResource::PersistentVolume,
@@ -294,22 +294,6 @@ impl FilterPlugin for VolumeBinding {
             }
         }
         Status::success()
-    }
-}
-
-/// Queue when the claim is one the pod uses (same namespace; an ephemeral
-/// volume's claim by its computed name).
-fn is_schedulable_after_pvc_change(
-    pod: &PodInfo,
-    _old: Option<&EventObject>,
-    new: Option<&EventObject>,
-) -> QueueingHint {
-    let Some(pvc) = event_pvc(new) else { return QueueingHint::Queue };
-    let ns = pvc.metadata.namespace.as_deref().unwrap_or("default");
-    if references_claim(&pod.pod, ns, pvc.metadata.name.as_deref().unwrap_or("")) {
-        QueueingHint::Queue
-    } else {
-        QueueingHint::Skip
     }
 }
 

@@ -313,11 +313,11 @@ fn hints() {
         ),
     ];
     for (name, pod, new, want) in cases {
-        assert_eq!(is_schedulable_after_pvc_change(pod, None, Some(&new)), want, "{name}");
+        assert_eq!(queue_if_pod_uses_claim(pod, None, Some(&new)), want, "{name}");
     }
     let eph = ephemeral_pod().info();
     assert_eq!(
-        is_schedulable_after_pvc_change(&eph, None, Some(&claim("abc-xyz", "default"))),
+        queue_if_pod_uses_claim(&eph, None, Some(&claim("abc-xyz", "default"))),
         QueueingHint::Queue,
         "pod has the generic ephemeral volume that is being modified"
     );

@@ -225,15 +225,15 @@ fn hints() {
         ))))
     };
     assert_eq!(
-        is_schedulable_after_pvc_added(&pod, None, added("claim", "default").as_ref()),
+        queue_if_pod_names_claim(&pod, None, added("claim", "default").as_ref()),
         QueueingHint::Queue
     );
     assert_eq!(
-        is_schedulable_after_pvc_added(&pod, None, added("other", "default").as_ref()),
+        queue_if_pod_names_claim(&pod, None, added("other", "default").as_ref()),
         QueueingHint::Skip
     );
     assert_eq!(
-        is_schedulable_after_pvc_added(&pod, None, added("claim", "o").as_ref()),
+        queue_if_pod_names_claim(&pod, None, added("claim", "o").as_ref()),
         QueueingHint::Skip
     );
 }

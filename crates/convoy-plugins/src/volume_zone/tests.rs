@@ -228,15 +228,15 @@ fn hints() {
         EventObject::Object(obj_pvc(pvc_json(json!({"metadata": {"name": name, "namespace": ns}}))))
     };
     assert_eq!(
-        is_schedulable_after_pvc_change(&pod, None, Some(&claim("PVC_1", "default"))),
+        queue_if_pod_names_claim(&pod, None, Some(&claim("PVC_1", "default"))),
         QueueingHint::Queue
     );
     assert_eq!(
-        is_schedulable_after_pvc_change(&pod, None, Some(&claim("PVC_2", "default"))),
+        queue_if_pod_names_claim(&pod, None, Some(&claim("PVC_2", "default"))),
         QueueingHint::Skip
     );
     assert_eq!(
-        is_schedulable_after_pvc_change(&pod, None, Some(&claim("PVC_1", "other"))),
+        queue_if_pod_names_claim(&pod, None, Some(&claim("PVC_1", "other"))),
         QueueingHint::Skip
     );
     let sc = |mode| EventObject::Object(obj_class(class("c", mode)));
