@@ -196,3 +196,44 @@ async fn a_claim_created_later_releases_the_pod() {
     let p = cluster.pod("default", "p").unwrap();
     assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("n2"));
 }
+
+/// A ReadWriteOncePod claim in use rejects the pod on every node
+/// (Unschedulable: preemption may help); a pod of higher priority preempts
+/// the holder (DefaultPreemption's dry run removes it through
+/// VolumeRestrictions' PreFilter extensions) and then binds, as upstream.
+#[tokio::test]
+async fn read_write_once_pod_claim_is_freed_by_preemption() {
+    let mut yaml = CLUSTER[..CLUSTER.find("---\napiVersion: storage").unwrap()].to_string();
+    yaml += r#"---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: solo}
+spec: {capacity: {storage: 1Gi}, accessModes: [ReadWriteOncePod], csi: {driver: d, volumeHandle: s}}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: solo, annotations: {pv.kubernetes.io/bind-completed: "yes"}}
+spec: {volumeName: solo, accessModes: [ReadWriteOncePod]}
+"#;
+    let holder = pod("holder", "solo").replace("spec:\n", "spec:\n  nodeName: n0\n  priority: 0\n");
+    let same = pod("same-priority", "solo").replace("spec:\n", "spec:\n  priority: 0\n");
+    yaml += &holder;
+    yaml += &same;
+    let r = run(&yaml).await;
+    assert_eq!(outcome(&r, "same-priority").0, None, "{}", r.to_text());
+    assert!(
+        outcome(&r, "same-priority").1.starts_with(
+            "0/3 nodes are available: 3 node(s) unavailable due to PersistentVolumeClaim with \
+             ReadWriteOncePod access mode already in-use by another pod."
+        ),
+        "{}",
+        outcome(&r, "same-priority").1
+    );
+
+    yaml += &pod("urgent", "solo").replace("spec:\n", "spec:\n  priority: 1000\n");
+    let r = run(&yaml).await;
+    let urgent = r.pods.iter().find(|p| p.name == "urgent").unwrap();
+    assert!(urgent.node.is_some(), "{}", r.to_text());
+    let holder = r.pods.iter().find(|p| p.name == "holder").unwrap();
+    assert!(holder.evicted, "{}", r.to_text());
+}

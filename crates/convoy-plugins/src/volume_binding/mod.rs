@@ -17,12 +17,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::PersistentVolumeClaim;
 
+use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 use convoy_api::{
     ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
     FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
     QueueingHint, Status, names,
 };
-
 use convoy_config::{PluginArgs, VolumeBindingArgs};
 
 use crate::node_affinity::selector::CompiledNodeSelector;
@@ -31,7 +31,6 @@ use crate::volumes::{
     claim_volume_name, event_csi_node, event_storage_class, pod_volumes, pv_affinity_matches,
     pv_node_affinity, pvc_not_found, queue_if_pod_uses_claim, volume_claim,
 };
-use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 
 /// Reason when a bound volume's node affinity excludes the node (upstream
 /// `ErrReasonNodeConflict`; before v1.33 `node(s) had volume node affinity
