@@ -57,11 +57,10 @@ impl NodeVolumeLimits {
     /// The plugin, reading claims, volumes, classes and CSINodes from
     /// `objects`.
     pub fn new(objects: Arc<ClusterObjects>) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let here = &objects as *const _ as usize as u128;
-        Self { objects, random_volume_id_prefix: format!("{:032x}", nanos ^ (here << 64)) }
+        use std::hash::{BuildHasher, RandomState};
+        // Two randomly keyed hashes: 32 hex digits no real handle starts with.
+        let random = || RandomState::new().hash_one(0u8);
+        Self { objects, random_volume_id_prefix: format!("{:016x}{:016x}", random(), random()) }
     }
 
     /// Upstream `filterAttachableVolumes`: the CSI volumes of a pod, by
