@@ -1,9 +1,12 @@
 //! The watches of the [`ClusterObject`] kinds: Namespaces, Services,
 //! ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets
-//! (`policy/v1`) and PriorityClasses (`scheduling.k8s.io/v1`), all
-//! namespaces, as upstream kube-scheduler's informers. Plugins read their
-//! labels (namespaces, for pod affinity's `namespaceSelector`), selectors
-//! (the default topology spreading constraints) and budgets (preemption).
+//! (`policy/v1`), PriorityClasses (`scheduling.k8s.io/v1`),
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+//! (`storage.k8s.io/v1`), all namespaces, as upstream kube-scheduler's
+//! informers. Plugins read their labels (namespaces, for pod affinity's
+//! `namespaceSelector`), selectors (the default topology spreading
+//! constraints), budgets (preemption) and the volume objects (the volume
+//! plugins).
 //!
 //! Each kind has its own watcher and [`Translator`], with the same relist
 //! bookkeeping as nodes and pods. Objects are trimmed
@@ -19,9 +22,12 @@ use convoy_api::ClusterUpdate;
 use convoy_api::objects::ObjectKind;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -57,7 +63,11 @@ watched_object!(
     ReplicaSet,
     StatefulSet,
     PodDisruptionBudget,
-    PriorityClass
+    PriorityClass,
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
+    CSINode
 );
 
 /// One event of one of the object watchers.
@@ -70,9 +80,13 @@ pub(crate) enum ObjectEvent {
     StatefulSet(watcher::Result<Event<StatefulSet>>),
     PodDisruptionBudget(watcher::Result<Event<PodDisruptionBudget>>),
     PriorityClass(watcher::Result<Event<PriorityClass>>),
+    PersistentVolumeClaim(watcher::Result<Event<PersistentVolumeClaim>>),
+    PersistentVolume(watcher::Result<Event<PersistentVolume>>),
+    StorageClass(watcher::Result<Event<StorageClass>>),
+    CSINode(watcher::Result<Event<CSINode>>),
 }
 
-/// The seven watchers, one stream each (merged by the caller).
+/// The eleven watchers, one stream each (merged by the caller).
 pub(crate) fn object_streams(
     client: &kube::Client,
     cfg: &watcher::Config,
@@ -98,10 +112,14 @@ pub(crate) fn object_streams(
         watch(client, cfg, ObjectEvent::StatefulSet),
         watch(client, cfg, ObjectEvent::PodDisruptionBudget),
         watch(client, cfg, ObjectEvent::PriorityClass),
+        watch(client, cfg, ObjectEvent::PersistentVolumeClaim),
+        watch(client, cfg, ObjectEvent::PersistentVolume),
+        watch(client, cfg, ObjectEvent::StorageClass),
+        watch(client, cfg, ObjectEvent::CSINode),
     ]
 }
 
-/// The translators of the seven kinds, and whether each has been listed.
+/// The translators of the eleven kinds, and whether each has been listed.
 #[derive(Default)]
 pub(crate) struct ObjectTranslators {
     namespaces: Translator<Namespace>,
@@ -111,7 +129,11 @@ pub(crate) struct ObjectTranslators {
     stateful_sets: Translator<StatefulSet>,
     pdbs: Translator<PodDisruptionBudget>,
     priority_classes: Translator<PriorityClass>,
-    listed: [bool; 7],
+    pvcs: Translator<PersistentVolumeClaim>,
+    pvs: Translator<PersistentVolume>,
+    storage_classes: Translator<StorageClass>,
+    csi_nodes: Translator<CSINode>,
+    listed: [bool; 11],
 }
 
 impl ObjectTranslators {
@@ -127,6 +149,10 @@ impl ObjectTranslators {
             ObjectEvent::StatefulSet(e) => (4, self.stateful_sets.handle_result(e, out)),
             ObjectEvent::PodDisruptionBudget(e) => (5, self.pdbs.handle_result(e, out)),
             ObjectEvent::PriorityClass(e) => (6, self.priority_classes.handle_result(e, out)),
+            ObjectEvent::PersistentVolumeClaim(e) => (7, self.pvcs.handle_result(e, out)),
+            ObjectEvent::PersistentVolume(e) => (8, self.pvs.handle_result(e, out)),
+            ObjectEvent::StorageClass(e) => (9, self.storage_classes.handle_result(e, out)),
+            ObjectEvent::CSINode(e) => (10, self.csi_nodes.handle_result(e, out)),
         };
         self.listed[i] |= first_list_done;
     }
@@ -256,6 +282,10 @@ mod tests {
             ObjectEvent::ReplicaSet(Ok(Event::InitDone)),
             ObjectEvent::PodDisruptionBudget(Ok(Event::InitDone)),
             ObjectEvent::PriorityClass(Ok(Event::InitDone)),
+            ObjectEvent::PersistentVolumeClaim(Ok(Event::InitDone)),
+            ObjectEvent::PersistentVolume(Ok(Event::InitDone)),
+            ObjectEvent::StorageClass(Ok(Event::InitDone)),
+            ObjectEvent::CSINode(Ok(Event::InitDone)),
         ];
         for e in done {
             t.handle(e, &mut out);

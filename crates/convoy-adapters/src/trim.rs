@@ -155,14 +155,21 @@ mod tests {
                 "containers": [c.clone()],
                 "initContainers": [container("plain"), c],
                 "resourceClaims": [{ "name": "gpu", "resourceClaimName": "g" }],
-                "volumes": [{ "name": "v", "persistentVolumeClaim": { "claimName": "d" } }]
+                "volumes": [
+                    { "name": "v", "awsElasticBlockStore": { "volumeID": "d" } },
+                    { "name": "c", "persistentVolumeClaim": { "claimName": "c" } },
+                    { "name": "e", "ephemeral": { "volumeClaimTemplate": { "spec": {} } } }
+                ]
             }
         }))
         .unwrap();
         let before = convoy_api::unevaluated_fields(pod.spec.as_ref().unwrap());
         assert_eq!(before.len(), 9, "{before:?}");
+        let volumes = pod.spec.as_ref().unwrap().volumes.clone();
         trim_pod(&mut pod);
         assert_eq!(convoy_api::unevaluated_fields(pod.spec.as_ref().unwrap()), before);
+        // The volume plugins read the claims.
+        assert_eq!(pod.spec.as_ref().unwrap().volumes, volumes);
     }
 
     #[test]

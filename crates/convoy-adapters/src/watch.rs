@@ -2,7 +2,9 @@
 //! Nodes, one on all Pods (every namespace), one per PodGroup API
 //! ([`crate::pod_groups`]), and one per kind plugins read besides
 //! (Namespaces, Services, ReplicationControllers, ReplicaSets,
-//! StatefulSets, PodDisruptionBudgets, PriorityClasses; [`crate::objects`]).
+//! StatefulSets, PodDisruptionBudgets, PriorityClasses, and the volume
+//! kinds PersistentVolumeClaims, PersistentVolumes, StorageClasses and
+//! CSINodes; [`crate::objects`]).
 //!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
 //! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
@@ -72,12 +74,13 @@ impl WatchOptions {
 
 /// Watches all Nodes, all Pods, the PodGroups of both APIs, and all
 /// Namespaces, Services, ReplicationControllers, ReplicaSets,
-/// StatefulSets, PodDisruptionBudgets and PriorityClasses, and yields
-/// their changes as [`ClusterUpdate`]s.
+/// StatefulSets, PodDisruptionBudgets, PriorityClasses,
+/// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes,
+/// and yields their changes as [`ClusterUpdate`]s.
 ///
 /// The node watcher runs alone until its initial list is complete, then the
 /// others start, so every listed node comes before any pod. `Synced`
-/// follows the initial lists of the pods and of the seven object kinds (so
+/// follows the initial lists of the pods and of the eleven object kinds (so
 /// scheduling never starts with unknown namespaces), and the initial list
 /// of every PodGroup API that is served (an API that is not served is asked
 /// for again periodically and does not delay `Synced`; see
@@ -164,7 +167,7 @@ struct Merge {
     pods: Translator<Pod>,
     /// PodGroups by API ([`index`]).
     groups: [Translator<DynamicObject>; 2],
-    /// Namespaces, Services and workload controllers.
+    /// The other kinds plugins read ([`crate::objects`]).
     objects: ObjectTranslators,
     pods_listed: bool,
     /// Listed once, or not served.

@@ -1,5 +1,5 @@
-//! The watches of Namespaces, Services and workload controllers against a
-//! real API server: listed before `Synced`, trimmed, followed, deleted; and
+//! The watches of Namespaces, Services, workload controllers and claims
+//! against a real API server: listed before `Synced`, trimmed, followed, deleted; and
 //! the Helm chart's ClusterRole is enough for every watch to sync. A
 //! control plane of its own (the RBAC test installs a ClusterRole).
 
@@ -13,7 +13,9 @@ use convoy_api::{ClusterObject, ClusterUpdate};
 use convoy_testenv::TestEnv;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolumeClaim, ReplicationController, Service,
+};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
@@ -170,6 +172,36 @@ async fn objects_are_listed_trimmed_followed_and_deleted() -> Result<()> {
         seen == [format!("ReplicationController {NS}/legacy"), format!("StatefulSet {NS}/db")],
         "{seen:?}"
     );
+
+    // A claim keeps only the annotations scheduling reads; its binding (the
+    // bind-completed annotation) is passed on, a change of another
+    // annotation is not (the binding, patched after it, comes next).
+    create::<PersistentVolumeClaim>(
+        &client,
+        json!({"metadata": {"name": "data", "annotations": {"note": "a"}},
+               "spec": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}}),
+    )
+    .await?;
+    match next_ours(&mut updates, "claim").await? {
+        ClusterUpdate::ObjectApplied(ClusterObject::PersistentVolumeClaim(c)) => {
+            ensure!(c.metadata.annotations.is_none(), "{c:?}");
+            ensure!(c.status.as_ref().is_some_and(|s| s.phase.as_deref() == Some("Pending")));
+        }
+        other => bail!("{other:?}"),
+    }
+    let claims = Api::<PersistentVolumeClaim>::namespaced(client.clone(), NS);
+    for annotations in [json!({"note": "b"}), json!({"pv.kubernetes.io/bind-completed": "yes"})] {
+        let patch = json!({"metadata": {"annotations": annotations}});
+        claims.patch("data", &PatchParams::default(), &Patch::Merge(&patch)).await?;
+    }
+    match next_ours(&mut updates, "claim binding").await? {
+        ClusterUpdate::ObjectApplied(ClusterObject::PersistentVolumeClaim(c)) => {
+            let a = c.metadata.annotations.as_ref().context("annotations")?;
+            ensure!(a.keys().collect::<Vec<_>>() == ["pv.kubernetes.io/bind-completed"], "{c:?}");
+        }
+        other => bail!("{other:?}"),
+    }
 
     // A label change of the namespace is passed on.
     let patch = json!({"metadata": {"labels": {"team": "b"}}});

@@ -21,11 +21,32 @@ pub enum EventResource {
     Node,
     /// A PodGroup (either API).
     PodGroup,
+    /// A PersistentVolumeClaim.
+    PersistentVolumeClaim,
+    /// A PersistentVolume.
+    PersistentVolume,
+    /// A StorageClass.
+    StorageClass,
+    /// A CSINode.
+    CSINode,
     /// Any resource (used for the periodic flush and "move all").
     WildCard,
 }
 
 impl EventResource {
+    /// The resource of a [`ClusterObject`](crate::ClusterObject) kind whose
+    /// changes the queue hears about (the volume kinds), if it is one.
+    pub fn of_object(obj: &crate::objects::ClusterObject) -> Option<EventResource> {
+        use crate::objects::ClusterObject as O;
+        match obj {
+            O::PersistentVolumeClaim(_) => Some(EventResource::PersistentVolumeClaim),
+            O::PersistentVolume(_) => Some(EventResource::PersistentVolume),
+            O::StorageClass(_) => Some(EventResource::StorageClass),
+            O::CSINode(_) => Some(EventResource::CSINode),
+            _ => None,
+        }
+    }
+
     /// Whether an event on `self` is one a registration for `registered` covers.
     pub fn matches(self, registered: EventResource) -> bool {
         use EventResource::*;
@@ -146,6 +167,9 @@ pub enum EventObject {
     Node(Arc<Node>),
     /// A PodGroup (either API).
     PodGroup(Arc<crate::pod_group::PodGroup>),
+    /// One of the watched [`ClusterObject`](crate::ClusterObject)s (the
+    /// volume kinds: their hints read the objects).
+    Object(crate::objects::ClusterObject),
     /// Any other object, by kind and `namespace/name`.
     Other {
         /// Kind.

@@ -3,25 +3,31 @@
 //! affinity's `namespaceSelector`); the Services, ReplicationControllers,
 //! ReplicaSets and StatefulSets whose selectors make the default topology
 //! spreading constraints; the PodDisruptionBudgets preemption counts; and
-//! the PriorityClasses pods' priorities come from.
+//! the PriorityClasses pods' priorities come from; and the
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+//! the volume plugins read.
 //!
 //! The scheduler applies every [`ClusterObject`] update to one
 //! [`ClusterObjects`] store, which every profile's plugins share through the
 //! [`Handle`](crate::Handle). Only what scheduling reads is kept (labels and
-//! selectors), not the objects.
+//! selectors; the trimmed volume objects themselves, see [`trim`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::labels::{Labels, Selector};
 
 pub mod trim;
+pub mod volumes;
 
 pub use trim::ObjectKind;
 
@@ -44,6 +50,14 @@ pub enum ClusterObject {
     PodDisruptionBudget(Arc<PodDisruptionBudget>),
     /// A PriorityClass (cluster-scoped), `scheduling.k8s.io/v1`.
     PriorityClass(Arc<PriorityClass>),
+    /// A PersistentVolumeClaim (trimmed, see [`trim`]).
+    PersistentVolumeClaim(Arc<PersistentVolumeClaim>),
+    /// A PersistentVolume (cluster-scoped; trimmed, see [`trim`]).
+    PersistentVolume(Arc<PersistentVolume>),
+    /// A StorageClass (cluster-scoped), `storage.k8s.io/v1`.
+    StorageClass(Arc<StorageClass>),
+    /// A CSINode (cluster-scoped, named after its node), `storage.k8s.io/v1`.
+    CSINode(Arc<CSINode>),
 }
 
 impl ClusterObject {
@@ -57,6 +71,10 @@ impl ClusterObject {
             ClusterObject::StatefulSet(_) => "StatefulSet",
             ClusterObject::PodDisruptionBudget(_) => "PodDisruptionBudget",
             ClusterObject::PriorityClass(_) => "PriorityClass",
+            ClusterObject::PersistentVolumeClaim(_) => "PersistentVolumeClaim",
+            ClusterObject::PersistentVolume(_) => "PersistentVolume",
+            ClusterObject::StorageClass(_) => "StorageClass",
+            ClusterObject::CSINode(_) => "CSINode",
         }
     }
 
@@ -70,15 +88,24 @@ impl ClusterObject {
             ClusterObject::StatefulSet(o) => &o.metadata,
             ClusterObject::PodDisruptionBudget(o) => &o.metadata,
             ClusterObject::PriorityClass(o) => &o.metadata,
+            ClusterObject::PersistentVolumeClaim(o) => &o.metadata,
+            ClusterObject::PersistentVolume(o) => &o.metadata,
+            ClusterObject::StorageClass(o) => &o.metadata,
+            ClusterObject::CSINode(o) => &o.metadata,
         }
     }
 
-    /// `namespace/name`, or `name` for a Namespace or a PriorityClass.
+    /// `namespace/name`, or `name` for a cluster-scoped kind (Namespace,
+    /// PriorityClass, PersistentVolume, StorageClass, CSINode).
     pub fn key(&self) -> String {
         let m = self.metadata();
         let name = m.name.as_deref().unwrap_or("");
         match self {
-            ClusterObject::Namespace(_) | ClusterObject::PriorityClass(_) => name.to_string(),
+            ClusterObject::Namespace(_)
+            | ClusterObject::PriorityClass(_)
+            | ClusterObject::PersistentVolume(_)
+            | ClusterObject::StorageClass(_)
+            | ClusterObject::CSINode(_) => name.to_string(),
             _ => format!("{}/{name}", m.namespace.as_deref().unwrap_or("default")),
         }
     }
@@ -286,6 +313,10 @@ struct Inner {
     /// PodDisruptionBudgets, sorted by namespace and name.
     pdbs: BTreeMap<NsName, Arc<DisruptionBudget>>,
     priority_classes: HashMap<Arc<str>, Arc<PriorityClassInfo>>,
+    pvcs: HashMap<NsName, Arc<PersistentVolumeClaim>>,
+    pvs: HashMap<Arc<str>, Arc<PersistentVolume>>,
+    storage_classes: HashMap<Arc<str>, Arc<StorageClass>>,
+    csi_nodes: HashMap<Arc<str>, Arc<CSINode>>,
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
@@ -317,11 +348,32 @@ impl ClusterObjects {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// An object was added or changed.
-    pub fn apply(&self, obj: &ClusterObject) {
+    /// An object was added or changed. Returns the version it replaces
+    /// for the volume kinds (PersistentVolumeClaim, PersistentVolume,
+    /// StorageClass, CSINode), whose changes the queue hears about;
+    /// `None` for the others, and for an object not held before.
+    pub fn apply(&self, obj: &ClusterObject) -> Option<ClusterObject> {
         let mut st = self.write();
         let m = obj.metadata();
         match obj {
+            ClusterObject::PersistentVolumeClaim(o) => {
+                return st
+                    .pvcs
+                    .insert(ns_name(m), o.clone())
+                    .map(ClusterObject::PersistentVolumeClaim);
+            }
+            ClusterObject::PersistentVolume(o) => {
+                return st.pvs.insert(ns_name(m).1, o.clone()).map(ClusterObject::PersistentVolume);
+            }
+            ClusterObject::StorageClass(o) => {
+                return st
+                    .storage_classes
+                    .insert(ns_name(m).1, o.clone())
+                    .map(ClusterObject::StorageClass);
+            }
+            ClusterObject::CSINode(o) => {
+                return st.csi_nodes.insert(ns_name(m).1, o.clone()).map(ClusterObject::CSINode);
+            }
             ClusterObject::Namespace(ns) => {
                 let labels = ns.metadata.labels.clone().unwrap_or_default();
                 st.namespaces.insert(ns_name(m).1, Arc::new(labels));
@@ -360,6 +412,7 @@ impl ClusterObjects {
                 st.priority_classes.insert(pc.name.clone(), Arc::new(pc));
             }
         }
+        None
     }
 
     /// An object was deleted.
@@ -394,7 +447,40 @@ impl ClusterObjects {
             ClusterObject::PriorityClass(_) => {
                 st.priority_classes.remove(&key.1);
             }
+            ClusterObject::PersistentVolumeClaim(_) => {
+                st.pvcs.remove(&key);
+            }
+            ClusterObject::PersistentVolume(_) => {
+                st.pvs.remove(&key.1);
+            }
+            ClusterObject::StorageClass(_) => {
+                st.storage_classes.remove(&key.1);
+            }
+            ClusterObject::CSINode(_) => {
+                st.csi_nodes.remove(&key.1);
+            }
         }
+    }
+
+    /// A PersistentVolumeClaim by namespace and name (upstream's PVC
+    /// lister).
+    pub fn pvc(&self, namespace: &str, name: &str) -> Option<Arc<PersistentVolumeClaim>> {
+        self.read().pvcs.get(&(Arc::from(namespace), Arc::from(name))).cloned()
+    }
+
+    /// A PersistentVolume by name.
+    pub fn pv(&self, name: &str) -> Option<Arc<PersistentVolume>> {
+        self.read().pvs.get(name).cloned()
+    }
+
+    /// A StorageClass by name.
+    pub fn storage_class(&self, name: &str) -> Option<Arc<StorageClass>> {
+        self.read().storage_classes.get(name).cloned()
+    }
+
+    /// The CSINode of a node (named after it).
+    pub fn csi_node(&self, node: &str) -> Option<Arc<CSINode>> {
+        self.read().csi_nodes.get(node).cloned()
     }
 
     /// Every PodDisruptionBudget, sorted by namespace and name (preemption
@@ -474,6 +560,10 @@ impl ClusterObjects {
             ("StatefulSet", st.stateful_sets.len()),
             ("PodDisruptionBudget", st.pdbs.len()),
             ("PriorityClass", st.priority_classes.len()),
+            ("PersistentVolumeClaim", st.pvcs.len()),
+            ("PersistentVolume", st.pvs.len()),
+            ("StorageClass", st.storage_classes.len()),
+            ("CSINode", st.csi_nodes.len()),
         ])
     }
 }
@@ -592,6 +682,46 @@ mod tests {
         assert_eq!(s.counts()["PriorityClass"], 1);
         s.delete(&pc);
         assert!(s.priority_classes().is_empty());
+    }
+
+    #[test]
+    fn keeps_volume_objects_and_returns_the_replaced_version() {
+        let s = ClusterObjects::new();
+        let pvc = |volume: &str| {
+            ClusterObject::PersistentVolumeClaim(obj!(json!({
+                "metadata": {"name": "data", "namespace": "n"}, "spec": {"volumeName": volume}
+            })))
+        };
+        assert!(s.apply(&pvc("")).is_none(), "a new claim replaces nothing");
+        let old = s.apply(&pvc("pv1")).expect("the claim was held");
+        assert_eq!(old.key(), "n/data");
+        assert_eq!(
+            s.pvc("n", "data").unwrap().spec.as_ref().unwrap().volume_name.as_deref(),
+            Some("pv1")
+        );
+        assert!(s.pvc("other", "data").is_none());
+        let kinds = [
+            ClusterObject::PersistentVolume(obj!(json!({"metadata": {"name": "pv1"}}))),
+            ClusterObject::StorageClass(obj!(
+                json!({"metadata": {"name": "fast"}, "provisioner": "p"})
+            )),
+            ClusterObject::CSINode(obj!(
+                json!({"metadata": {"name": "node-1"}, "spec": {"drivers": []}})
+            )),
+        ];
+        for o in &kinds {
+            assert!(s.apply(o).is_none());
+        }
+        assert!(s.pv("pv1").is_some() && s.storage_class("fast").is_some());
+        assert_eq!(kinds[2].key(), "node-1");
+        assert!(s.csi_node("node-1").is_some());
+        assert!(
+            s.apply(&ClusterObject::Namespace(obj!(json!({"metadata": {"name": "a"}})))).is_none()
+        );
+        s.delete(&pvc(""));
+        s.delete(&kinds[1]);
+        assert!(s.pvc("n", "data").is_none() && s.storage_class("fast").is_none());
+        assert_eq!(s.counts()["PersistentVolume"], 1);
     }
 
     #[test]

@@ -331,8 +331,8 @@ pub struct Handle {
     pub waiting_pods: Arc<dyn WaitingPods>,
     /// The profile's scheduler name.
     pub profile: Arc<str>,
-    /// Namespaces, Services and workload controllers, as watched (shared
-    /// by every profile).
+    /// The other watched objects (namespaces, selectors, budgets,
+    /// PriorityClasses, the volume kinds), shared by every profile.
     pub objects: Arc<ClusterObjects>,
     /// Which running pods preemption takes together (gangs); `None`: every
     /// pod is a victim alone.

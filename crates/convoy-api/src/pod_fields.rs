@@ -11,7 +11,7 @@
 //!
 //! [`unevaluated_fields`] finds, once per pod (in [`PodInfo::new`]), the uses
 //! of the fields Convoy does not evaluate yet, each with its path and index
-//! (`spec.volumes[0].persistentVolumeClaim`) and the upstream plugins that
+//! (`spec.volumes[0].awsElasticBlockStore`) and the upstream plugins that
 //! would evaluate it. The framework refuses such a pod at the start of its
 //! cycle, unless the profile disabled every one of those plugins (upstream
 //! then ignores the field too).
@@ -238,17 +238,36 @@ pub const FIELDS: &[FieldRule] = &[
          `simulate` do the same).",
     ),
     // Volumes.
-    rule("spec.volumes[].persistentVolumeClaim", Refused, PVC, ""),
-    rule("spec.volumes[].ephemeral", Refused, EPHEMERAL, "A PVC created for the pod."),
+    rule(
+        "spec.volumes[].persistentVolumeClaim",
+        RefusedWhen(
+            "the claim is unbound and its StorageClass is `WaitForFirstConsumer` (VolumeBinding \
+             refuses the pod, naming the volume)",
+        ),
+        PVC,
+        "Otherwise evaluated: the claim must exist (not lost, not being deleted) and be bound \
+         (unbound with an immediate class: `pod has unbound immediate PersistentVolumeClaims`); \
+         the bound PV's node affinity and zone labels filter nodes; ReadWriteOncePod claims in \
+         use; CSI attach limits. See [Volumes](#volumes).",
+    ),
+    rule(
+        "spec.volumes[].ephemeral",
+        RefusedWhen("its claim is unbound with a `WaitForFirstConsumer` StorageClass"),
+        EPHEMERAL,
+        "The claim `<pod>-<volume>` the ephemeral volume controller creates: until it exists the \
+         pod waits; it must be owned by the pod; then as a `persistentVolumeClaim`.",
+    ),
     rule(
         "spec.volumes[].{awsElasticBlockStore,gcePersistentDisk}",
         Refused,
         DISK,
-        "Disk conflicts between pods on a node; attach limits (CSI migration).",
+        "VolumeRestrictions evaluates the disk conflicts between pods on a node; refused because \
+         NodeVolumeLimits does not count them against the CSI driver's attach limit (CSI \
+         migration) yet.",
     ),
     rule(
         "spec.volumes[].{iscsi,rbd}",
-        Refused,
+        Evaluated,
         RESTRICTIONS,
         "Disk conflicts between pods on a node.",
     ),
@@ -362,22 +381,22 @@ pub fn markdown_table() -> String {
 /// One use, in one pod, of a field Convoy does not evaluate yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnevaluatedField {
-    /// The field, with its indexes: `spec.volumes[0].persistentVolumeClaim`.
+    /// The field, with its indexes: `spec.volumes[0].awsElasticBlockStore`.
     pub path: String,
     /// The upstream plugins that would evaluate it: if the profile disables
     /// all of them, upstream ignores the field as well.
     pub plugins: &'static [&'static str],
 }
 
-/// The volume sources Convoy does not evaluate, and who would.
+/// The volume sources Convoy does not evaluate, and who would (the
+/// plugins whose part is missing: disabling them is what makes upstream
+/// ignore the source).
 fn unevaluated_volume(v: &Volume) -> Option<(&'static str, &'static [&'static str])> {
-    let sources: [(&'static str, bool, &'static [&'static str]); 11] = [
-        ("persistentVolumeClaim", v.persistent_volume_claim.is_some(), PVC),
-        ("ephemeral", v.ephemeral.is_some(), EPHEMERAL),
-        ("awsElasticBlockStore", v.aws_elastic_block_store.is_some(), DISK),
-        ("gcePersistentDisk", v.gce_persistent_disk.is_some(), DISK),
-        ("iscsi", v.iscsi.is_some(), RESTRICTIONS),
-        ("rbd", v.rbd.is_some(), RESTRICTIONS),
+    // In-tree disks: VolumeRestrictions evaluates them, only the attach
+    // limits (NodeVolumeLimits) are missing.
+    let sources: [(&'static str, bool, &'static [&'static str]); 7] = [
+        ("awsElasticBlockStore", v.aws_elastic_block_store.is_some(), LIMITS),
+        ("gcePersistentDisk", v.gce_persistent_disk.is_some(), LIMITS),
         ("azureDisk", v.azure_disk.is_some(), LIMITS),
         ("azureFile", v.azure_file.is_some(), LIMITS),
         ("cinder", v.cinder.is_some(), LIMITS),
@@ -460,7 +479,20 @@ pub fn unevaluated_fields(spec: &PodSpec) -> Vec<UnevaluatedField> {
     out
 }
 
-/// The refusal message: `pod uses spec.volumes[0].persistentVolumeClaim,
+/// The plugins named by the refused rows of [`FIELDS`], once each: those a
+/// profile may disable to have Convoy ignore the fields only they read.
+pub fn refusing_plugins() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = FIELDS
+        .iter()
+        .filter(|r| r.support.refuses())
+        .flat_map(|r| r.plugins.iter().copied())
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// The refusal message: `pod uses spec.volumes[0].awsElasticBlockStore,
 /// which this scheduler does not evaluate yet` (up to three fields named,
 /// then a count).
 pub fn refusal_message<'a>(paths: impl IntoIterator<Item = &'a str>) -> String {

@@ -28,6 +28,8 @@ pub enum PluginArgs {
     PodTopologySpread(PodTopologySpreadArgs),
     /// `DefaultPreemptionArgs`.
     DefaultPreemption(DefaultPreemptionArgs),
+    /// `VolumeBindingArgs`.
+    VolumeBinding(VolumeBindingArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -45,6 +47,7 @@ impl PluginArgs {
             names::INTER_POD_AFFINITY => Some(Self::InterPodAffinity(Default::default())),
             names::POD_TOPOLOGY_SPREAD => Some(Self::PodTopologySpread(Default::default())),
             names::DEFAULT_PREEMPTION => Some(Self::DefaultPreemption(Default::default())),
+            names::VOLUME_BINDING => Some(Self::VolumeBinding(Default::default())),
             _ => None,
         }
     }
@@ -59,6 +62,7 @@ impl PluginArgs {
             Self::InterPodAffinity(_) => Vec::new(),
             Self::PodTopologySpread(args) => args.validate(),
             Self::DefaultPreemption(args) => args.validate(),
+            Self::VolumeBinding(args) => args.validate(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -124,6 +128,17 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
                     .unwrap_or(defaults.min_candidate_nodes_absolute),
             })
         }
+        names::VOLUME_BINDING => {
+            let raw =
+                Option::<VolumeBindingArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            let defaults = VolumeBindingArgs::default();
+            PluginArgs::VolumeBinding(VolumeBindingArgs {
+                bind_timeout_seconds: raw
+                    .bind_timeout_seconds
+                    .unwrap_or(defaults.bind_timeout_seconds),
+                shape: raw.shape.filter(|s| !s.is_empty()).unwrap_or(defaults.shape),
+            })
+        }
         _ => PluginArgs::Other(
             Option::<serde_json::Value>::deserialize(deserializer)?
                 .unwrap_or(serde_json::Value::Null),
@@ -169,7 +184,11 @@ impl NodeResourcesFitArgs {
                 "required when type is RequestedToCapacityRatio".to_owned(),
             )),
             (ScoringStrategyType::RequestedToCapacityRatio, Some(param)) => {
-                validate_shape(&param.shape, &mut problems);
+                validate_shape(
+                    "scoringStrategy.requestedToCapacityRatio.shape",
+                    &param.shape,
+                    &mut problems,
+                );
             }
             _ => {}
         }
@@ -195,8 +214,11 @@ fn validate_resource_weights(
     }
 }
 
-fn validate_shape(shape: &[UtilizationShapePoint], problems: &mut Vec<(String, String)>) {
-    let path = "scoringStrategy.requestedToCapacityRatio.shape";
+fn validate_shape(
+    path: &str,
+    shape: &[UtilizationShapePoint],
+    problems: &mut Vec<(String, String)>,
+) {
     if shape.is_empty() {
         problems.push((path.to_owned(), "at least one point must be specified".to_owned()));
         return;
@@ -530,7 +552,64 @@ impl DefaultPreemptionArgs {
     }
 }
 
+/// `VolumeBindingArgs` (upstream v1.37.2 defaults, with the
+/// StorageCapacityScoring gate on as it is by default). Decoded and
+/// validated as upstream; Convoy's VolumeBinding does not use them yet
+/// (they serve the binding in PreBind and the Score, both to come).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VolumeBindingArgs {
+    /// How long PreBind waits for the volumes to be bound; `>= 0`, default
+    /// 600.
+    pub bind_timeout_seconds: i64,
+    /// The score of a node by the utilization of its storage; default
+    /// `{0 → 10, 100 → 0}` (prefer the emptier).
+    pub shape: Vec<UtilizationShapePoint>,
+}
+
+impl Default for VolumeBindingArgs {
+    fn default() -> Self {
+        Self {
+            bind_timeout_seconds: 600,
+            shape: vec![
+                UtilizationShapePoint { utilization: 0, score: 10 },
+                UtilizationShapePoint { utilization: 100, score: 0 },
+            ],
+        }
+    }
+}
+
+impl VolumeBindingArgs {
+    fn validate(&self) -> Vec<(String, String)> {
+        let mut problems = Vec::new();
+        if self.bind_timeout_seconds < 0 {
+            problems.push((
+                "bindTimeoutSeconds".to_owned(),
+                format!(
+                    "{}: invalid BindTimeoutSeconds, should not be a negative value",
+                    self.bind_timeout_seconds
+                ),
+            ));
+        }
+        validate_shape("shape", &self.shape, &mut problems);
+        problems
+    }
+}
+
 // Raw forms of the top-level args: they accept `apiVersion` and `kind`.
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct VolumeBindingArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_volume_binding")]
+    #[allow(dead_code)]
+    kind: (),
+    bind_timeout_seconds: Option<i64>,
+    shape: Option<Vec<UtilizationShapePoint>>,
+}
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -646,4 +725,8 @@ fn kind_preemption<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
 
 fn kind_spread<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "kind", "PodTopologySpreadArgs")
+}
+
+fn kind_volume_binding<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "VolumeBindingArgs")
 }

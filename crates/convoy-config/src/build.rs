@@ -220,7 +220,7 @@ fn build_profile(
         for (j, plugin) in raw_set.disabled.into_iter().enumerate() {
             let name = plugin.name.value.as_str();
             // Upstream defaults Convoy does not implement are kept too: the
-            // framework reads them (a disabled VolumeBinding means PVCs are
+            // framework reads them (a disabled DynamicResources means claims are
             // not evaluated, as upstream).
             if name == "*" || known.contains(name) || UPSTREAM_ONLY_DEFAULTS.contains(&name) {
                 custom.disabled.push(plugin_ref(plugin));

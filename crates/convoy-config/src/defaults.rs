@@ -42,11 +42,8 @@ pub mod names {
     /// `DefaultPreemption` (PostFilter).
     pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 
-    // Upstream default plugins (v1.37) Convoy does not implement yet: named
-    // by the pod-field table (`convoy_api::pod_fields`) and the framework,
-    // which refuses the pods they would have to evaluate.
-
-    /// `VolumeBinding`: PVCs and generic ephemeral volumes.
+    /// `VolumeBinding`: PVCs and generic ephemeral volumes (bound claims;
+    /// the binding of WaitForFirstConsumer claims is not done yet).
     pub const VOLUME_BINDING: &str = "VolumeBinding";
     /// `VolumeRestrictions`: in-tree disk conflicts, ReadWriteOncePod PVCs.
     pub const VOLUME_RESTRICTIONS: &str = "VolumeRestrictions";
@@ -54,6 +51,11 @@ pub mod names {
     pub const VOLUME_ZONE: &str = "VolumeZone";
     /// `NodeVolumeLimits`: CSI attach limits.
     pub const NODE_VOLUME_LIMITS: &str = "NodeVolumeLimits";
+
+    // Upstream default plugins (v1.37) Convoy does not implement yet: named
+    // by the pod-field table (`convoy_api::pod_fields`) and the framework,
+    // which refuses the pods they would have to evaluate.
+
     /// `DynamicResources`: ResourceClaims and DRA extended resources.
     pub const DYNAMIC_RESOURCES: &str = "DynamicResources";
     /// `NodeDeclaredFeatures`: node features a pod requires (default since
@@ -74,6 +76,10 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::weighted(NODE_AFFINITY, 2),
         PluginRef::new(NODE_PORTS),
         PluginRef::weighted(NODE_RESOURCES_FIT, 1),
+        PluginRef::new(VOLUME_RESTRICTIONS),
+        PluginRef::new(NODE_VOLUME_LIMITS),
+        PluginRef::new(VOLUME_BINDING),
+        PluginRef::new(VOLUME_ZONE),
         PluginRef::weighted(POD_TOPOLOGY_SPREAD, 2),
         PluginRef::weighted(INTER_POD_AFFINITY, 2),
         PluginRef::new(DEFAULT_PREEMPTION),
@@ -87,14 +93,8 @@ pub fn default_multi_point() -> Vec<PluginRef> {
 /// Disabling them is accepted and kept in the profile's `disabled` lists: the pods whose fields
 /// only they read are then scheduled without them, as upstream would (see
 /// `convoy_api::pod_fields`). Enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: &[&str] = &[
-    names::VOLUME_BINDING,
-    names::VOLUME_RESTRICTIONS,
-    names::VOLUME_ZONE,
-    names::NODE_VOLUME_LIMITS,
-    names::DYNAMIC_RESOURCES,
-    names::NODE_DECLARED_FEATURES,
-];
+pub const UPSTREAM_ONLY_DEFAULTS: &[&str] =
+    &[names::DYNAMIC_RESOURCES, names::NODE_DECLARED_FEATURES];
 
 /// Upstream's `mergePluginSet`: the user's `disabled` entries remove defaults (`*` all of them);
 /// user `enabled` entries naming a default replace it in place; the others are appended in the

@@ -29,7 +29,7 @@ pub use args::{
     DEFAULT_HARD_POD_AFFINITY_WEIGHT, DefaultPreemptionArgs, InterPodAffinityArgs,
     NodeAffinityArgs, NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs, PluginArgs,
     RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy, ScoringStrategyType,
-    UtilizationShapePoint,
+    UtilizationShapePoint, VolumeBindingArgs,
 };
 pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
 pub use duration::{format_go_duration, parse_go_duration};

@@ -42,7 +42,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 15] = [
+const DEFAULT_MULTI_POINT: [&str; 19] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -52,6 +52,10 @@ const DEFAULT_MULTI_POINT: [&str; 15] = [
     "NodeAffinity:2",
     "NodePorts",
     "NodeResourcesFit:1",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
     "PodTopologySpread:2",
     "InterPodAffinity:2",
     "DefaultPreemption",
@@ -144,7 +148,8 @@ fn minimal_upstream_config_gets_defaults() {
             names::NODE_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::NODE_RESOURCES_FIT,
-            names::POD_TOPOLOGY_SPREAD
+            names::POD_TOPOLOGY_SPREAD,
+            names::VOLUME_BINDING
         ]
     );
 }
@@ -182,6 +187,10 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "DefaultPreemption",
@@ -192,7 +201,7 @@ fn merges_plugins_with_defaults() {
         ),
         (
             "disable upstream plugins Convoy lacks",
-            "multiPoint: {disabled: [{name: VolumeBinding}, {name: DynamicResources}]}",
+            "multiPoint: {disabled: [{name: NodeDeclaredFeatures}, {name: DynamicResources}]}",
             "multiPoint",
             &DEFAULT_MULTI_POINT,
         ),
@@ -210,6 +219,10 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "InterPodAffinity:2",
                 "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
@@ -236,6 +249,10 @@ fn merges_plugins_with_defaults() {
                 "NodeAffinity:2",
                 "NodePorts",
                 "NodeResourcesFit:1",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
                 "DefaultPreemption",
@@ -339,6 +356,42 @@ fn default_preemption_args() {
         for w in wants {
             assert!(e.contains(w), "{yaml}: {e}");
         }
+    }
+}
+
+/// Upstream's `VolumeBindingArgs` (v1.37.2, StorageCapacityScoring on):
+/// defaults 600 s and the shape {0 → 10, 100 → 0}, and
+/// `ValidateVolumeBindingArgs` with the field named.
+#[test]
+fn volume_binding_args() {
+    let args = |yaml: &str| {
+        format!("profiles:\n- pluginConfig:\n  - name: VolumeBinding\n    args: {yaml}\n")
+    };
+    let decode = |yaml: &str| match &ok(&args(yaml)).profiles[0].plugin_args["VolumeBinding"] {
+        PluginArgs::VolumeBinding(a) => a.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(decode("{}"), convoy_config::VolumeBindingArgs::default());
+    let a = decode(
+        "{kind: VolumeBindingArgs, bindTimeoutSeconds: 30, shape: [{utilization: 0, score: 0}, {utilization: 100, score: 10}]}",
+    );
+    assert_eq!(a.bind_timeout_seconds, 30);
+    assert_eq!((a.shape[1].utilization, a.shape[1].score), (100, 10));
+    let cases = [
+        (
+            "{bindTimeoutSeconds: -1}",
+            "profiles[0].pluginConfig[0].args.bindTimeoutSeconds: -1: invalid BindTimeoutSeconds, should not be a negative value",
+        ),
+        (
+            "{shape: [{utilization: 50, score: 1}, {utilization: 10, score: 2}]}",
+            "profiles[0].pluginConfig[0].args.shape[1].utilization: utilization values must be sorted in strictly increasing order",
+        ),
+        ("{shape: [{utilization: 0, score: 11}]}", "score"),
+        ("{timeout: 3}", "unknown field `timeout`"),
+    ];
+    for (yaml, want) in cases {
+        let e = err(&args(yaml));
+        assert!(e.contains(want), "{yaml}: {e}");
     }
 }
 
@@ -488,15 +541,15 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, NodeVolumeLimits, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration, VolumeBinding, VolumeRestrictions, VolumeZone"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
         (
             "upstream plugin Convoy lacks enabled",
-            "profiles:\n- plugins: {preFilter: {enabled: [{name: VolumeBinding}]}}\n",
+            "profiles:\n- plugins: {preFilter: {enabled: [{name: DynamicResources}]}}\n",
             &[
-                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "VolumeBinding"; known plugins: Coscheduling"#,
+                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "DynamicResources"; known plugins: Coscheduling"#,
             ],
         ),
         (
@@ -509,9 +562,9 @@ fn errors_name_file_position_and_field() {
         ),
         (
             "args for unknown plugin",
-            "profiles:\n- pluginConfig: [{name: VolumeBinding, args: {bindTimeoutSeconds: 600}}]\n",
+            "profiles:\n- pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]\n",
             &[
-                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "VolumeBinding"; known plugins:"#,
+                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "DynamicResources"; known plugins:"#,
             ],
         ),
         (
@@ -747,11 +800,11 @@ fn print_summary() {
 fn disabled_upstream_plugins_are_kept() {
     let cases: &[(&str, &[&str])] = &[
         ("{}", &[]),
-        ("{multiPoint: {disabled: [{name: VolumeBinding}]}}", &["VolumeBinding"]),
-        ("{filter: {disabled: [{name: VolumeZone}]}}", &[]),
+        ("{multiPoint: {disabled: [{name: DynamicResources}]}}", &["DynamicResources"]),
+        ("{filter: {disabled: [{name: NodeDeclaredFeatures}]}}", &[]),
         (
-            "{preFilter: {disabled: [{name: VolumeZone}]}, filter: {disabled: [{name: '*'}]}}",
-            &["VolumeZone"],
+            "{preFilter: {disabled: [{name: NodeDeclaredFeatures}]}, filter: {disabled: [{name: '*'}]}}",
+            &["NodeDeclaredFeatures"],
         ),
         (
             "{multiPoint: {disabled: [{name: '*'}], enabled: [{name: DefaultBinder}, {name: PrioritySort}]}}",

@@ -42,7 +42,7 @@ struct State {
     nodes: HashMap<Arc<str>, Arc<Node>>,
     pods: HashMap<PodKey, Arc<Pod>>,
     groups: HashMap<GroupKey, Arc<PodGroup>>,
-    /// Namespaces, Services and workload controllers, by kind and key.
+    /// The [`ClusterObject`]s, by kind and key.
     objects: HashMap<(&'static str, String), ClusterObject>,
     /// Pods with `spec.nodeName` set.
     bound: usize,
@@ -125,7 +125,7 @@ fn pod_key(pod: &Pod) -> Result<PodKey, ClusterError> {
 
 impl EmbeddedCluster {
     /// A cluster holding `objects`, and the stream of its updates: one
-    /// `ObjectApplied` per Namespace, Service or workload controller, one
+    /// `ObjectApplied` per [`ClusterObject`] (Namespace, claim, ...), one
     /// `PodGroupApplied` per PodGroup, one `NodeAdded` per node, one
     /// `PodAdded` per pod (assigned pods included), then `Synced`, then
     /// every later change.
@@ -215,8 +215,8 @@ impl EmbeddedCluster {
         Ok(pg)
     }
 
-    /// Creates or replaces a Namespace, Service, ReplicationController,
-    /// ReplicaSet or StatefulSet; emits `ObjectApplied`.
+    /// Creates or replaces a [`ClusterObject`] (a Namespace, a workload
+    /// controller, a claim, a volume, ...); emits `ObjectApplied`.
     pub fn apply_object(&self, obj: ClusterObject) -> Result<(), ClusterError> {
         if obj.metadata().name.as_deref().unwrap_or("").is_empty() {
             return Err(ClusterError::MissingName(obj.kind()));
@@ -243,7 +243,7 @@ impl EmbeddedCluster {
         Ok(obj)
     }
 
-    /// The Namespaces, Services and workload controllers held.
+    /// The [`ClusterObject`]s held.
     pub fn objects(&self) -> Vec<ClusterObject> {
         self.state.lock().objects.values().cloned().collect()
     }

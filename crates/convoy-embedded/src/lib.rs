@@ -2,7 +2,9 @@
 //! server: `convoy-scheduler simulate`, scenario tests and benchmarks.
 //!
 //! [`parse_objects`] / [`load_file`] read nodes, pods, PodGroups,
-//! Namespaces, Services and workload controllers from YAML or JSON (single
+//! and the other objects plugins read (namespaces, workload controllers,
+//! budgets, PriorityClasses, claims, volumes, StorageClasses, CSINodes)
+//! from YAML or JSON (single
 //! objects, `---` streams, `kind: List` as `kubectl get -o yaml` prints it,
 //! so a dump of a real cluster, whose other kinds are skipped and counted)
 //! and check them up front, with errors naming the document, the object

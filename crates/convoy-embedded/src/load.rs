@@ -1,6 +1,9 @@
 //! Loading a cluster from YAML or JSON text: nodes, pods, PodGroups, and
 //! the Namespaces, Services, ReplicationControllers, ReplicaSets,
-//! StatefulSets, PodDisruptionBudgets and PriorityClasses plugins read.
+//! StatefulSets, PodDisruptionBudgets, PriorityClasses,
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+//! plugins read. A StorageClass without `volumeBindingMode` gets
+//! `Immediate`, as API defaulting gives it.
 //! Pods without `spec.priority` get it from their PriorityClass, as the
 //! Priority admission plugin gives it (an unknown class is an error).
 //!
@@ -32,9 +35,12 @@ use convoy_api::objects::ObjectKind;
 use convoy_api::resource::Resource;
 use convoy_api::{ClusterObject, PodInfo, PodKey};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ReplicationController, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use serde_json::Value;
 
@@ -55,7 +61,7 @@ pub struct Objects {
     pub pods: Vec<Pod>,
     /// PodGroups, kept as raw JSON until the gang plugins read them.
     pub pod_groups: Vec<PodGroupObject>,
-    /// Namespaces, Services and workload controllers, trimmed to what
+    /// The [`ClusterObject`]s (namespaces, controllers, claims, ...), trimmed to what
     /// scheduling reads ([`ObjectKind::trim`]).
     pub others: Vec<ClusterObject>,
     /// How many objects of each kind Convoy does not use were skipped.
@@ -158,8 +164,9 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
 }
 
 /// Parses nodes, pods, PodGroups, Namespaces, Services, workload
-/// controllers, PodDisruptionBudgets and PriorityClasses from YAML or JSON
-/// text. `source` names the text in error
+/// controllers, PodDisruptionBudgets, PriorityClasses,
+/// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+/// from YAML or JSON text. `source` names the text in error
 /// messages (usually the file name).
 ///
 /// Empty documents are skipped, and so are objects of other kinds (counted
@@ -307,6 +314,9 @@ fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
         "ReplicaSet" | "StatefulSet" => ("apps/v1", true),
         "PodDisruptionBudget" => ("policy/v1", true),
         "PriorityClass" => ("scheduling.k8s.io/v1", false),
+        "PersistentVolumeClaim" => ("v1", true),
+        "PersistentVolume" => ("v1", false),
+        "StorageClass" | "CSINode" => ("storage.k8s.io/v1", false),
         _ => return None,
     })
 }
@@ -435,6 +445,20 @@ impl Loader<'_> {
             "PriorityClass" => {
                 self.add_object::<PriorityClass>(value, doc, item).map_err(|m| fail(self, m))
             }
+            "PersistentVolumeClaim" => self
+                .add_object::<PersistentVolumeClaim>(value, doc, item)
+                .map_err(|m| fail(self, m)),
+            "PersistentVolume" => {
+                self.add_object::<PersistentVolume>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "StorageClass" => {
+                let mut value = value;
+                if let Some(o) = value.as_object_mut() {
+                    o.entry("volumeBindingMode").or_insert_with(|| Value::from("Immediate"));
+                }
+                self.add_object::<StorageClass>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "CSINode" => self.add_object::<CSINode>(value, doc, item).map_err(|m| fail(self, m)),
             "PodGroup" => {
                 let api_version = api_version.unwrap_or_default();
                 if !POD_GROUP_API_VERSIONS.contains(&api_version.as_str()) {
@@ -492,7 +516,7 @@ impl Loader<'_> {
         }
     }
 
-    /// A Namespace, Service or workload controller: checked as its type,
+    /// A [`ClusterObject`] kind: checked as its type,
     /// namespace defaulted, trimmed.
     fn add_object<K>(
         &mut self,

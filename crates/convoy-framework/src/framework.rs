@@ -56,7 +56,8 @@ pub struct Framework {
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
     pub(crate) pool: Option<Arc<rayon::ThreadPool>>,
     pub(crate) metrics: Option<Arc<dyn FrameworkMetrics>>,
-    /// Upstream default plugins Convoy lacks that the profile disables: the
+    /// The plugins reading a field Convoy refuses
+    /// ([`pod_fields::refusing_plugins`]) that the profile disables: the
     /// pod fields only they read are ignored, as upstream would.
     pub(crate) disabled_upstream: Vec<&'static str>,
     /// The pods nominated to nodes (counted in Filter); `None`: none ever.
@@ -234,9 +235,8 @@ impl Framework {
             waiting_pods: opts.waiting_pods.clone(),
             pool: opts.pool.clone(),
             metrics: opts.metrics.clone(),
-            disabled_upstream: convoy_config::UPSTREAM_ONLY_DEFAULTS
-                .iter()
-                .copied()
+            disabled_upstream: pod_fields::refusing_plugins()
+                .into_iter()
                 .filter(|name| p.disables_upstream(name))
                 .collect(),
             nominator: opts.nominator.clone(),

@@ -31,10 +31,15 @@ pub mod node_name;
 pub mod node_ports;
 pub mod node_resources;
 pub mod node_unschedulable;
+pub mod node_volume_limits;
 pub mod pod_topology_spread;
 pub mod priority_sort;
 pub mod scheduling_gates;
 pub mod taint_toleration;
+pub mod volume_binding;
+pub mod volume_restrictions;
+pub mod volume_zone;
+pub mod volumes;
 
 pub use default_binder::DefaultBinder;
 pub use default_preemption::DefaultPreemption;
@@ -46,10 +51,14 @@ pub use node_name::NodeName;
 pub use node_ports::NodePorts;
 pub use node_resources::{BalancedAllocation, Fit};
 pub use node_unschedulable::NodeUnschedulable;
+pub use node_volume_limits::NodeVolumeLimits;
 pub use pod_topology_spread::PodTopologySpread;
 pub use priority_sort::PrioritySort;
 pub use scheduling_gates::SchedulingGates;
 pub use taint_toleration::TaintToleration;
+pub use volume_binding::VolumeBinding;
+pub use volume_restrictions::VolumeRestrictions;
+pub use volume_zone::VolumeZone;
 
 /// A registry with every in-tree plugin, under its upstream name (and
 /// GpuPlacement under its own).
@@ -75,6 +84,18 @@ pub fn registry() -> Registry {
     });
     r.register(names::POD_TOPOLOGY_SPREAD, |args, handle| {
         Ok(Arc::new(PodTopologySpread::new(args, handle)?) as Arc<dyn Plugin>)
+    });
+    r.register(names::VOLUME_RESTRICTIONS, |_, handle| {
+        Ok(Arc::new(VolumeRestrictions::new(handle.objects.clone())) as Arc<dyn Plugin>)
+    });
+    r.register(names::NODE_VOLUME_LIMITS, |_, handle| {
+        Ok(Arc::new(NodeVolumeLimits::new(handle.objects.clone())) as Arc<dyn Plugin>)
+    });
+    r.register(names::VOLUME_BINDING, |args, handle| {
+        Ok(Arc::new(VolumeBinding::with_args(args, handle.objects.clone())?) as Arc<dyn Plugin>)
+    });
+    r.register(names::VOLUME_ZONE, |_, handle| {
+        Ok(Arc::new(VolumeZone::new(handle.objects.clone())) as Arc<dyn Plugin>)
     });
     r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
         Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
@@ -111,6 +132,10 @@ mod tests {
             names::NODE_RESOURCES_FIT,
             names::INTER_POD_AFFINITY,
             names::POD_TOPOLOGY_SPREAD,
+            names::VOLUME_RESTRICTIONS,
+            names::NODE_VOLUME_LIMITS,
+            names::VOLUME_BINDING,
+            names::VOLUME_ZONE,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
             names::IMAGE_LOCALITY,
             names::DEFAULT_BINDER,

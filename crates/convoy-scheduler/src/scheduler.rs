@@ -81,7 +81,7 @@ pub struct Scheduler {
     pub(crate) gang: Arc<GangState>,
     /// Profiles with gang scheduling enabled, and their args.
     pub(crate) gang_args: HashMap<String, GangSchedulingArgs>,
-    /// Namespaces, Services and workload controllers, shared with plugins.
+    /// The [`ClusterObject`](convoy_api::ClusterObject)s, shared with plugins.
     pub(crate) objects: Arc<ClusterObjects>,
     pub(crate) clock: Arc<dyn Clock>,
     /// Deletes preemption victims, writes nominations.
@@ -289,7 +289,21 @@ impl Scheduler {
                 self.queue.activate(&quorum);
             }
             ClusterUpdate::PodGroupDeleted(key) => self.gang.delete_group(&key),
-            ClusterUpdate::ObjectApplied(obj) => self.objects.apply(&obj),
+            ClusterUpdate::ObjectApplied(obj) => {
+                let old = self.objects.apply(&obj);
+                // The volume kinds can make pods the volume plugins
+                // rejected schedulable (a claim created or bound, a CSINode
+                // limit raised); deletions cannot, as upstream.
+                if let Some(resource) = EventResource::of_object(&obj) {
+                    let action = if old.is_some() { ActionType::UPDATE } else { ActionType::ADD };
+                    self.move_all(
+                        resource,
+                        action,
+                        old.map(EventObject::Object),
+                        Some(EventObject::Object(obj)),
+                    );
+                }
+            }
             ClusterUpdate::ObjectDeleted(obj) => self.objects.delete(&obj),
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
@@ -336,7 +350,7 @@ impl Scheduler {
         });
     }
 
-    /// The Namespaces, Services and workload controllers plugins read.
+    /// The [`ClusterObject`](convoy_api::ClusterObject)s plugins read.
     pub fn objects(&self) -> &Arc<ClusterObjects> {
         &self.objects
     }

@@ -88,9 +88,9 @@ async fn fills_fifty_nodes_exactly_and_leaves_other_schedulers_pods_alone() -> R
 
 /// A pod too big for every node is reported (Event and condition, upstream's
 /// message), then bound within seconds of a node that fits appearing: the
-/// node's arrival requeues it, not the periodic flush. A pod with a PVC
-/// (a field Convoy does not evaluate yet) is refused with a message naming
-/// it, attempted once, and never bound.
+/// node's arrival requeues it, not the periodic flush. A pod with an
+/// in-tree AWS EBS volume (a field Convoy does not evaluate yet) is refused
+/// with a message naming it, attempted once, and never bound.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unschedulable_pod_is_reported_then_bound_when_a_node_fits() -> Result<()> {
     let cp = ControlPlane::start().await?;
@@ -101,11 +101,11 @@ async fn unschedulable_pod_is_reported_then_bound_when_a_node_fits() -> Result<(
     sched.wait_ready(Duration::from_secs(30)).await?;
     let mut pvc = pod("pvc", CONVOY, "100m", "100Mi");
     pvc.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(serde_json::json!(
-        {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+        {"name": "data", "awsElasticBlockStore": {"volumeID": "vol-1"}}
     ))?]);
     create_pods(&pods, vec![pod("big", CONVOY, "2", "100Mi"), pvc]).await?;
     let refused = "False/Unschedulable: 0/2 nodes are available: pod uses \
-                   spec.volumes[0].persistentVolumeClaim, which this scheduler does not evaluate yet.";
+                   spec.volumes[0].awsElasticBlockStore, which this scheduler does not evaluate yet.";
     let seen = eventually(Duration::from_secs(15), || async {
         let p = pods.get("pvc").await.ok()?;
         (scheduled_message(&p) == refused).then_some(())

@@ -409,7 +409,7 @@ async fn hopeless_group_does_not_hold_the_cluster() {
 }
 
 /// The group cycle refuses a member that uses a field Convoy does not
-/// evaluate (here a PVC), as the single-pod cycle does: the group is not
+/// evaluate (here an in-tree AWS EBS volume), as the single-pod cycle does: the group is not
 /// placed, and its message names the member and the field.
 #[tokio::test]
 async fn a_member_with_an_unevaluated_field_fails_its_group() {
@@ -419,7 +419,7 @@ async fn a_member_with_an_unevaluated_field_fails_its_group() {
     let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
     cluster.apply_pod_group(&group_json(PodGroupApi::Upstream, "db", 2)).unwrap();
     let pvc =
-        serde_json::from_value(json!({"name": "d", "persistentVolumeClaim": {"claimName": "d"}}));
+        serde_json::from_value(json!({"name": "d", "awsElasticBlockStore": {"volumeID": "d"}}));
     let mut m1 = member(PodGroupApi::Upstream, "db", "m1", "100m");
     m1.spec.as_mut().unwrap().volumes = Some(vec![pvc.unwrap()]);
     cluster.add_pod(member(PodGroupApi::Upstream, "db", "m0", "100m")).unwrap();
@@ -435,6 +435,6 @@ async fn a_member_with_an_unevaluated_field_fails_its_group() {
     assert_eq!(
         message,
         "1/2 pods fit (minMember 2): default/m1: 0/2 nodes are available: pod uses \
-         spec.volumes[0].persistentVolumeClaim, which this scheduler does not evaluate yet."
+         spec.volumes[0].awsElasticBlockStore, which this scheduler does not evaluate yet."
     );
 }

@@ -31,15 +31,15 @@
 //! fewer than 100 nodes: every feasible node is scored):
 //! - upstream, profile `default-scheduler`: PrioritySort, SchedulingGates,
 //!   NodeUnschedulable, NodeName, TaintToleration (weight 3), NodeAffinity
-//!   (2), NodePorts, NodeResourcesFit (1), NodeResourcesBalancedAllocation
-//!   (1), DefaultBinder, and PodTopologySpread (2), InterPodAffinity (2),
+//!   (2), NodePorts, NodeResourcesFit (1), VolumeRestrictions,
+//!   NodeVolumeLimits, VolumeBinding, VolumeZone (no pod has a volume
+//!   claim: they skip), NodeResourcesBalancedAllocation (1), DefaultBinder,
+//!   and PodTopologySpread (2), InterPodAffinity (2),
 //!   ImageLocality (1) when their feature is on (`generate::IMPLEMENTED`).
 //!   Disabled: the features that are off, DefaultPreemption (on both
 //!   sides: preemption is not what this test compares), and the upstream
-//!   plugins Convoy does not have: VolumeRestrictions, NodeVolumeLimits,
-//!   VolumeBinding, VolumeZone (no pod has a volume claim),
-//!   DynamicResources (no resource claims), NodeDeclaredFeatures (no pod
-//!   needs a declared feature). GangScheduling is not in upstream's profile
+//!   plugins Convoy does not have: DynamicResources (no resource claims),
+//!   NodeDeclaredFeatures (no pod needs a declared feature). GangScheduling is not in upstream's profile
 //!   (the GenericWorkload gate is off in kube-scheduler). Feature gate
 //!   `OpportunisticBatching=false`: on by default in v1.37, it would place a
 //!   pod with the same signature as the previous one from that cycle's
@@ -85,15 +85,7 @@ const CONVOY: &str = "convoy-scheduler";
 const NOT_COMPARED: [&str; 1] = ["DefaultPreemption"];
 /// Upstream default plugins Convoy does not have, disabled upstream (and
 /// DefaultPreemption, see [`NOT_COMPARED`]).
-const UPSTREAM_ONLY: [&str; 7] = [
-    "DefaultPreemption",
-    "VolumeRestrictions",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-    "VolumeZone",
-    "DynamicResources",
-    "NodeDeclaredFeatures",
-];
+const UPSTREAM_ONLY: [&str; 3] = ["DefaultPreemption", "DynamicResources", "NodeDeclaredFeatures"];
 /// How long one scheduler may take to decide about one pod.
 const DECIDE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A seed stops after this many pods without a decision.

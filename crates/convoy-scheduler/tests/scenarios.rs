@@ -345,13 +345,17 @@ async fn cluster_dump_feeds_the_object_store() {
     assert_eq!(
         store.counts(),
         [
+            ("CSINode", 0),
             ("Namespace", 3),
+            ("PersistentVolume", 0),
+            ("PersistentVolumeClaim", 0),
             ("PodDisruptionBudget", 0),
             ("PriorityClass", 0),
             ("ReplicaSet", 2),
             ("ReplicationController", 0),
             ("Service", 1),
-            ("StatefulSet", 1)
+            ("StatefulSet", 1),
+            ("StorageClass", 0)
         ]
         .into()
     );
@@ -409,14 +413,20 @@ fn with_pvc(b: PodBuilder, claim: &str) -> PodBuilder {
     b.with_spec(|s| s.volumes = Some(vec![v]))
 }
 
+fn with_ebs(b: PodBuilder) -> PodBuilder {
+    let v = volume(serde_json::json!({"name": "data", "awsElasticBlockStore": {"volumeID": "v"}}));
+    b.with_spec(|s| s.volumes = Some(vec![v]))
+}
+
 fn with_resource_claim(b: PodBuilder) -> PodBuilder {
     let claim =
         serde_json::from_value(serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-0"}));
     b.with_spec(|s| s.resource_claims = Some(vec![claim.unwrap()]))
 }
 
-/// Never a silent wrong answer: a PVC and a ResourceClaim are fields Convoy
-/// does not evaluate yet, so those pods stay pending with a message naming
+/// Never a silent wrong answer: an in-tree AWS EBS volume (its attach
+/// limit) and a ResourceClaim are fields Convoy does not evaluate yet, so
+/// those pods stay pending with a message naming
 /// the field, and are attempted once (no node or pod event retries them);
 /// the others, volumes upstream ignores included, are placed.
 #[tokio::test]
@@ -425,7 +435,7 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
     let scratch = volume(serde_json::json!({"name": "scratch", "emptyDir": {}}));
     let pods = vec![
         // Attempted first (priority): the bindings that follow are events.
-        with_pvc(PodBuilder::new("pvc").priority(100), "data-0").build(),
+        with_ebs(PodBuilder::new("ebs").priority(100)).build(),
         with_resource_claim(PodBuilder::new("claim").priority(100)).build(),
         PodBuilder::new("plain-0").cpu("1").build(),
         PodBuilder::new("plain-1").cpu("1").build(),
@@ -437,10 +447,10 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
         .await
         .expect("the refused pods spin");
     assert_eq!((r.summary.bound, r.summary.pending), (3, 2));
-    assert_eq!(node_of(&r, "pvc"), None);
+    assert_eq!(node_of(&r, "ebs"), None);
     assert_eq!(
-        reason_of(&r, "pvc"),
-        "0/6 nodes are available: pod uses spec.volumes[0].persistentVolumeClaim, which this \
+        reason_of(&r, "ebs"),
+        "0/6 nodes are available: pod uses spec.volumes[0].awsElasticBlockStore, which this \
          scheduler does not evaluate yet."
     );
     assert_eq!(
@@ -453,10 +463,10 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
     assert_eq!(r.cycle_latency.attempts, 5);
     // `convoy-scheduler simulate` prints the message.
     let text = r.to_text();
-    let line = text.lines().find(|l| l.starts_with("default/pvc ")).unwrap_or_default();
+    let line = text.lines().find(|l| l.starts_with("default/ebs ")).unwrap_or_default();
     assert!(
         line.ends_with(
-            " pending: 0/6 nodes are available: pod uses spec.volumes[0].persistentVolumeClaim, \
+            " pending: 0/6 nodes are available: pod uses spec.volumes[0].awsElasticBlockStore, \
              which this scheduler does not evaluate yet."
         ),
         "{text}"
@@ -464,8 +474,9 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
 }
 
 /// A profile that disables every upstream plugin reading a field ignores
-/// it, as upstream would: the PVC pod is placed; the ResourceClaim pod is
-/// still refused (DynamicResources is not disabled).
+/// it, as upstream would: the pod with a (missing) PVC and the one with an
+/// EBS volume are placed; the ResourceClaim pod is still refused
+/// (DynamicResources is not disabled).
 #[tokio::test]
 async fn disabled_upstream_plugins_ignore_their_fields() {
     let yaml = "apiVersion: kubescheduler.config.k8s.io/v1
@@ -485,10 +496,12 @@ profiles:
     let nodes = vec![NodeBuilder::new("n").build()];
     let pods = vec![
         with_pvc(PodBuilder::new("pvc"), "data-0").build(),
+        with_ebs(PodBuilder::new("ebs")).build(),
         with_resource_claim(PodBuilder::new("claim")).build(),
     ];
     let r = simulate(config, objects(nodes, pods), false).await.unwrap();
     assert_eq!(node_of(&r, "pvc"), Some("n"));
+    assert_eq!(node_of(&r, "ebs"), Some("n"));
     assert_eq!(
         reason_of(&r, "claim"),
         "0/1 nodes are available: pod uses spec.resourceClaims[0], which this scheduler does not \

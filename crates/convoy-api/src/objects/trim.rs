@@ -7,7 +7,8 @@
 //! ReplicaSet's or StatefulSet's `spec.selector`; a PodDisruptionBudget's
 //! `spec.selector`, `status.disruptionsAllowed` and `status.disruptedPods`;
 //! a PriorityClass's `value`, `globalDefault` and `preemptionPolicy`.
-//! Dropped: everything else,
+//! The volume kinds are trimmed in [`super::volumes`]. Dropped:
+//! everything else,
 //! notably pod templates, `managedFields`, annotations (often a
 //! `kubectl.kubernetes.io/last-applied-configuration` copy of the whole
 //! object) and status. A trimmed ReplicaSet is a few hundred bytes where

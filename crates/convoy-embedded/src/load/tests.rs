@@ -514,3 +514,67 @@ fn loads_a_kubectl_dump() {
         }
     }
 }
+
+/// The volume kinds load trimmed, a claim's namespace defaulted, a
+/// StorageClass's binding mode defaulted to `Immediate` as the API server
+/// does; a bad field is named.
+#[test]
+fn reads_the_volume_kinds() {
+    let text = r#"apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  annotations: {pv.kubernetes.io/bind-completed: "yes", note: dropped}
+spec: {volumeName: pv-1, accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-1, labels: {topology.kubernetes.io/zone: a}}
+spec: {capacity: {storage: 1Gi}, csi: {driver: d, volumeHandle: h}}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: standard}
+provisioner: d
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: local}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: CSINode
+metadata: {name: n1}
+spec: {drivers: [{name: d, nodeID: n1, allocatable: {count: 8}}]}
+"#;
+    let o = parse_objects(text, "t.yaml").unwrap();
+    assert_eq!(
+        others(&o),
+        [
+            "PersistentVolumeClaim default/data",
+            "PersistentVolume pv-1",
+            "StorageClass standard",
+            "StorageClass local",
+            "CSINode n1"
+        ]
+    );
+    let ClusterObject::PersistentVolumeClaim(pvc) = &o.others[0] else { panic!() };
+    let annotations = pvc.metadata.annotations.as_ref().unwrap();
+    assert_eq!(annotations.keys().collect::<Vec<_>>(), ["pv.kubernetes.io/bind-completed"]);
+    let modes: Vec<_> = o.others[2..4]
+        .iter()
+        .map(|c| match c {
+            ClusterObject::StorageClass(c) => c.volume_binding_mode.clone().unwrap_or_default(),
+            _ => panic!(),
+        })
+        .collect();
+    assert_eq!(modes, ["Immediate", "WaitForFirstConsumer"]);
+
+    let bad = "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c}\nspec: {accessModes: x}\n";
+    let err = parse_objects(bad, "t.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("PersistentVolumeClaim default/c") && err.contains("spec.accessModes"),
+        "{err}"
+    );
+}

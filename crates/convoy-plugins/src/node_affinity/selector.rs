@@ -28,6 +28,13 @@ impl<'a> NodeView<'a> {
         }
     }
 
+    /// A view of labels alone, as upstream's `CheckNodeAffinity` builds a
+    /// node for a PersistentVolume's node affinity (no name: a
+    /// `metadata.name` field requirement never matches).
+    pub fn of_labels(labels: Option<&'a BTreeMap<String, String>>) -> Self {
+        Self { name: "", labels, exists: true }
+    }
+
     /// The view of a node info (a placeholder without a node matches nothing).
     pub fn of_info(info: &'a NodeInfo) -> Self {
         match info.node() {

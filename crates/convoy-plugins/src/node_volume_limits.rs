@@ -1,0 +1,286 @@
+//! NodeVolumeLimits: a node takes no more volumes of a CSI driver than the
+//! driver's `allocatable.count` in the node's CSINode (upstream
+//! `plugins/nodevolumelimits/csi.go`, v1.37.2).
+//!
+//! Volumes are counted once each by `<driver>/<volumeHandle>`, over the
+//! pods on the node; a bound claim's volume is its PV's CSI source, an
+//! unbound claim's is its StorageClass's provisioner with a handle unique
+//! to the claim. Not yet as upstream (see docs/configuration.md#volumes):
+//! VolumeAttachments of pods already gone are not counted, in-tree volumes
+//! (inline or PVs) are not translated to their CSI driver (CSI
+//! migration), and CSIDriver `preventPodSchedulingIfMissing` is not read.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::CSINode;
+
+use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
+use convoy_api::{
+    ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
+    FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
+    QueueingHint, Status, names,
+};
+
+use crate::helper::{event_pod, pod_was_on_a_node};
+use crate::volumes::{
+    claim_class, claim_is_for_pod, claim_volume_name, event_csi_node, namespace_of, pod_volumes,
+    pvc_not_found, queue_if_pod_uses_claim, uses_claims, volume_claim,
+};
+
+/// Reason when the pod's volumes would exceed a driver's limit on the node.
+pub const ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";
+
+/// The in-tree provisioners migrated to CSI, and their CSI drivers
+/// (upstream `csi-translation-lib`).
+const MIGRATED_PROVISIONERS: &[(&str, &str)] = &[
+    ("kubernetes.io/aws-ebs", "ebs.csi.aws.com"),
+    ("kubernetes.io/gce-pd", "pd.csi.storage.gke.io"),
+    ("kubernetes.io/azure-disk", "disk.csi.azure.com"),
+    ("kubernetes.io/azure-file", "file.csi.azure.com"),
+    ("kubernetes.io/cinder", "cinder.csi.openstack.org"),
+    ("kubernetes.io/vsphere-volume", "csi.vsphere.vmware.com"),
+    ("kubernetes.io/portworx-volume", "pxd.portworx.com"),
+];
+
+/// The NodeVolumeLimits plugin (upstream's CSI limits plugin).
+#[derive(Debug)]
+pub struct NodeVolumeLimits {
+    objects: Arc<ClusterObjects>,
+    /// Prefixes the handles made up for unbound claims, so they cannot
+    /// equal a real one (upstream: 32 random characters).
+    random_volume_id_prefix: String,
+}
+
+impl NodeVolumeLimits {
+    /// The plugin, reading claims, volumes, classes and CSINodes from
+    /// `objects`.
+    pub fn new(objects: Arc<ClusterObjects>) -> Self {
+        use std::hash::{BuildHasher, RandomState};
+        // Two randomly keyed hashes: 32 hex digits no real handle starts with.
+        let random = || RandomState::new().hash_one(0u8);
+        Self { objects, random_volume_id_prefix: format!("{:016x}{:016x}", random(), random()) }
+    }
+
+    /// Upstream `filterAttachableVolumes`: the CSI volumes of a pod, by
+    /// unique name, with their driver. For the pod being scheduled a
+    /// missing claim is UnschedulableAndUnresolvable; for pods on the node
+    /// it is skipped.
+    fn attachable_volumes(
+        &self,
+        pod: &Pod,
+        csi_node: Option<&CSINode>,
+        new_pod: bool,
+        out: &mut HashMap<String, String>,
+    ) -> Result<(), Status> {
+        let namespace = namespace_of(&pod.metadata);
+        for v in pod_volumes(pod) {
+            let Some((name, ephemeral)) = volume_claim(pod, v) else { continue };
+            if name.is_empty() {
+                return Err(Status::error("PersistentVolumeClaim had no name"));
+            }
+            let Some(pvc) = self.objects.pvc(namespace, &name) else {
+                if new_pod {
+                    return Err(Status::unresolvable(format!(
+                        "looking up PVC {namespace}/{name}: {}",
+                        pvc_not_found(&name)
+                    )));
+                }
+                continue;
+            };
+            if ephemeral {
+                claim_is_for_pod(pod, &pvc).map_err(Status::error)?;
+            }
+            if let Some((driver, handle)) = self.csi_driver_info(csi_node, &pvc)
+                && !driver.is_empty()
+                && !handle.is_empty()
+            {
+                out.insert(format!("{driver}/{handle}"), driver);
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream `getCSIDriverInfo`: the bound PV's CSI driver and handle,
+    /// else the class's.
+    fn csi_driver_info(
+        &self,
+        csi_node: Option<&CSINode>,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<(String, String)> {
+        let pv_name = claim_volume_name(pvc);
+        let pv = (!pv_name.is_empty()).then(|| self.objects.pv(pv_name)).flatten();
+        let Some(pv) = pv else { return self.csi_driver_info_from_class(csi_node, pvc) };
+        // An in-tree PV counts only through CSI migration, not done yet.
+        let csi = pv.spec.as_ref()?.csi.as_ref()?;
+        Some((csi.driver.clone(), csi.volume_handle.clone()))
+    }
+
+    /// Upstream `getCSIDriverInfoFromSC`.
+    fn csi_driver_info_from_class(
+        &self,
+        csi_node: Option<&CSINode>,
+        pvc: &PersistentVolumeClaim,
+    ) -> Option<(String, String)> {
+        let class_name = claim_class(pvc);
+        if class_name.is_empty() {
+            return None;
+        }
+        let class = self.objects.storage_class(class_name)?;
+        let namespace = namespace_of(&pvc.metadata);
+        let name = pvc.metadata.name.as_deref().unwrap_or("");
+        let handle = format!("{}-{namespace}/{name}", self.random_volume_id_prefix);
+        let provisioner = class.provisioner.as_str();
+        match MIGRATED_PROVISIONERS.iter().find(|(p, _)| *p == provisioner) {
+            Some((in_tree, driver)) => {
+                is_csi_migration_on(csi_node, in_tree).then(|| (driver.to_string(), handle))
+            }
+            None => Some((provisioner.to_string(), handle)),
+        }
+    }
+}
+
+/// Upstream `isCSIMigrationOn`: the CSINode's migrated-plugins annotation
+/// lists the in-tree plugin.
+fn is_csi_migration_on(csi_node: Option<&CSINode>, plugin: &str) -> bool {
+    csi_node
+        .and_then(|c| c.metadata.annotations.as_ref())
+        .and_then(|a| a.get(ANN_MIGRATED_PLUGINS))
+        .is_some_and(|v| v.split(',').any(|p| p == plugin))
+}
+
+/// Upstream `getVolumeLimits`: `allocatable.count` per driver.
+fn volume_limits(csi_node: Option<&CSINode>) -> HashMap<&str, i64> {
+    csi_node
+        .into_iter()
+        .flat_map(|c| c.spec.drivers.iter())
+        .filter_map(|d| Some((d.name.as_str(), i64::from(d.allocatable.as_ref()?.count?))))
+        .collect()
+}
+
+impl Plugin for NodeVolumeLimits {
+    fn name(&self) -> &'static str {
+        names::NODE_VOLUME_LIMITS
+    }
+
+    fn events_to_register(&self) -> Vec<ClusterEventWithHint> {
+        vec![
+            ClusterEventWithHint::new(EventResource::CSINode, ActionType::ADD),
+            ClusterEventWithHint::with_hint(
+                EventResource::CSINode,
+                ActionType::UPDATE,
+                is_schedulable_after_csi_node_updated,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::AssignedPod,
+                ActionType::DELETE,
+                is_schedulable_after_assigned_pod_deleted,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::PersistentVolumeClaim,
+                ActionType::ADD,
+                queue_if_pod_uses_claim,
+            ),
+        ]
+    }
+
+    fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
+        Some(self)
+    }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+}
+
+impl PreFilterPlugin for NodeVolumeLimits {
+    /// Skip unless the pod uses a claim (`persistentVolumeClaim` or
+    /// `ephemeral`).
+    fn pre_filter(
+        &self,
+        _state: &mut CycleState,
+        pod: &PodInfo,
+        _nodes: &dyn NodeInfoLister,
+    ) -> (Option<PreFilterResult>, Status) {
+        if uses_claims(&pod.pod) { (None, Status::success()) } else { (None, Status::skip()) }
+    }
+}
+
+impl FilterPlugin for NodeVolumeLimits {
+    /// Unschedulable `node(s) exceed max volume count`;
+    /// UnschedulableAndUnresolvable `looking up PVC <ns>/<name>: ...` when
+    /// a claim of the pod is missing; Error when an ephemeral volume's
+    /// claim is not the pod's.
+    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let csi_node = self.objects.csi_node(node.name());
+        let csi_node = csi_node.as_deref();
+        let mut new_volumes = HashMap::new();
+        if let Err(s) = self.attachable_volumes(&pod.pod, csi_node, true, &mut new_volumes) {
+            return s;
+        }
+        if new_volumes.is_empty() {
+            return Status::success();
+        }
+        let limits = volume_limits(csi_node);
+        if limits.is_empty() {
+            return Status::success();
+        }
+        let mut attached = HashMap::new();
+        for p in &node.pods {
+            if let Err(s) = self.attachable_volumes(&p.pod, csi_node, false, &mut attached) {
+                return s;
+            }
+        }
+        let mut attached_count: HashMap<&str, i64> = HashMap::new();
+        for (unique, driver) in &attached {
+            new_volumes.remove(unique);
+            *attached_count.entry(driver).or_default() += 1;
+        }
+        let mut new_count: HashMap<&str, i64> = HashMap::new();
+        for driver in new_volumes.values() {
+            *new_count.entry(driver).or_default() += 1;
+        }
+        for (driver, count) in new_count {
+            if let Some(limit) = limits.get(driver)
+                && attached_count.get(driver).copied().unwrap_or(0) + count > *limit
+            {
+                return Status::unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED);
+            }
+        }
+        Status::success()
+    }
+}
+
+/// Queue when the deleted pod was on a node and used a claim.
+fn is_schedulable_after_assigned_pod_deleted(
+    _pod: &PodInfo,
+    old: Option<&EventObject>,
+    _new: Option<&EventObject>,
+) -> QueueingHint {
+    let Some(deleted) = event_pod(old) else { return QueueingHint::Queue };
+    if pod_was_on_a_node(deleted) && uses_claims(deleted) {
+        QueueingHint::Queue
+    } else {
+        QueueingHint::Skip
+    }
+}
+
+/// Queue when some driver's limit grew.
+fn is_schedulable_after_csi_node_updated(
+    _pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let (Some(old), Some(new)) = (event_csi_node(old), event_csi_node(new)) else {
+        return QueueingHint::Queue;
+    };
+    let old_limits = volume_limits(Some(old));
+    let grew = new.spec.drivers.iter().any(|d| {
+        let limit = d.allocatable.as_ref().and_then(|a| a.count).map_or(0, i64::from);
+        limit > old_limits.get(d.name.as_str()).copied().unwrap_or(0)
+    });
+    if grew { QueueingHint::Queue } else { QueueingHint::Skip }
+}
+
+#[cfg(test)]
+mod tests;
