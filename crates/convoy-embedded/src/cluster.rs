@@ -146,6 +146,7 @@ impl EmbeddedCluster {
         {
             let mut s = cluster.state.lock();
             for obj in objects.others {
+                let obj = volumes::admit(obj);
                 s.objects.insert((obj.kind(), obj.key()), obj.clone());
                 cluster.send(ClusterUpdate::ObjectApplied(obj));
             }
@@ -217,11 +218,14 @@ impl EmbeddedCluster {
     }
 
     /// Creates or replaces a [`ClusterObject`] (a Namespace, a workload
-    /// controller, a claim, a volume, ...); emits `ObjectApplied`.
+    /// controller, a claim, a volume, ...); emits `ObjectApplied`. A
+    /// volume without phase nor claim becomes `Available`, as the PV
+    /// controller makes it.
     pub fn apply_object(&self, obj: ClusterObject) -> Result<(), ClusterError> {
         if obj.metadata().name.as_deref().unwrap_or("").is_empty() {
             return Err(ClusterError::MissingName(obj.kind()));
         }
+        let obj = volumes::admit(obj);
         let mut s = self.state.lock();
         s.objects.insert((obj.kind(), obj.key()), obj.clone());
         self.send(ClusterUpdate::ObjectApplied(obj));

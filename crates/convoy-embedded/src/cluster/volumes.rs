@@ -45,6 +45,21 @@ fn annotate(meta: &mut ObjectMeta, key: &str, value: &str) {
     meta.annotations.get_or_insert_with(BTreeMap::new).insert(key.to_string(), value.to_string());
 }
 
+/// What the PV controller makes of a new volume: without a phase and a
+/// claim, it is `Available` (the phase static binding looks for).
+pub(crate) fn admit(obj: ClusterObject) -> ClusterObject {
+    let ClusterObject::PersistentVolume(pv) = &obj else { return obj };
+    let phase = pv.status.as_ref().and_then(|s| s.phase.as_deref());
+    let claimed = pv.spec.as_ref().is_some_and(|s| s.claim_ref.is_some());
+    if phase.is_some() || claimed {
+        return obj;
+    }
+    let mut pv = PersistentVolume::clone(pv);
+    pv.status =
+        Some(PersistentVolumeStatus { phase: Some("Available".into()), ..Default::default() });
+    ClusterObject::PersistentVolume(std::sync::Arc::new(pv))
+}
+
 impl State {
     fn pv(&self, name: &str) -> Option<PersistentVolume> {
         match self.objects.get(&("PersistentVolume", name.to_string()))? {

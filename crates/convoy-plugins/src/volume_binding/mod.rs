@@ -505,13 +505,12 @@ struct Written {
     claims: Vec<(convoy_api::ClaimRef, String)>,
 }
 
-/// Whether the watched object is older than the written version (both are
-/// the API server's integers; anything else counts as caught up).
+/// Whether the watched object is older than the written version (the API
+/// server's integers; a watched object without a version predates any
+/// write, and a write without one is taken as seen).
 fn older(watched: Option<&str>, written: &str) -> bool {
-    match (watched.and_then(|w| w.parse::<u64>().ok()), written.parse::<u64>()) {
-        (Some(w), Ok(v)) => w < v,
-        _ => false,
-    }
+    let Ok(written) = written.parse::<u64>() else { return false };
+    watched.and_then(|w| w.parse::<u64>().ok()).is_none_or(|w| w < written)
 }
 
 impl Written {
