@@ -55,8 +55,8 @@ impl AssumeCache {
     /// provision on `node`, assumed.
     pub fn assume(&self, pod_uid: &Arc<str>, volumes: &PodVolumes, node: &str) {
         let mut st = self.lock();
-        for (pv, _, claim) in &volumes.static_bindings {
-            st.pvs.insert(pv.clone(), (Arc::clone(pod_uid), claim.clone()));
+        for b in &volumes.static_bindings {
+            st.pvs.insert(b.pv.clone(), (Arc::clone(pod_uid), b.claim.clone()));
         }
         for (claim, _) in &volumes.dynamic_provisions {
             st.claims.insert(

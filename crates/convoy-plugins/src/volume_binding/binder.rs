@@ -143,12 +143,29 @@ impl Candidate {
     }
 }
 
+/// A claim given an existing volume (upstream `BindingInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaticBinding {
+    /// The volume.
+    pub pv: String,
+    /// Its resourceVersion when chosen.
+    pub resource_version: Option<String>,
+    /// The claim.
+    pub claim: ClaimRef,
+    /// The volume's class (upstream `StorageClassName()`).
+    pub class: String,
+    /// The claim's request and the volume's capacity, in bytes (upstream
+    /// `StorageResource()`).
+    pub requested: i64,
+    /// See `requested`.
+    pub capacity: i64,
+}
+
 /// What a pod's delayed claims get on one node (upstream `PodVolumes`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodVolumes {
-    /// Claims bound to existing volumes: `(volume, its resourceVersion,
-    /// claim)`.
-    pub static_bindings: Vec<(String, Option<String>, ClaimRef)>,
+    /// Claims bound to existing volumes.
+    pub static_bindings: Vec<StaticBinding>,
     /// Claims to provision on the node, with their resourceVersion.
     pub dynamic_provisions: Vec<(ClaimRef, Option<String>)>,
 }
@@ -183,11 +200,14 @@ pub fn find_pod_volumes(
         match find_matching_volume(c, candidates, labels, &chosen) {
             Some(pv) => {
                 chosen.insert(pv.name.as_str());
-                result.static_bindings.push((
-                    pv.name.clone(),
-                    pv.pv.metadata.resource_version.clone(),
-                    c.key.clone(),
-                ));
+                result.static_bindings.push(StaticBinding {
+                    pv: pv.name.clone(),
+                    resource_version: pv.pv.metadata.resource_version.clone(),
+                    claim: c.key.clone(),
+                    class: pv.spec_str(|s| s.storage_class_name.as_deref()).to_string(),
+                    requested: c.request,
+                    capacity: pv.capacity,
+                });
             }
             // Upstream's "no match" is replaced by the provisioning
             // check's own verdict.

@@ -15,12 +15,15 @@
 //! annotation) and waits until the watched claims are bound, up to
 //! `bindTimeoutSeconds`; Unreserve forgets the assumption.
 //!
+//! Score ([`scorer`]) prefers the nodes whose chosen volumes the claims
+//! fill most (the args' `shape`).
+//!
 //! Not done: CSIStorageCapacity (a class's driver publishing its free
-//! storage; Convoy does not watch it, so every provision is taken to fit),
-//! the Score (`StorageCapacityScoring`), translating a bound in-tree PV to
-//! CSI, and PreBind's checks that the pod still exists and that the bound
-//! volume's node affinity matches the node (the plugin sees no node
-//! objects there).
+//! storage; Convoy does not watch it, so every provision is taken to fit
+//! and scores nothing), translating a bound in-tree PV to CSI, and
+//! PreBind's checks that the pod still exists and that the bound volume's
+//! node affinity matches the node (the plugin sees no node objects
+//! there).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -33,7 +36,8 @@ use convoy_api::objects::volumes::{ANN_MIGRATED_PLUGINS, ANN_SELECTED_NODE};
 use convoy_api::{
     ActionType, Binder, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
     EventResource, FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreBindPlugin,
-    PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Status, VolumeWrite, names,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin,
+    Status, VolumeWrite, names,
 };
 use convoy_config::{PluginArgs, VolumeBindingArgs};
 
@@ -56,9 +60,11 @@ pub const ERR_REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate Persis
 
 pub mod assume;
 pub mod binder;
+pub mod scorer;
 
 pub use binder::{ERR_REASON_BIND_CONFLICT, ERR_REASON_NOT_ENOUGH_SPACE};
 
+use crate::node_resources::requested_to_capacity_ratio::Shape;
 use assume::AssumeCache;
 use binder::{Candidate, Classes, DelayedClaim, PodVolumes, find_pod_volumes};
 
@@ -72,8 +78,10 @@ pub struct VolumeBinding {
     objects: Arc<ClusterObjects>,
     /// Where PreBind writes the bindings.
     binder: Arc<dyn Binder>,
-    /// `bindTimeoutSeconds` (PreBind); the shape serves the Score to come.
+    /// `bindTimeoutSeconds` (PreBind) and `shape` (Score).
     args: VolumeBindingArgs,
+    /// The Score's function, from `args.shape`.
+    shape: Shape,
     /// The volumes and claims chosen for pods in flight.
     assumed: Arc<AssumeCache>,
 }
@@ -91,10 +99,12 @@ impl VolumeBinding {
     /// The plugin, reading claims, volumes and classes from `objects` and
     /// writing bindings through `binder`.
     pub fn new(objects: Arc<ClusterObjects>, binder: Arc<dyn Binder>) -> Self {
+        let args = VolumeBindingArgs::default();
         Self {
             objects,
             binder,
-            args: VolumeBindingArgs::default(),
+            shape: Shape::new(&args.shape),
+            args,
             assumed: Arc::new(AssumeCache::default()),
         }
     }
@@ -111,7 +121,7 @@ impl VolumeBinding {
             Some(PluginArgs::VolumeBinding(a)) => a.clone(),
             Some(other) => return Err(format!("want VolumeBindingArgs, got {other:?}")),
         };
-        Ok(Self { args, ..Self::new(objects, binder) })
+        Ok(Self { shape: Shape::new(&args.shape), args, ..Self::new(objects, binder) })
     }
 
     /// The volumes and claims assumed for pods in flight.
@@ -245,6 +255,12 @@ impl Plugin for VolumeBinding {
         Some(self)
     }
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
         Some(self)
     }
     fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
@@ -387,6 +403,38 @@ impl FilterPlugin for VolumeBinding {
     }
 }
 
+impl PreScorePlugin for VolumeBinding {
+    /// Skip unless Filter chose existing volumes on some node (upstream
+    /// skips only without `hasStaticBindings` and StorageCapacityScoring;
+    /// with the gate on and no static binding its scores are all 0 here,
+    /// since Convoy reads no CSIStorageCapacity, so skipping is the same).
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _pod: &PodInfo,
+        _feasible: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
+        let has_static = state.read::<PreFilterState>().is_some_and(|st| {
+            st.by_node
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .any(|v| !v.static_bindings.is_empty())
+        });
+        if has_static { Status::success() } else { Status::skip() }
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    /// [`scorer::score`] of Filter's choice on the node (0 without one).
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(st) = state.read::<PreFilterState>() else { return Ok(0) };
+        let by_node = st.by_node.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(by_node.get(node.name()).map_or(0, |v| scorer::score(&self.shape, v)))
+    }
+}
+
 impl ReservePlugin for VolumeBinding {
     /// Upstream `AssumePodVolumes`: Filter's choice on the node for the
     /// delayed claims, assumed. Success; Error `no pod volume found for
@@ -458,7 +506,7 @@ async fn bind_pod_volumes(
     timeout: Duration,
 ) -> Status {
     let mut written = Written::default();
-    for (pv, resource_version, claim) in volumes.static_bindings {
+    for binder::StaticBinding { pv, resource_version, claim, .. } in volumes.static_bindings {
         let write =
             VolumeWrite::BindVolume { pv: pv.clone(), resource_version, claim: claim.clone() };
         match binder.write_volume(write).await {

@@ -130,7 +130,7 @@ fn find(plugin: &VolumeBinding, pod: &PodInfo) -> (String, Vec<String>) {
 
 fn describe(v: &PodVolumes) -> Vec<String> {
     let mut out: Vec<String> =
-        v.static_bindings.iter().map(|(pv, _, c)| format!("{pv} <- {}", c.name)).collect();
+        v.static_bindings.iter().map(|b| format!("{} <- {}", b.pv, b.claim.name)).collect();
     out.extend(v.dynamic_provisions.iter().map(|(c, _)| format!("provision {}", c.name)));
     out
 }
@@ -567,4 +567,75 @@ fn check_reports_undone_bindings() {
     o.apply(&obj_pvc(pvc_json(d)));
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "1".into())] };
     assert_eq!(w.check(&o, "node1"), Err("provisioning failed for PVC \"d\"".into()));
+}
+
+/// Upstream `TestVolumeBinding` "local volumes with close capacity are
+/// preferred" (one claim, then one per class), StorageCapacityScoring on:
+/// the default shape prefers the node whose volumes the claims fill most.
+#[test]
+fn score_prefers_volumes_with_close_capacity() {
+    let hdd = serde_json::from_value(json!({"metadata": {"name": "wait-hdd-sc"},
+        "volumeBindingMode": "WaitForFirstConsumer", "provisioner": ""}))
+    .unwrap();
+    let pv = |name: &str, class: &str, size: &str, node: &str| {
+        obj_pv(pv_json(json!({"metadata": {"name": name},
+            "spec": {"storageClassName": class, "capacity": {"storage": size},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}]}]}}},
+            "status": {"phase": "Available"}})))
+    };
+    let claim = |name: &str, class: &str, size: &str| {
+        obj_pvc(pvc_json(json!({"metadata": {"name": name},
+            "spec": {"storageClassName": class, "resources": {"requests": {"storage": size}}}})))
+    };
+    let mut objects = vec![obj_class(hdd), obj_class(class_without_provisioner(WAIT))];
+    for (node, size) in [("node-a", "200Gi"), ("node-b", "100Gi")] {
+        let n = &node[5..];
+        objects.push(pv(&format!("pv-{n}-0"), WAIT, size, node));
+        objects.push(pv(&format!("pv-{n}-1"), WAIT, size, node));
+        objects.push(pv(&format!("pv-{n}-2"), "wait-hdd-sc", size, node));
+        objects.push(pv(&format!("pv-{n}-3"), "wait-hdd-sc", size, node));
+    }
+    objects.push(claim("pvc-a", WAIT, "50Gi"));
+    objects.push(claim("pvc-0", WAIT, "50Gi"));
+    objects.push(claim("pvc-1", "wait-hdd-sc", "100Gi"));
+    let p = plugin(store(objects));
+    let nodes: Vec<NodeInfo> = ["node-a", "node-b", "node-c"]
+        .iter()
+        .map(|n| NodeBuilder::new(n).label("kubernetes.io/hostname", n).info())
+        .collect();
+    for (claims, want) in [(&["pvc-a"][..], [75, 50, 0]), (&["pvc-0", "pvc-1"][..], [63, 25, 0])] {
+        let pod = pod_with(
+            "pod-a",
+            claims.iter().enumerate().map(|(i, c)| claim_volume(&format!("v{i}"), c)).collect(),
+        )
+        .info();
+        let mut state = CycleState::new();
+        let all = NodeList::of(nodes.clone());
+        assert!(p.pre_filter(&mut state, &pod, &all).1.is_success());
+        let fits: Vec<bool> =
+            nodes.iter().map(|n| p.filter(&state, &pod, n).is_success()).collect();
+        assert_eq!(fits, [true, true, false], "{claims:?}");
+        assert!(p.pre_score(&mut state, &pod, &[], &all).is_success());
+        let scores: Vec<i64> = nodes.iter().map(|n| p.score(&state, &pod, n).unwrap()).collect();
+        assert_eq!(scores, want, "{claims:?}");
+    }
+}
+
+#[test]
+fn score_is_skipped_without_static_bindings() {
+    let p = plugin(objects(&[claim("provisioned", "1Gi", WAIT_PROVISIONER)], &[]));
+    let pod = pod("p", &["provisioned"]).info();
+    let mut state = CycleState::new();
+    let node = node1();
+    let all = NodeList::of(vec![node.clone()]);
+    p.pre_filter(&mut state, &pod, &all);
+    assert!(p.filter(&state, &pod, &node).is_success());
+    assert!(p.pre_score(&mut state, &pod, &[], &all).is_skip());
+}
+
+fn class_without_provisioner(name: &str) -> k8s_openapi::api::storage::v1::StorageClass {
+    serde_json::from_value(json!({"metadata": {"name": name},
+        "volumeBindingMode": "WaitForFirstConsumer", "provisioner": ""}))
+    .unwrap()
 }
