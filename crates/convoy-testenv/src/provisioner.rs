@@ -178,3 +178,44 @@ pub fn volume_for(
         status: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_volume_has_the_claims_size_and_the_nodes_topology() {
+        let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+            "metadata": {"name": "data-web-0", "namespace": "wfc", "uid": "u1"},
+            "spec": {"storageClassName": "wfc", "accessModes": ["ReadWriteOnce"],
+                     "volumeMode": "Block", "resources": {"requests": {"storage": "2Gi"}}}
+        }))
+        .unwrap();
+        let class: StorageClass = serde_json::from_value(
+            json!({"metadata": {"name": "wfc"}, "provisioner": TEST_PROVISIONER}),
+        )
+        .unwrap();
+        let node = |labels: serde_json::Value| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}})).unwrap()
+        };
+        let pv = serde_json::to_value(volume_for(
+            &claim,
+            &class,
+            &node(json!({ZONE_LABEL: "a", HOSTNAME_LABEL: "h1"})),
+        ))
+        .unwrap();
+        assert_eq!(pv["metadata"]["name"], "pvc-u1");
+        assert_eq!(pv["spec"]["capacity"], json!({"storage": "2Gi"}));
+        assert_eq!(pv["spec"]["volumeMode"], "Block");
+        assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Delete");
+        assert_eq!(pv["spec"]["claimRef"]["uid"], "u1");
+        let expr = |pv: &serde_json::Value| {
+            pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+                .clone()
+        };
+        assert_eq!(expr(&pv), json!({"key": ZONE_LABEL, "operator": "In", "values": ["a"]}));
+        let pv = serde_json::to_value(volume_for(&claim, &class, &node(json!({})))).unwrap();
+        assert_eq!(expr(&pv), json!({"key": HOSTNAME_LABEL, "operator": "In", "values": ["n1"]}));
+    }
+}

@@ -251,3 +251,132 @@ pub(crate) fn provisioned_volume(
         status: None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use convoy_api::testing::NodeBuilder;
+    use serde_json::json;
+
+    use super::*;
+    use crate::load::Objects;
+
+    fn object<K: convoy_api::objects::trim::ObjectKind + serde::de::DeserializeOwned>(
+        v: serde_json::Value,
+    ) -> ClusterObject {
+        ClusterObject::trimmed(serde_json::from_value::<K>(v).unwrap())
+    }
+
+    fn cluster() -> Arc<EmbeddedCluster> {
+        let others = vec![
+            object::<k8s_openapi::api::storage::v1::StorageClass>(json!({
+                "metadata": {"name": "fast"}, "provisioner": "csi.example.com",
+                "volumeBindingMode": "WaitForFirstConsumer"})),
+            object::<k8s_openapi::api::storage::v1::StorageClass>(json!({
+                "metadata": {"name": "local"}, "provisioner": NO_PROVISIONER,
+                "volumeBindingMode": "WaitForFirstConsumer"})),
+            object::<PersistentVolume>(json!({"metadata": {"name": "pv-1"},
+                "spec": {"storageClassName": "local", "capacity": {"storage": "1Gi"}}})),
+            object::<PersistentVolumeClaim>(json!({
+                "metadata": {"name": "c", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+                "spec": {"storageClassName": "fast", "accessModes": ["ReadWriteOnce"],
+                         "resources": {"requests": {"storage": "3Gi"}}}})),
+            object::<PersistentVolumeClaim>(json!({
+                "metadata": {"name": "l", "namespace": "ns", "uid": "u2"},
+                "spec": {"storageClassName": "local"}})),
+        ];
+        let nodes = vec![
+            NodeBuilder::new("zoned").label(ZONE_LABEL, "z1").build(),
+            NodeBuilder::new("plain").build(),
+        ];
+        EmbeddedCluster::new(Objects { others, nodes, ..Objects::default() }).0
+    }
+
+    fn claim(name: &str, uid: &str) -> ClaimRef {
+        ClaimRef { namespace: "ns".into(), name: name.into(), uid: uid.into() }
+    }
+
+    fn get(c: &EmbeddedCluster, kind: &'static str, key: &str) -> serde_json::Value {
+        let s = c.state.lock();
+        match s.objects.get(&(kind, key.to_string())).unwrap() {
+            ClusterObject::PersistentVolume(v) => serde_json::to_value(&**v).unwrap(),
+            ClusterObject::PersistentVolumeClaim(v) => serde_json::to_value(&**v).unwrap(),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn loaded_volumes_without_phase_are_available() {
+        let c = cluster();
+        assert_eq!(get(&c, "PersistentVolume", "pv-1")["status"]["phase"], "Available");
+    }
+
+    #[test]
+    fn a_volume_given_a_claim_is_bound_with_it() {
+        let c = cluster();
+        let write = VolumeWrite::BindVolume {
+            pv: "pv-1".into(),
+            resource_version: None,
+            claim: claim("l", "u2"),
+        };
+        let version = c.write_volume_now(write).unwrap();
+        let pv = get(&c, "PersistentVolume", "pv-1");
+        assert_eq!(pv["metadata"]["resourceVersion"], version.as_str());
+        assert_eq!(pv["status"]["phase"], "Bound");
+        assert_eq!(pv["spec"]["claimRef"]["uid"], "u2");
+        let pvc = get(&c, "PersistentVolumeClaim", "ns/l");
+        assert_eq!(pvc["spec"]["volumeName"], "pv-1");
+        assert_eq!(pvc["status"]["phase"], "Bound");
+        assert_eq!(pvc["metadata"]["annotations"][ANN_BIND_COMPLETED], "yes");
+    }
+
+    #[test]
+    fn a_stale_version_is_a_conflict() {
+        let c = cluster();
+        let write = VolumeWrite::SelectNode {
+            claim: claim("c", "u1"),
+            resource_version: Some("0".into()),
+            node: "zoned".into(),
+        };
+        let err = c.write_volume_now(write).unwrap_err().to_string();
+        assert!(err.starts_with("Operation cannot be fulfilled on persistentvolumeclaims \"c\""));
+    }
+
+    #[test]
+    fn a_claim_given_a_node_gets_a_volume_in_its_zone_or_on_it() {
+        for (node, key, value) in [("zoned", ZONE_LABEL, "z1"), ("plain", HOSTNAME_LABEL, "plain")]
+        {
+            let c = cluster();
+            let write = VolumeWrite::SelectNode {
+                claim: claim("c", "u1"),
+                resource_version: Some("1".into()),
+                node: node.into(),
+            };
+            c.write_volume_now(write).unwrap();
+            let pvc = get(&c, "PersistentVolumeClaim", "ns/c");
+            assert_eq!(pvc["metadata"]["annotations"][ANN_SELECTED_NODE], node);
+            assert_eq!(pvc["spec"]["volumeName"], "pvc-u1");
+            let pv = get(&c, "PersistentVolume", "pvc-u1");
+            assert_eq!(pv["spec"]["capacity"]["storage"], "3Gi");
+            assert_eq!(pv["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+            let expr = &pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"]
+                [0];
+            assert_eq!((expr["key"].as_str(), &expr["values"]), (Some(key), &json!([value])));
+        }
+    }
+
+    #[test]
+    fn without_a_provisioner_the_claim_stays_pending() {
+        let c = cluster();
+        let write = VolumeWrite::SelectNode {
+            claim: claim("l", "u2"),
+            resource_version: None,
+            node: "plain".into(),
+        };
+        c.write_volume_now(write).unwrap();
+        let pvc = get(&c, "PersistentVolumeClaim", "ns/l");
+        assert_eq!(pvc["metadata"]["annotations"][ANN_SELECTED_NODE], "plain");
+        assert!(pvc["spec"]["volumeName"].is_null());
+    }
+}
