@@ -21,23 +21,21 @@
 //! Not done: CSIStorageCapacity (a class's driver publishing its free
 //! storage; Convoy does not watch it, so every provision is taken to fit
 //! and scores nothing), translating a bound in-tree PV to CSI, and
-//! PreBind's checks that the pod still exists and that the bound volume's
-//! node affinity matches the node (the plugin sees no node objects
-//! there).
+//! PreBind's check that the pod still exists (the plugin sees no pods).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 
-use convoy_api::objects::volumes::{ANN_MIGRATED_PLUGINS, ANN_SELECTED_NODE};
+use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 use convoy_api::{
     ActionType, Binder, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
     EventResource, FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreBindPlugin,
     PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin,
-    Status, VolumeWrite, names,
+    Status, names,
 };
 use convoy_config::{PluginArgs, VolumeBindingArgs};
 
@@ -60,6 +58,7 @@ pub const ERR_REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate Persis
 
 pub mod assume;
 pub mod binder;
+mod prebind;
 pub mod scorer;
 
 pub use binder::{ERR_REASON_BIND_CONFLICT, ERR_REASON_NOT_ENOUGH_SPACE};
@@ -67,11 +66,9 @@ pub use binder::{ERR_REASON_BIND_CONFLICT, ERR_REASON_NOT_ENOUGH_SPACE};
 use crate::node_resources::requested_to_capacity_ratio::Shape;
 use assume::AssumeCache;
 use binder::{Candidate, Classes, DelayedClaim, PodVolumes, find_pod_volumes};
-
-/// How often PreBind looks whether the claims are bound (upstream polls
-/// every second; the check reads the watched objects only, so Convoy looks
-/// more often and a binding completes sooner).
-const BIND_POLL_INTERVAL: Duration = Duration::from_millis(100);
+#[cfg(test)]
+use prebind::Written;
+use prebind::bind_pod_volumes;
 
 /// The VolumeBinding plugin.
 pub struct VolumeBinding {
@@ -158,12 +155,20 @@ struct PreFilterState {
     pvs: BTreeMap<String, Vec<Candidate>>,
     classes: Classes,
     /// Filter's choice per node (Filter runs on many nodes at once).
-    by_node: Mutex<HashMap<String, PodVolumes>>,
+    by_node: Mutex<HashMap<String, NodeChoice>>,
+}
+
+/// Filter's choice on a node, and the node (PreBind checks the bound
+/// volumes' node affinity against its labels).
+#[derive(Clone)]
+struct NodeChoice {
+    volumes: PodVolumes,
+    node: Option<Arc<Node>>,
 }
 
 /// What Reserve chose (`None`: every claim was bound already, upstream's
 /// `allBound`).
-struct Reserved(Option<PodVolumes>);
+struct Reserved(Option<NodeChoice>);
 
 impl VolumeBinding {
     /// Upstream `podHasPVCs`: every claim exists, is not lost or being
@@ -379,11 +384,12 @@ impl FilterPlugin for VolumeBinding {
         }
         if !st.delayed.is_empty() {
             match find_pod_volumes(&st.delayed, &st.pvs, &st.classes, node.name(), labels) {
-                Ok(v) if reasons.is_empty() && !pv_missing => {
+                Ok(volumes) if reasons.is_empty() && !pv_missing => {
+                    let choice = NodeChoice { volumes, node: node.node().cloned() };
                     st.by_node
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
-                        .insert(node.name().to_string(), v);
+                        .insert(node.name().to_string(), choice);
                 }
                 Ok(_) => {}
                 Err(Ok(reason)) => reasons.push(reason),
@@ -420,7 +426,7 @@ impl PreScorePlugin for VolumeBinding {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .values()
-                .any(|v| !v.static_bindings.is_empty())
+                .any(|c| !c.volumes.static_bindings.is_empty())
         });
         if has_static { Status::success() } else { Status::skip() }
     }
@@ -431,7 +437,7 @@ impl ScorePlugin for VolumeBinding {
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let Some(st) = state.read::<PreFilterState>() else { return Ok(0) };
         let by_node = st.by_node.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(by_node.get(node.name()).map_or(0, |v| scorer::score(&self.shape, v)))
+        Ok(by_node.get(node.name()).map_or(0, |c| scorer::score(&self.shape, &c.volumes)))
     }
 }
 
@@ -450,8 +456,8 @@ impl ReservePlugin for VolumeBinding {
             }
             _ => None,
         };
-        if let Some(v) = &chosen {
-            self.assumed.assume(&pod.uid, v, node);
+        if let Some(c) = &chosen {
+            self.assumed.assume(&pod.uid, &c.volumes, node);
         }
         state.write(Reserved(chosen));
         Status::success()
@@ -469,142 +475,33 @@ impl PreBindPlugin for VolumeBinding {
     /// once when nothing was to bind; Error (the pod is unreserved and
     /// retried) when a write fails, a binding is undone (`ClaimRef got
     /// reset for pv "x"`, `provisioning failed for PVC "x"`,
-    /// `selectedNode annotation reset for PVC "x"`) or `bindTimeoutSeconds`
-    /// passes, as `binding volumes: ...`.
+    /// `selectedNode annotation reset for PVC "x"`, `pv "x" node affinity
+    /// doesn't match node "n": ...`) or `bindTimeoutSeconds` passes, as
+    /// `binding volumes: ...`.
     fn pre_bind(
         &self,
         state: Arc<CycleState>,
         pod: Arc<PodInfo>,
         node: Arc<str>,
     ) -> BoxFuture<'static, Status> {
-        let Some(Reserved(Some(volumes))) = state.read::<Reserved>() else {
+        let Some(Reserved(Some(choice))) = state.read::<Reserved>() else {
             return Box::pin(std::future::ready(Status::success()));
         };
-        let volumes = volumes.clone();
+        let NodeChoice { volumes, node: node_object } = choice.clone();
+        let labels = node_object.and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
         let binder = Arc::clone(&self.binder);
         let objects = Arc::clone(&self.objects);
         let assumed = Arc::clone(&self.assumed);
         let timeout = Duration::from_secs(self.args.bind_timeout_seconds.max(0) as u64);
         Box::pin(async move {
-            let status = bind_pod_volumes(&*binder, &objects, volumes, &node, timeout).await;
+            let status =
+                bind_pod_volumes(&*binder, &objects, volumes, &node, &labels, timeout).await;
             if status.is_success() {
                 // The watched objects now say what was assumed.
                 assumed.forget(&pod.uid);
             }
             status
         })
-    }
-}
-
-/// The writes, then the wait (upstream `bindAPIUpdate` and
-/// `checkBindings` polled until `bindTimeout`).
-async fn bind_pod_volumes(
-    binder: &dyn Binder,
-    objects: &ClusterObjects,
-    volumes: PodVolumes,
-    node: &str,
-    timeout: Duration,
-) -> Status {
-    let mut written = Written::default();
-    for binder::StaticBinding { pv, resource_version, claim, .. } in volumes.static_bindings {
-        let write =
-            VolumeWrite::BindVolume { pv: pv.clone(), resource_version, claim: claim.clone() };
-        match binder.write_volume(write).await {
-            Ok(rv) => {
-                tracing::debug!(pv, claim = %format_args!("{}/{}", claim.namespace, claim.name),
-                    "Updated PersistentVolume with claim. Waiting for binding to complete");
-                written.pvs.push((pv, rv, claim));
-            }
-            Err(e) => return Status::error(e.to_string()),
-        }
-    }
-    for (claim, resource_version) in volumes.dynamic_provisions {
-        let write = VolumeWrite::SelectNode {
-            claim: claim.clone(),
-            resource_version,
-            node: node.to_string(),
-        };
-        match binder.write_volume(write).await {
-            Ok(rv) => written.claims.push((claim, rv)),
-            Err(e) => return Status::error(e.to_string()),
-        }
-    }
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        match written.check(objects, node) {
-            Ok(true) => return Status::success(),
-            Ok(false) => {}
-            Err(e) => return Status::error(format!("binding volumes: {e}")),
-        }
-        if tokio::time::Instant::now() + BIND_POLL_INTERVAL > deadline {
-            return Status::error(format!(
-                "binding volumes: context deadline exceeded (waited {}s for the claims to be bound)",
-                timeout.as_secs()
-            ));
-        }
-        tokio::time::sleep(BIND_POLL_INTERVAL).await;
-    }
-}
-
-/// What PreBind wrote, with the written versions.
-#[derive(Default)]
-struct Written {
-    pvs: Vec<(String, String, convoy_api::ClaimRef)>,
-    claims: Vec<(convoy_api::ClaimRef, String)>,
-}
-
-/// Whether the watched object is older than the written version (the API
-/// server's integers; a watched object without a version predates any
-/// write, and a write without one is taken as seen).
-fn older(watched: Option<&str>, written: &str) -> bool {
-    let Ok(written) = written.parse::<u64>() else { return false };
-    watched.and_then(|w| w.parse::<u64>().ok()).is_none_or(|w| w < written)
-}
-
-impl Written {
-    /// Upstream `checkBindings` on the watched objects: `Ok(true)` when
-    /// every claim is fully bound; an error when a binding was undone.
-    fn check(&self, objects: &ClusterObjects, node: &str) -> Result<bool, String> {
-        for (name, rv, claim) in &self.pvs {
-            let pv = objects.pv(name).ok_or_else(|| {
-                format!("failed to check binding: {}", crate::volumes::pv_not_found(name))
-            })?;
-            let pvc = objects.pvc(&claim.namespace, &claim.name).ok_or_else(|| {
-                format!("failed to check binding: {}", crate::volumes::pvc_not_found(&claim.name))
-            })?;
-            if older(pv.metadata.resource_version.as_deref(), rv) {
-                return Ok(false);
-            }
-            let uid =
-                pv.spec.as_ref().and_then(|s| s.claim_ref.as_ref()).and_then(|r| r.uid.as_deref());
-            if uid.is_none_or(str::is_empty) {
-                return Err(format!("ClaimRef got reset for pv {name:?}"));
-            }
-            if !claim_is_fully_bound(&pvc) {
-                return Ok(false);
-            }
-        }
-        for (claim, rv) in &self.claims {
-            let pvc = objects.pvc(&claim.namespace, &claim.name).ok_or_else(|| {
-                format!(
-                    "failed to check provisioning pvc: {}",
-                    crate::volumes::pvc_not_found(&claim.name)
-                )
-            })?;
-            if older(pvc.metadata.resource_version.as_deref(), rv) {
-                return Ok(false);
-            }
-            let Some(annotations) = pvc.metadata.annotations.as_ref() else {
-                return Err(format!("selectedNode annotation reset for PVC {:?}", claim.name));
-            };
-            if annotations.get(ANN_SELECTED_NODE).map(String::as_str) != Some(node) {
-                return Err(format!("provisioning failed for PVC {:?}", claim.name));
-            }
-            if !claim_is_fully_bound(&pvc) {
-                return Ok(false);
-            }
-        }
-        Ok(true)
     }
 }
 

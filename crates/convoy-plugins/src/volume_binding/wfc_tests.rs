@@ -8,7 +8,7 @@
 use std::sync::Mutex as StdMutex;
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
-use convoy_api::{BindError, ClaimRef, ClusterObject, NodeList};
+use convoy_api::{BindError, ClaimRef, ClusterObject, NodeList, VolumeWrite};
 use serde_json::{Value, json};
 
 use super::*;
@@ -123,7 +123,7 @@ fn find(plugin: &VolumeBinding, pod: &PodInfo) -> (String, Vec<String>) {
     let chosen = state
         .read::<PreFilterState>()
         .and_then(|st| st.by_node.lock().unwrap().get("node1").cloned())
-        .map(|v| describe(&v))
+        .map(|c| describe(&c.volumes))
         .unwrap_or_default();
     (show(&status), chosen)
 }
@@ -556,17 +556,25 @@ fn check_reports_undone_bindings() {
     );
     let claim_ref =
         |n: &str| ClaimRef { namespace: "testns".into(), name: n.into(), uid: format!("uid-{n}") };
+    let labels = BTreeMap::from([(KEY.to_string(), "node1".to_string())]);
     let w = Written { pvs: vec![("pv-1".into(), "1".into(), claim_ref("c"))], claims: vec![] };
-    assert_eq!(w.check(&o, "node1"), Err("ClaimRef got reset for pv \"pv-1\"".into()));
+    assert_eq!(w.check(&o, "node1", &labels), Err("ClaimRef got reset for pv \"pv-1\"".into()));
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "1".into())] };
-    assert_eq!(w.check(&o, "node1"), Err("selectedNode annotation reset for PVC \"d\"".into()));
+    assert_eq!(
+        w.check(&o, "node1", &labels),
+        Err("selectedNode annotation reset for PVC \"d\"".into())
+    );
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "9".into())] };
-    assert_eq!(w.check(&o, "node1"), Ok(false), "the watched claim is older than the write");
+    assert_eq!(
+        w.check(&o, "node1", &labels),
+        Ok(false),
+        "the watched claim is older than the write"
+    );
     let mut d = claim("d", "1Gi", WAIT_PROVISIONER);
     d["metadata"]["annotations"] = json!({"volume.kubernetes.io/selected-node": "node2"});
     o.apply(&obj_pvc(pvc_json(d)));
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "1".into())] };
-    assert_eq!(w.check(&o, "node1"), Err("provisioning failed for PVC \"d\"".into()));
+    assert_eq!(w.check(&o, "node1", &labels), Err("provisioning failed for PVC \"d\"".into()));
 }
 
 /// Upstream `TestVolumeBinding` "local volumes with close capacity are
@@ -638,4 +646,24 @@ fn class_without_provisioner(name: &str) -> k8s_openapi::api::storage::v1::Stora
     serde_json::from_value(json!({"metadata": {"name": name},
         "volumeBindingMode": "WaitForFirstConsumer", "provisioner": ""}))
     .unwrap()
+}
+
+#[test]
+fn check_reports_a_bound_volume_the_node_cannot_reach() {
+    let mut c = claim("d", "1Gi", WAIT_PROVISIONER);
+    c["metadata"]["annotations"] = json!({"volume.kubernetes.io/selected-node": "node1",
+        "pv.kubernetes.io/bind-completed": "yes"});
+    c["spec"]["volumeName"] = json!("pv-elsewhere");
+    let o = objects(&[c], &[volume("pv-elsewhere", "node2", "1Gi", WAIT_PROVISIONER, Some("d"))]);
+    let claim_ref = ClaimRef { namespace: "testns".into(), name: "d".into(), uid: "uid-d".into() };
+    let w = Written { pvs: vec![], claims: vec![(claim_ref, "1".into())] };
+    let labels = BTreeMap::from([(KEY.to_string(), "node1".to_string())]);
+    assert_eq!(
+        w.check(&o, "node1", &labels),
+        Err("pv \"pv-elsewhere\" node affinity doesn't match node \"node1\": no matching \
+             NodeSelectorTerms"
+            .into())
+    );
+    let labels = BTreeMap::from([(KEY.to_string(), "node2".to_string())]);
+    assert_eq!(w.check(&o, "node1", &labels), Ok(true));
 }
