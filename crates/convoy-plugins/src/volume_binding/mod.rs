@@ -166,9 +166,9 @@ struct NodeChoice {
     node: Option<Arc<Node>>,
 }
 
-/// What Reserve chose (`None`: every claim was bound already, upstream's
-/// `allBound`).
-struct Reserved(Option<NodeChoice>);
+/// What Reserve chose for the delayed claims (absent: every claim was
+/// bound already, upstream's `allBound`).
+struct Reserved(NodeChoice);
 
 impl VolumeBinding {
     /// Upstream `podHasPVCs`: every claim exists, is not lost or being
@@ -450,15 +450,15 @@ impl ReservePlugin for VolumeBinding {
             Some(st) if !st.delayed.is_empty() => {
                 let by_node = st.by_node.lock().unwrap_or_else(|e| e.into_inner());
                 match by_node.get(node) {
-                    Some(v) => Some(v.clone()),
+                    Some(c) => c.clone(),
                     None => return Status::error(format!("no pod volume found for node {node:?}")),
                 }
             }
-            _ => None,
+            // Every claim bound already (upstream's `allBound`): nothing to
+            // assume, nothing for PreBind.
+            _ => return Status::success(),
         };
-        if let Some(c) = &chosen {
-            self.assumed.assume(&pod.uid, &c.volumes, node);
-        }
+        self.assumed.assume(&pod.uid, &chosen.volumes, node);
         state.write(Reserved(chosen));
         Status::success()
     }
@@ -484,7 +484,7 @@ impl PreBindPlugin for VolumeBinding {
         pod: Arc<PodInfo>,
         node: Arc<str>,
     ) -> BoxFuture<'static, Status> {
-        let Some(Reserved(Some(choice))) = state.read::<Reserved>() else {
+        let Some(Reserved(choice)) = state.read::<Reserved>() else {
             return Box::pin(std::future::ready(Status::success()));
         };
         let NodeChoice { volumes, node: node_object } = choice.clone();
