@@ -1,12 +1,17 @@
 //! Binding through the `pods/{name}/binding` subresource, as upstream's
-//! `DefaultBinder`.
+//! `DefaultBinder`, and VolumeBinding's PreBind writes (a
+//! PersistentVolume's `spec.claimRef`, a claim's selected node) as
+//! upstream's volume binder makes them.
 
 use std::sync::Arc;
 
-use convoy_api::{BindError, Binder, PodInfo};
+use convoy_api::objects::volumes::{ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
+use convoy_api::{BindError, Binder, PodInfo, VolumeWrite};
 use futures::future::BoxFuture;
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
-use kube::api::{Api, ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{
+    Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use tokio::sync::Semaphore;
 
 /// A [`Binder`] that POSTs a `Binding` for each pod, at most
@@ -49,6 +54,52 @@ impl Binder for ApiBinder {
             bind(client, &pod, &node).await
         })
     }
+
+    /// A JSON merge patch carrying the resourceVersion the plugin chose
+    /// from (so a volume or claim changed since is a 409 Conflict, as
+    /// upstream's Update): a volume's `spec.claimRef` and
+    /// `pv.kubernetes.io/bound-by-controller: "yes"`, or a claim's
+    /// `volume.kubernetes.io/selected-node`.
+    fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
+        let client = self.client.clone();
+        let slots = Arc::clone(&self.slots);
+        Box::pin(async move {
+            let _slot =
+                slots.acquire_owned().await.map_err(|e| BindError::Failed(e.to_string()))?;
+            write_volume(client, write).await
+        })
+    }
+}
+
+async fn write_volume(client: kube::Client, write: VolumeWrite) -> Result<String, BindError> {
+    let params = PatchParams::default();
+    let failed = |e: kube::Error| BindError::Failed(e.to_string());
+    let written = match write {
+        VolumeWrite::BindVolume { pv, resource_version, claim } => {
+            let mut patch = serde_json::json!({
+                "metadata": {"annotations": {ANN_BOUND_BY_CONTROLLER: "yes"}},
+                "spec": {"claimRef": {
+                    "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                    "namespace": claim.namespace, "name": claim.name, "uid": claim.uid,
+                }},
+            });
+            if let Some(rv) = resource_version {
+                patch["metadata"]["resourceVersion"] = rv.into();
+            }
+            let api: Api<PersistentVolume> = Api::all(client);
+            api.patch(&pv, &params, &Patch::Merge(&patch)).await.map_err(failed)?.metadata
+        }
+        VolumeWrite::SelectNode { claim, resource_version, node } => {
+            let mut patch =
+                serde_json::json!({"metadata": {"annotations": {ANN_SELECTED_NODE: node}}});
+            if let Some(rv) = resource_version {
+                patch["metadata"]["resourceVersion"] = rv.into();
+            }
+            let api: Api<PersistentVolumeClaim> = Api::namespaced(client, &claim.namespace);
+            api.patch(&claim.name, &params, &Patch::Merge(&patch)).await.map_err(failed)?.metadata
+        }
+    };
+    Ok(written.resource_version.unwrap_or_default())
 }
 
 async fn bind(client: kube::Client, pod: &PodInfo, node: &str) -> Result<(), BindError> {

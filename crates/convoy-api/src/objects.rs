@@ -478,6 +478,24 @@ impl ClusterObjects {
         self.read().storage_classes.get(name).cloned()
     }
 
+    /// The PersistentVolumes of a StorageClass (`spec.storageClassName`;
+    /// `""`: those without one), sorted by name (upstream's PV cache
+    /// `ListPVs(class)`, whose order is the informer's).
+    pub fn pvs_of_class(&self, class: &str) -> Vec<Arc<PersistentVolume>> {
+        let mut pvs: Vec<_> = self
+            .read()
+            .pvs
+            .values()
+            .filter(|pv| {
+                pv.spec.as_ref().and_then(|s| s.storage_class_name.as_deref()).unwrap_or("")
+                    == class
+            })
+            .cloned()
+            .collect();
+        pvs.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        pvs
+    }
+
     /// The CSINode of a node (named after it).
     pub fn csi_node(&self, node: &str) -> Option<Arc<CSINode>> {
         self.read().csi_nodes.get(node).cloned()

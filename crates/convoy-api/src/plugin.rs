@@ -304,11 +304,67 @@ pub enum BindError {
     Failed(String),
 }
 
+/// A claim, as a PersistentVolume's `spec.claimRef` names it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClaimRef {
+    /// The claim's namespace.
+    pub namespace: String,
+    /// The claim's name.
+    pub name: String,
+    /// The claim's UID.
+    pub uid: String,
+}
+
+/// One write of VolumeBinding's PreBind (upstream `BindPodVolumes`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VolumeWrite {
+    /// Binds a PersistentVolume to a claim: sets its `spec.claimRef` and
+    /// the annotation `pv.kubernetes.io/bound-by-controller: "yes"`, as
+    /// upstream's binder updates the PV; the PV controller then binds the
+    /// claim to it.
+    BindVolume {
+        /// The PersistentVolume.
+        pv: String,
+        /// Its `metadata.resourceVersion` when it was chosen: the write
+        /// fails with a conflict if the volume changed since.
+        resource_version: Option<String>,
+        /// The claim.
+        claim: ClaimRef,
+    },
+    /// Asks for a volume to be provisioned for a claim on a node: sets the
+    /// claim's annotation `volume.kubernetes.io/selected-node`.
+    SelectNode {
+        /// The claim.
+        claim: ClaimRef,
+        /// Its `metadata.resourceVersion` when it was chosen.
+        resource_version: Option<String>,
+        /// The chosen node.
+        node: String,
+    },
+}
+
 /// Writes a binding to wherever pods live: the API server, the embedded
 /// cluster, or a benchmark sink.
 pub trait Binder: Send + Sync + 'static {
     /// Binds the pod to the node.
     fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>>;
+
+    /// Writes one of VolumeBinding's PreBind updates (a PersistentVolume's
+    /// claim, a claim's selected node) and returns the written object's
+    /// `metadata.resourceVersion` (VolumeBinding waits until the watched
+    /// object is at least that recent). The default refuses: a binder that
+    /// does not hold volumes cannot bind them.
+    fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
+        let what = match write {
+            VolumeWrite::BindVolume { pv, .. } => format!("persistentvolume {pv:?}"),
+            VolumeWrite::SelectNode { claim, .. } => {
+                format!("persistentvolumeclaim {:?}", claim.name)
+            }
+        };
+        Box::pin(std::future::ready(Err(BindError::Failed(format!(
+            "this binder cannot update {what}"
+        )))))
+    }
 }
 
 /// Access to the pods waiting at Permit, for plugins (gangs) that allow or

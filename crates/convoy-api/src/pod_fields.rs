@@ -240,19 +240,18 @@ pub const FIELDS: &[FieldRule] = &[
     // Volumes.
     rule(
         "spec.volumes[].persistentVolumeClaim",
-        RefusedWhen(
-            "the claim is unbound and its StorageClass is `WaitForFirstConsumer` (VolumeBinding \
-             refuses the pod, naming the volume)",
-        ),
+        Evaluated,
         PVC,
-        "Otherwise evaluated: the claim must exist (not lost, not being deleted) and be bound \
-         (unbound with an immediate class: `pod has unbound immediate PersistentVolumeClaims`); \
-         the bound PV's node affinity and zone labels filter nodes; ReadWriteOncePod claims in \
-         use; CSI attach limits. See [Volumes](#volumes).",
+        "The claim must exist (not lost, not being deleted) and be bound (unbound with an \
+         immediate class: `pod has unbound immediate PersistentVolumeClaims`) or have a \
+         `WaitForFirstConsumer` class, whose claims VolumeBinding binds on the chosen node (a \
+         matching PV, or one provisioned there; not CSIStorageCapacity); the bound PV's node \
+         affinity and zone labels filter nodes; ReadWriteOncePod claims in use; CSI attach \
+         limits. See [Volumes](#volumes).",
     ),
     rule(
         "spec.volumes[].ephemeral",
-        RefusedWhen("its claim is unbound with a `WaitForFirstConsumer` StorageClass"),
+        Evaluated,
         EPHEMERAL,
         "The claim `<pod>-<volume>` the ephemeral volume controller creates: until it exists the \
          pod waits; it must be owned by the pod; then as a `persistentVolumeClaim`.",

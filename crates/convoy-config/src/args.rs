@@ -554,8 +554,8 @@ impl DefaultPreemptionArgs {
 
 /// `VolumeBindingArgs` (upstream v1.37.2 defaults, with the
 /// StorageCapacityScoring gate on as it is by default). Decoded and
-/// validated as upstream; Convoy's VolumeBinding does not use them yet
-/// (they serve the binding in PreBind and the Score, both to come).
+/// validated as upstream; VolumeBinding's PreBind reads
+/// `bindTimeoutSeconds`, the `shape` waits for the Score to come.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct VolumeBindingArgs {

@@ -42,8 +42,8 @@ pub mod names {
     /// `DefaultPreemption` (PostFilter).
     pub const DEFAULT_PREEMPTION: &str = "DefaultPreemption";
 
-    /// `VolumeBinding`: PVCs and generic ephemeral volumes (bound claims;
-    /// the binding of WaitForFirstConsumer claims is not done yet).
+    /// `VolumeBinding`: PVCs and generic ephemeral volumes (bound claims'
+    /// volumes; WaitForFirstConsumer claims bound on the chosen node).
     pub const VOLUME_BINDING: &str = "VolumeBinding";
     /// `VolumeRestrictions`: in-tree disk conflicts, ReadWriteOncePod PVCs.
     pub const VOLUME_RESTRICTIONS: &str = "VolumeRestrictions";

@@ -1,6 +1,7 @@
 //! The in-memory cluster: nodes and pods behind one lock, a stream of
 //! [`ClusterUpdate`]s, and a [`Binder`] that assigns pods as the API
-//! server's `pods/binding` subresource does.
+//! server's `pods/binding` subresource does and binds volumes as the PV
+//! controller would ([`volumes`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use convoy_api::objects::{PriorityClassInfo, admit_priority};
 use convoy_api::{
     BindError, Binder, ClusterObject, ClusterUpdate, GroupKey, PodGroup, PodInfo, PodKey,
-    PreemptionActuator, PreemptionError,
+    PreemptionActuator, PreemptionError, VolumeWrite,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
@@ -145,6 +146,7 @@ impl EmbeddedCluster {
         {
             let mut s = cluster.state.lock();
             for obj in objects.others {
+                let obj = volumes::admit(obj);
                 s.objects.insert((obj.kind(), obj.key()), obj.clone());
                 cluster.send(ClusterUpdate::ObjectApplied(obj));
             }
@@ -216,11 +218,14 @@ impl EmbeddedCluster {
     }
 
     /// Creates or replaces a [`ClusterObject`] (a Namespace, a workload
-    /// controller, a claim, a volume, ...); emits `ObjectApplied`.
+    /// controller, a claim, a volume, ...); emits `ObjectApplied`. A
+    /// volume without phase nor claim becomes `Available`, as the PV
+    /// controller makes it.
     pub fn apply_object(&self, obj: ClusterObject) -> Result<(), ClusterError> {
         if obj.metadata().name.as_deref().unwrap_or("").is_empty() {
             return Err(ClusterError::MissingName(obj.kind()));
         }
+        let obj = volumes::admit(obj);
         let mut s = self.state.lock();
         s.objects.insert((obj.kind(), obj.key()), obj.clone());
         self.send(ClusterUpdate::ObjectApplied(obj));
@@ -519,6 +524,12 @@ impl Binder for EmbeddedCluster {
     fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>> {
         Box::pin(std::future::ready(self.bind_now(&pod, &node)))
     }
+
+    /// [`EmbeddedCluster::write_volume_now`]: the write and, at once, what
+    /// the PV controller and a provisioner make of it; ready immediately.
+    fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
+        Box::pin(std::future::ready(self.write_volume_now(write)))
+    }
 }
 
 impl PreemptionActuator for EmbeddedCluster {
@@ -579,7 +590,13 @@ impl Binder for EmbeddedBinder {
     fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>> {
         self.0.bind(pod, node)
     }
+
+    /// As [`EmbeddedCluster`]'s `write_volume`.
+    fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
+        self.0.write_volume(write)
+    }
 }
 
 #[cfg(test)]
 mod tests;
+mod volumes;

@@ -92,7 +92,8 @@ pub fn registry() -> Registry {
         Ok(Arc::new(NodeVolumeLimits::new(handle.objects.clone())) as Arc<dyn Plugin>)
     });
     r.register(names::VOLUME_BINDING, |args, handle| {
-        Ok(Arc::new(VolumeBinding::with_args(args, handle.objects.clone())?) as Arc<dyn Plugin>)
+        Ok(Arc::new(VolumeBinding::with_args(args, handle.objects.clone(), handle.binder.clone())?)
+            as Arc<dyn Plugin>)
     });
     r.register(names::VOLUME_ZONE, |_, handle| {
         Ok(Arc::new(VolumeZone::new(handle.objects.clone())) as Arc<dyn Plugin>)

@@ -1,9 +1,10 @@
 //! Volumes on the embedded cluster, loaded from YAML as `simulate` loads
 //! them: bound claims follow their PersistentVolume's node affinity and
-//! zone; claims that are missing, unbound with an immediate class, or
-//! unbound with a WaitForFirstConsumer class (whose binding Convoy does not
-//! perform yet) keep their pods pending with upstream's message, or with
-//! Convoy's refusal naming the volume.
+//! zone; claims that are missing or unbound with an immediate class keep
+//! their pods pending with upstream's message; claims with a
+//! WaitForFirstConsumer class are bound on the pod's node (a matching
+//! volume, or one provisioned there), as the PV controller and a
+//! provisioner complete the scheduler's choice.
 
 use convoy_embedded::parse_objects;
 use convoy_scheduler::simulate::{Report, simulate};
@@ -43,10 +44,25 @@ spec:
   accessModes: [ReadWriteOnce]
   storageClassName: local
   local: {path: /mnt/disk}
+  claimRef: {namespace: default, name: bound}
   nodeAffinity:
     required:
       nodeSelectorTerms:
       - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n1]}]
+status: {phase: Bound}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: local-n2}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: local
+  local: {path: /mnt/disk}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [n2]}]
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim
@@ -131,16 +147,12 @@ async fn claims_place_or_hold_pods_as_upstream() {
         "{}",
         pending("unbound-immediate").1
     );
-    assert!(
-        pending("unbound-wfc").1.starts_with(
-            "0/3 nodes are available: pod uses spec.volumes[0].persistentVolumeClaim \"waiting\" \
-             with WaitForFirstConsumer StorageClass \"local\", whose binding this scheduler does \
-             not perform yet."
-        ),
-        "{}",
-        pending("unbound-wfc").1
+    assert_eq!(
+        outcome(&r, "unbound-wfc").0.as_deref(),
+        Some("n2"),
+        "the only local volume left is on n2"
     );
-    assert_eq!(r.summary.bound, 2);
+    assert_eq!(r.summary.bound, 3);
 }
 
 /// A pod waiting for its claim is retried when the claim appears (the
@@ -236,4 +248,124 @@ spec: {volumeName: solo, accessModes: [ReadWriteOncePod]}
     assert!(urgent.node.is_some(), "{}", r.to_text());
     let holder = r.pods.iter().find(|p| p.name == "holder").unwrap();
     assert!(holder.evicted, "{}", r.to_text());
+}
+
+/// WaitForFirstConsumer on the embedded cluster: a StatefulSet-like set of
+/// three pods, each with its own claim of a provisioned zonal class
+/// restricted to zone b, gets volumes provisioned on its node with that
+/// node's zone; a static local volume brings its claim's pod to its node;
+/// a second pod wanting a local volume when none is left stays pending
+/// with upstream's message.
+#[tokio::test]
+async fn wait_for_first_consumer_claims_are_bound_on_the_pods_node() {
+    use std::sync::Arc;
+
+    use convoy_api::{ClusterObject, FakeClock};
+    use convoy_embedded::{EmbeddedBinder, EmbeddedCluster};
+    use convoy_scheduler::decision::LogSink;
+    use convoy_scheduler::{Scheduler, SchedulerOptions};
+
+    let mut yaml = CLUSTER.to_string();
+    yaml += r#"---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: zonal-wfc}
+provisioner: csi.example.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+- matchLabelExpressions: [{key: topology.kubernetes.io/zone, values: [b]}]
+"#;
+    for i in 0..3 {
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: data-web-{i}}}\n\
+             spec: {{storageClassName: zonal-wfc, accessModes: [ReadWriteOnce], \
+             resources: {{requests: {{storage: 2Gi}}}}}}\n"
+        );
+        yaml += &pod(&format!("web-{i}"), &format!("data-web-{i}"));
+    }
+    yaml += &pod("local-user", "waiting");
+    yaml += "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: waiting-2}\n\
+             spec: {storageClassName: local}\n";
+    yaml += &pod("no-local-left", "waiting-2");
+
+    let (cluster, mut updates) = EmbeddedCluster::new(parse_objects(&yaml, "wfc.yaml").unwrap());
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+
+    let node_of = |name: &str| {
+        cluster.pod("default", name).and_then(|p| p.spec.as_ref().unwrap().node_name.clone())
+    };
+    let objects = cluster.objects();
+    let pvc = |name: &str| {
+        objects
+            .iter()
+            .find_map(|o| match o {
+                ClusterObject::PersistentVolumeClaim(c)
+                    if c.metadata.name.as_deref() == Some(name) =>
+                {
+                    Some(c.clone())
+                }
+                _ => None,
+            })
+            .unwrap()
+    };
+    let pv = |name: &str| {
+        objects
+            .iter()
+            .find_map(|o| match o {
+                ClusterObject::PersistentVolume(v) if v.metadata.name.as_deref() == Some(name) => {
+                    Some(v.clone())
+                }
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no PersistentVolume {name}"))
+    };
+    for i in 0..3 {
+        let node = node_of(&format!("web-{i}"));
+        assert!(matches!(node.as_deref(), Some("n1" | "n2")), "web-{i} in zone b: {node:?}");
+        let claim = pvc(&format!("data-web-{i}"));
+        assert_eq!(claim.status.as_ref().unwrap().phase.as_deref(), Some("Bound"));
+        let annotations = claim.metadata.annotations.as_ref().unwrap();
+        assert_eq!(
+            annotations.get("volume.kubernetes.io/selected-node").map(String::as_str),
+            node.as_deref()
+        );
+        let volume = pv(claim.spec.as_ref().unwrap().volume_name.as_deref().unwrap());
+        let spec = volume.spec.as_ref().unwrap();
+        assert_eq!(spec.capacity.as_ref().unwrap()["storage"].0, "2Gi");
+        let term =
+            &spec.node_affinity.as_ref().unwrap().required.as_ref().unwrap().node_selector_terms[0];
+        let expr = &term.match_expressions.as_ref().unwrap()[0];
+        assert_eq!(
+            (expr.key.as_str(), expr.values.as_deref()),
+            ("topology.kubernetes.io/zone", Some(&["b".to_string()][..]))
+        );
+        assert_eq!(
+            spec.claim_ref.as_ref().unwrap().name.as_deref(),
+            Some(claim.metadata.name.as_deref().unwrap())
+        );
+    }
+
+    assert_eq!(node_of("local-user").as_deref(), Some("n2"), "the local volume's node");
+    let waiting = pvc("waiting");
+    assert_eq!(waiting.spec.as_ref().unwrap().volume_name.as_deref(), Some("local-n2"));
+    let local = pv("local-n2");
+    assert_eq!(local.status.as_ref().unwrap().phase.as_deref(), Some("Bound"));
+    assert_eq!(
+        local.spec.as_ref().unwrap().claim_ref.as_ref().unwrap().name.as_deref(),
+        Some("waiting")
+    );
+    assert_eq!(node_of("no-local-left"), None);
+    assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
 }

@@ -19,8 +19,16 @@
 //! their own ([`TestEnv::create_namespace`]); cluster-scoped objects (nodes)
 //! should carry a per-test name prefix.
 //!
+//! [`TestProvisioner`] plays a CSI external-provisioner for StorageClasses
+//! whose provisioner is [`TEST_PROVISIONER`], so that WaitForFirstConsumer
+//! claims are provisioned on the node the scheduler chose.
+//!
 //! This crate may depend on `kube`. It is a dev-dependency everywhere except
 //! in `convoy-bench`, whose `compare` starts a control plane per scheduler.
+
+mod provisioner;
+
+pub use provisioner::{TEST_PROVISIONER, TestProvisioner, volume_for};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

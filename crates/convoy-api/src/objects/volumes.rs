@@ -32,6 +32,10 @@ pub const ANN_STORAGE_CLASS: &str = "volume.beta.kubernetes.io/storage-class";
 /// `volume.kubernetes.io/selected-node`: the node chosen for a delayed
 /// binding.
 pub const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+/// `pv.kubernetes.io/bound-by-controller`: the volume (or claim) was bound
+/// by the PV controller or the scheduler, not by its author (upstream
+/// `AnnBoundByController`).
+pub const ANN_BOUND_BY_CONTROLLER: &str = "pv.kubernetes.io/bound-by-controller";
 /// `storage.alpha.kubernetes.io/migrated-plugins`: the in-tree plugins a
 /// CSINode's drivers serve (CSI migration).
 pub const ANN_MIGRATED_PLUGINS: &str = "storage.alpha.kubernetes.io/migrated-plugins";

@@ -103,8 +103,8 @@ fn every_refused_volume_type_is_detected_with_its_index() {
 
 #[test]
 fn claims_and_evaluated_disks_are_not_refused_here() {
-    // Claims are evaluated by the volume plugins (VolumeBinding refuses the
-    // WaitForFirstConsumer case itself); iSCSI and RBD by VolumeRestrictions.
+    // Claims are evaluated by the volume plugins (WaitForFirstConsumer
+    // included); iSCSI and RBD by VolumeRestrictions.
     let s = spec(json!({
         "containers": [{"name": "c"}],
         "volumes": [
@@ -115,7 +115,8 @@ fn claims_and_evaluated_disks_are_not_refused_here() {
         ]
     }));
     assert!(unevaluated_fields(&s).is_empty());
-    assert!(rule_for("spec.volumes[0].persistentVolumeClaim").unwrap().support.refuses());
+    assert_eq!(rule_for("spec.volumes[0].persistentVolumeClaim").unwrap().support, Evaluated);
+    assert_eq!(rule_for("spec.volumes[1].ephemeral").unwrap().support, Evaluated);
     assert_eq!(rule_for("spec.volumes[0].rbd").unwrap().support, Evaluated);
 }
 

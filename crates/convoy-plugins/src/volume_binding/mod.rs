@@ -1,35 +1,49 @@
 //! VolumeBinding: a pod's PersistentVolumeClaims (and generic ephemeral
-//! volumes' claims) must exist, and their bound PersistentVolumes must be
-//! reachable from the node (upstream `plugins/volumebinding`, v1.37.2:
-//! `volume_binding.go` PreFilter/Filter, `binder.go` `GetPodVolumeClaims`
-//! and `checkBoundClaims`).
+//! volumes' claims) must exist, their bound PersistentVolumes must be
+//! reachable from the node, and claims whose StorageClass waits for the
+//! first consumer (`WaitForFirstConsumer`) are bound on the chosen node
+//! (upstream `plugins/volumebinding`, v1.37.2: `volume_binding.go`
+//! PreFilter/Filter/Reserve/PreBind/Unreserve, `binder.go`).
 //!
-//! What Convoy does not do yet: bind claims whose StorageClass waits for
-//! the first consumer (`WaitForFirstConsumer`; upstream finds a matching
-//! PV or provisions one in Filter, assumes it in Reserve and binds it in
-//! PreBind). A pod with such an unbound claim is refused, with a message
-//! naming the volume, never scheduled as if the claim were absent. No
-//! Score either: without those bindings upstream's score is 0 on every
-//! node. A bound in-tree PV is not translated to CSI (whose node affinity
-//! upstream then adds on nodes that migrated the plugin).
+//! For a delayed claim Filter looks, per node, for the smallest available
+//! PersistentVolume that fits it ([`binder::find_matching_volume`]), or
+//! else checks that the class can provision one there (a provisioner,
+//! `allowedTopologies`). Reserve assumes the choice in an in-memory cache
+//! ([`assume::AssumeCache`]) so that no other pod in flight gets the same
+//! volume; PreBind writes it through the [`Binder`] (a volume's
+//! `spec.claimRef`, a claim's `volume.kubernetes.io/selected-node`
+//! annotation) and waits until the watched claims are bound, up to
+//! `bindTimeoutSeconds`; Unreserve forgets the assumption.
+//!
+//! Score ([`scorer`]) prefers the nodes whose chosen volumes the claims
+//! fill most (the args' `shape`).
+//!
+//! Not done: CSIStorageCapacity (a class's driver publishing its free
+//! storage; Convoy does not watch it, so every provision is taken to fit
+//! and scores nothing), translating a bound in-tree PV to CSI, and
+//! PreBind's check that the pod still exists (the plugin sees no pods).
 
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 
 use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
-    FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
-    QueueingHint, Status, names,
+    ActionType, Binder, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
+    EventResource, FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreBindPlugin,
+    PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin,
+    Status, names,
 };
 use convoy_config::{PluginArgs, VolumeBindingArgs};
 
 use crate::node_affinity::selector::CompiledNodeSelector;
 use crate::volumes::{
     WAIT_FOR_FIRST_CONSUMER, claim_class, claim_is_for_pod, claim_is_fully_bound,
-    claim_volume_name, event_csi_node, event_storage_class, pod_volumes, pv_affinity_matches,
-    pv_node_affinity, pvc_not_found, queue_if_pod_uses_claim, volume_claim,
+    claim_volume_name, event_csi_node, event_storage_class, namespace_of, pod_volumes,
+    pv_affinity_matches, pv_node_affinity, pvc_not_found, queue_if_pod_uses_claim, volume_claim,
 };
 
 /// Reason when a bound volume's node affinity excludes the node (upstream
@@ -42,18 +56,54 @@ pub const ERR_REASON_PV_NOT_EXIST: &str =
 /// PreFilter reason when a claim that should be bound already is not.
 pub const ERR_REASON_UNBOUND_IMMEDIATE: &str = "pod has unbound immediate PersistentVolumeClaims";
 
+pub mod assume;
+pub mod binder;
+mod prebind;
+pub mod scorer;
+
+pub use binder::{ERR_REASON_BIND_CONFLICT, ERR_REASON_NOT_ENOUGH_SPACE};
+
+use crate::node_resources::requested_to_capacity_ratio::Shape;
+use assume::AssumeCache;
+use binder::{Candidate, Classes, DelayedClaim, PodVolumes, find_pod_volumes};
+#[cfg(test)]
+use prebind::Written;
+use prebind::bind_pod_volumes;
+
 /// The VolumeBinding plugin.
-#[derive(Debug)]
 pub struct VolumeBinding {
     objects: Arc<ClusterObjects>,
-    /// Kept for the binding and the Score to come; nothing reads them yet.
+    /// Where PreBind writes the bindings.
+    binder: Arc<dyn Binder>,
+    /// `bindTimeoutSeconds` (PreBind) and `shape` (Score).
     args: VolumeBindingArgs,
+    /// The Score's function, from `args.shape`.
+    shape: Shape,
+    /// The volumes and claims chosen for pods in flight.
+    assumed: Arc<AssumeCache>,
+}
+
+impl std::fmt::Debug for VolumeBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VolumeBinding")
+            .field("args", &self.args)
+            .field("assumed", &self.assumed.len())
+            .finish()
+    }
 }
 
 impl VolumeBinding {
-    /// The plugin, reading claims, volumes and classes from `objects`.
-    pub fn new(objects: Arc<ClusterObjects>) -> Self {
-        Self { objects, args: VolumeBindingArgs::default() }
+    /// The plugin, reading claims, volumes and classes from `objects` and
+    /// writing bindings through `binder`.
+    pub fn new(objects: Arc<ClusterObjects>, binder: Arc<dyn Binder>) -> Self {
+        let args = VolumeBindingArgs::default();
+        Self {
+            objects,
+            binder,
+            shape: Shape::new(&args.shape),
+            args,
+            assumed: Arc::new(AssumeCache::default()),
+        }
     }
 
     /// The plugin with `VolumeBindingArgs` (validated by the configuration;
@@ -61,13 +111,19 @@ impl VolumeBinding {
     pub fn with_args(
         args: Option<&PluginArgs>,
         objects: Arc<ClusterObjects>,
+        binder: Arc<dyn Binder>,
     ) -> Result<Self, String> {
         let args = match args {
             None => VolumeBindingArgs::default(),
             Some(PluginArgs::VolumeBinding(a)) => a.clone(),
             Some(other) => return Err(format!("want VolumeBindingArgs, got {other:?}")),
         };
-        Ok(Self { objects, args })
+        Ok(Self { shape: Shape::new(&args.shape), args, ..Self::new(objects, binder) })
+    }
+
+    /// The volumes and claims assumed for pods in flight.
+    pub fn assumed(&self) -> &AssumeCache {
+        &self.assumed
     }
 
     /// The args the plugin was built with.
@@ -85,48 +141,34 @@ enum BoundVolume {
     Affinity(Option<CompiledNodeSelector>),
 }
 
-/// A claim of the pod: the index of the volume that uses it, whether that
-/// volume is `ephemeral`, and the claim.
+/// A claim of the pod.
 struct PodClaim {
-    index: usize,
-    ephemeral: bool,
     pvc: Arc<PersistentVolumeClaim>,
 }
 
-/// PreFilter state: the pod's bound claims' volumes, in volume order.
-struct PreFilterState(Vec<BoundVolume>);
-
-/// A claim of the pod that is not bound and whose class waits for the
-/// first consumer: which volume uses it, for the refusal message.
-struct Delayed {
-    index: usize,
-    ephemeral: bool,
-    claim: String,
-    class: String,
+/// PreFilter state (upstream `stateData`): the pod's bound claims'
+/// volumes, in volume order; its delayed claims, by increasing request;
+/// the candidate volumes of their classes and the classes.
+struct PreFilterState {
+    bound: Vec<BoundVolume>,
+    delayed: Vec<DelayedClaim>,
+    pvs: BTreeMap<String, Vec<Candidate>>,
+    classes: Classes,
+    /// Filter's choice per node (Filter runs on many nodes at once).
+    by_node: Mutex<HashMap<String, NodeChoice>>,
 }
 
-impl Delayed {
-    /// `pod uses spec.volumes[0].persistentVolumeClaim "data" with
-    /// WaitForFirstConsumer StorageClass "local", whose binding this
-    /// scheduler does not perform yet`.
-    fn refusal(delayed: &[Delayed]) -> String {
-        let d = &delayed[0];
-        let volume = if d.ephemeral {
-            format!("spec.volumes[{}].ephemeral (claim {:?})", d.index, d.claim)
-        } else {
-            format!("spec.volumes[{}].persistentVolumeClaim {:?}", d.index, d.claim)
-        };
-        let more = match delayed.len() {
-            1 => String::new(),
-            n => format!(" (and {} more such claim{})", n - 1, if n == 2 { "" } else { "s" }),
-        };
-        format!(
-            "pod uses {volume} with {WAIT_FOR_FIRST_CONSUMER} StorageClass {:?}{more}, whose \
-             binding this scheduler does not perform yet",
-            d.class
-        )
-    }
+/// Filter's choice on a node, and the node (PreBind checks the bound
+/// volumes' node affinity against its labels).
+#[derive(Clone)]
+struct NodeChoice {
+    volumes: PodVolumes,
+    node: Option<Arc<Node>>,
 }
+
+/// What Reserve chose for the delayed claims (absent: every claim was
+/// bound already, upstream's `allBound`).
+struct Reserved(NodeChoice);
 
 impl VolumeBinding {
     /// Upstream `podHasPVCs`: every claim exists, is not lost or being
@@ -134,7 +176,7 @@ impl VolumeBinding {
     /// when the pod uses no claim.
     fn claims_of(&self, pod: &PodInfo) -> Result<Option<Vec<PodClaim>>, String> {
         let mut claims = Vec::new();
-        for (i, v) in pod_volumes(&pod.pod).iter().enumerate() {
+        for v in pod_volumes(&pod.pod) {
             let Some((name, ephemeral)) = volume_claim(&pod.pod, v) else { continue };
             let Some(pvc) = self.objects.pvc(pod.namespace(), &name) else {
                 return Err(if ephemeral {
@@ -158,7 +200,7 @@ impl VolumeBinding {
             if ephemeral {
                 claim_is_for_pod(&pod.pod, &pvc)?;
             }
-            claims.push(PodClaim { index: i, ephemeral, pvc });
+            claims.push(PodClaim { pvc });
         }
         Ok((!claims.is_empty()).then_some(claims))
     }
@@ -220,6 +262,18 @@ impl Plugin for VolumeBinding {
     fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
         Some(self)
     }
+    fn as_pre_score(self: Arc<Self>) -> Option<Arc<dyn PreScorePlugin>> {
+        Some(self)
+    }
+    fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
+        Some(self)
+    }
+    fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
+        Some(self)
+    }
+    fn as_pre_bind(self: Arc<Self>) -> Option<Arc<dyn PreBindPlugin>> {
+        Some(self)
+    }
 }
 
 impl PreFilterPlugin for VolumeBinding {
@@ -228,9 +282,10 @@ impl PreFilterPlugin for VolumeBinding {
     /// `waiting for ephemeral volume controller to create the
     /// persistentvolumeclaim "p-v"`), lost, being deleted, not the pod's,
     /// or unbound with a class that binds immediately (`pod has unbound
-    /// immediate PersistentVolumeClaims`); and Convoy's refusal of unbound
-    /// `WaitForFirstConsumer` claims. Error: a class without a binding
-    /// mode.
+    /// immediate PersistentVolumeClaims`). Error: a class without a
+    /// binding mode. Otherwise Success, with the delayed claims and the
+    /// candidate volumes of their classes captured (assumed ones as
+    /// assumed) for Filter.
     fn pre_filter(
         &self,
         state: &mut CycleState,
@@ -243,7 +298,8 @@ impl PreFilterPlugin for VolumeBinding {
             Ok(Some(c)) => c,
         };
         let (mut bound, mut delayed, mut immediate) = (Vec::new(), Vec::new(), false);
-        for PodClaim { index, ephemeral, pvc } in claims {
+        let assumed = self.assumed.view();
+        for PodClaim { pvc, .. } in claims {
             if claim_is_fully_bound(&pvc) {
                 bound.push(match self.objects.pv(claim_volume_name(&pvc)) {
                     None => BoundVolume::Missing,
@@ -253,46 +309,199 @@ impl PreFilterPlugin for VolumeBinding {
             }
             match self.is_delay_binding(&pvc) {
                 Err(s) => return (None, s),
-                Ok(true) if claim_volume_name(&pvc).is_empty() => delayed.push(Delayed {
-                    index,
-                    ephemeral,
-                    claim: pvc.metadata.name.clone().unwrap_or_default(),
-                    class: claim_class(&pvc).to_string(),
-                }),
+                Ok(true) if claim_volume_name(&pvc).is_empty() => {
+                    let node = assumed.claim_node(
+                        namespace_of(&pvc.metadata),
+                        pvc.metadata.name.as_deref().unwrap_or(""),
+                    );
+                    let class = claim_class(&pvc).to_string();
+                    delayed.push(DelayedClaim::new(pvc, &class, node));
+                }
                 Ok(_) => immediate = true,
             }
         }
         if immediate {
             return (None, Status::unresolvable(ERR_REASON_UNBOUND_IMMEDIATE));
         }
-        if !delayed.is_empty() {
-            return (None, Status::unresolvable(Delayed::refusal(&delayed)));
+        // Upstream sorts by request in `findMatchingVolumes` (not stably;
+        // Convoy keeps volume order among equal requests).
+        delayed.sort_by_key(|c| c.request);
+        let (mut pvs, mut classes) = (BTreeMap::new(), Classes::new());
+        for c in &delayed {
+            if pvs.contains_key(&c.class) {
+                continue;
+            }
+            let candidates = self
+                .objects
+                .pvs_of_class(&c.class)
+                .into_iter()
+                .map(|pv| {
+                    let taken = assumed.pv_claim(pv.metadata.name.as_deref().unwrap_or(""));
+                    Candidate::new(pv, taken)
+                })
+                .collect();
+            pvs.insert(c.class.clone(), candidates);
+            classes.insert(c.class.clone(), self.objects.storage_class(&c.class));
         }
-        state.write(PreFilterState(bound));
+        drop(assumed);
+        state.write(PreFilterState { bound, delayed, pvs, classes, by_node: Mutex::default() });
         (None, Status::success())
     }
 }
 
 impl FilterPlugin for VolumeBinding {
-    /// UnschedulableAndUnresolvable `node(s) didn't match PersistentVolume's
-    /// node affinity` or `node(s) unavailable due to one or more pvc(s)
-    /// bound to non-existent pv(s)` (the first bound claim that fails
-    /// decides, as upstream's `checkBoundClaims`).
+    /// UnschedulableAndUnresolvable with upstream's reasons, in its order:
+    /// `node(s) didn't match PersistentVolume's node affinity` (a bound
+    /// claim's volume), `node(s) didn't find available persistent volumes
+    /// to bind` (a delayed claim with neither a matching volume nor a
+    /// provisioner for the node, or selected for another node), `node(s)
+    /// unavailable due to one or more pvc(s) bound to non-existent pv(s)`.
+    /// Error: a delayed claim's class does not exist.
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
-        let Some(PreFilterState(bound)) = state.read::<PreFilterState>() else {
+        let Some(st) = state.read::<PreFilterState>() else {
             return Status::success();
         };
         let labels = node.node().and_then(|n| n.metadata.labels.as_ref());
-        for b in bound {
+        // Upstream `checkBoundClaims`: the first bound claim that fails
+        // decides.
+        let (mut node_conflict, mut pv_missing) = (false, false);
+        for b in &st.bound {
             match b {
-                BoundVolume::Missing => return Status::unresolvable(ERR_REASON_PV_NOT_EXIST),
+                BoundVolume::Missing => {
+                    pv_missing = true;
+                    break;
+                }
                 BoundVolume::Affinity(Some(a)) if !pv_affinity_matches(a, labels) => {
-                    return Status::unresolvable(ERR_REASON_NODE_CONFLICT);
+                    node_conflict = true;
+                    break;
                 }
                 BoundVolume::Affinity(_) => {}
             }
         }
+        let mut reasons: Vec<&'static str> = Vec::new();
+        if node_conflict {
+            reasons.push(ERR_REASON_NODE_CONFLICT);
+        }
+        if !st.delayed.is_empty() {
+            match find_pod_volumes(&st.delayed, &st.pvs, &st.classes, node.name(), labels) {
+                Ok(volumes) if reasons.is_empty() && !pv_missing => {
+                    let choice = NodeChoice { volumes, node: node.node().cloned() };
+                    st.by_node
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(node.name().to_string(), choice);
+                }
+                Ok(_) => {}
+                Err(Ok(reason)) => reasons.push(reason),
+                Err(Err(message)) => return Status::error(message),
+            }
+        }
+        if pv_missing {
+            reasons.push(ERR_REASON_PV_NOT_EXIST);
+        }
+        let mut reasons = reasons.into_iter();
+        let Some(first) = reasons.next() else { return Status::success() };
+        let mut status = Status::unresolvable(first);
+        for r in reasons {
+            status.push_reason(r);
+        }
+        status
+    }
+}
+
+impl PreScorePlugin for VolumeBinding {
+    /// Skip unless Filter chose existing volumes on some node (upstream
+    /// skips only without `hasStaticBindings` and StorageCapacityScoring;
+    /// with the gate on and no static binding its scores are all 0 here,
+    /// since Convoy reads no CSIStorageCapacity, so skipping is the same).
+    fn pre_score(
+        &self,
+        state: &mut CycleState,
+        _pod: &PodInfo,
+        _feasible: &[Arc<NodeInfo>],
+        _all: &dyn NodeInfoLister,
+    ) -> Status {
+        let has_static = state.read::<PreFilterState>().is_some_and(|st| {
+            st.by_node
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .any(|c| !c.volumes.static_bindings.is_empty())
+        });
+        if has_static { Status::success() } else { Status::skip() }
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    /// [`scorer::score`] of Filter's choice on the node (0 without one).
+    fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
+        let Some(st) = state.read::<PreFilterState>() else { return Ok(0) };
+        let by_node = st.by_node.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(by_node.get(node.name()).map_or(0, |c| scorer::score(&self.shape, &c.volumes)))
+    }
+}
+
+impl ReservePlugin for VolumeBinding {
+    /// Upstream `AssumePodVolumes`: Filter's choice on the node for the
+    /// delayed claims, assumed. Success; Error `no pod volume found for
+    /// node "n"` if Filter made none there.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        let chosen = match state.read::<PreFilterState>() {
+            Some(st) if !st.delayed.is_empty() => {
+                let by_node = st.by_node.lock().unwrap_or_else(|e| e.into_inner());
+                match by_node.get(node) {
+                    Some(c) => c.clone(),
+                    None => return Status::error(format!("no pod volume found for node {node:?}")),
+                }
+            }
+            // Every claim bound already (upstream's `allBound`): nothing to
+            // assume, nothing for PreBind.
+            _ => return Status::success(),
+        };
+        self.assumed.assume(&pod.uid, &chosen.volumes, node);
+        state.write(Reserved(chosen));
         Status::success()
+    }
+
+    /// Upstream `RevertAssumedPodVolumes`.
+    fn unreserve(&self, _state: &mut CycleState, pod: &PodInfo, _node: &str) {
+        self.assumed.forget(&pod.uid);
+    }
+}
+
+impl PreBindPlugin for VolumeBinding {
+    /// Upstream `BindPodVolumes`: writes each chosen volume's claim and each
+    /// claim's selected node, then waits until all are bound. Success at
+    /// once when nothing was to bind; Error (the pod is unreserved and
+    /// retried) when a write fails, a binding is undone (`ClaimRef got
+    /// reset for pv "x"`, `provisioning failed for PVC "x"`,
+    /// `selectedNode annotation reset for PVC "x"`, `pv "x" node affinity
+    /// doesn't match node "n": ...`) or `bindTimeoutSeconds` passes, as
+    /// `binding volumes: ...`.
+    fn pre_bind(
+        &self,
+        state: Arc<CycleState>,
+        pod: Arc<PodInfo>,
+        node: Arc<str>,
+    ) -> BoxFuture<'static, Status> {
+        let Some(Reserved(choice)) = state.read::<Reserved>() else {
+            return Box::pin(std::future::ready(Status::success()));
+        };
+        let NodeChoice { volumes, node: node_object } = choice.clone();
+        let labels = node_object.and_then(|n| n.metadata.labels.clone()).unwrap_or_default();
+        let binder = Arc::clone(&self.binder);
+        let objects = Arc::clone(&self.objects);
+        let assumed = Arc::clone(&self.assumed);
+        let timeout = Duration::from_secs(self.args.bind_timeout_seconds.max(0) as u64);
+        Box::pin(async move {
+            let status =
+                bind_pod_volumes(&*binder, &objects, volumes, &node, &labels, timeout).await;
+            if status.is_success() {
+                // The watched objects now say what was assumed.
+                assumed.forget(&pod.uid);
+            }
+            status
+        })
     }
 }
 
@@ -330,3 +539,5 @@ fn is_schedulable_after_csi_node_change(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod wfc_tests;

@@ -1,6 +1,6 @@
 //! Ported from upstream `volume_binding_test.go` (v1.37.2): the cases of
-//! claims that are missing, lost, bound or unbound-immediate; the
-//! WaitForFirstConsumer cases are Convoy's refusal instead.
+//! claims that are missing, lost, bound, unbound-immediate or unbound with
+//! a WaitForFirstConsumer class (the binding itself: `wfc_tests.rs`).
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{ClusterObject, NodeList};
@@ -13,10 +13,10 @@ const WAIT_SC: &str = "wait-sc";
 const IMMEDIATE_SC: &str = "immediate-sc";
 
 fn classes() -> Vec<ClusterObject> {
-    vec![
-        obj_class(class(WAIT_SC, Some("WaitForFirstConsumer"))),
-        obj_class(class(IMMEDIATE_SC, Some("Immediate"))),
-    ]
+    // Upstream's `waitSC` has no provisioner.
+    let mut wait = class(WAIT_SC, Some("WaitForFirstConsumer"));
+    wait.provisioner = String::new();
+    vec![obj_class(wait), obj_class(class(IMMEDIATE_SC, Some("Immediate")))]
 }
 
 /// A PV of a class, with an `In` node affinity per `(key, values)`.
@@ -45,6 +45,10 @@ struct Case {
     filter: Vec<&'static str>,
 }
 
+fn fixed_binder() -> Arc<dyn convoy_api::Binder> {
+    Arc::new(crate::helper::testing::FixedBinder(Ok(())))
+}
+
 fn claims_pod(claims: &[&str]) -> PodBuilder {
     pod_with(
         "pod-a",
@@ -55,7 +59,7 @@ fn claims_pod(claims: &[&str]) -> PodBuilder {
 fn run(c: Case) {
     let mut objects = classes();
     objects.extend(c.objects);
-    let plugin = VolumeBinding::new(store(objects));
+    let plugin = VolumeBinding::new(store(objects), fixed_binder());
     let nodes: Vec<NodeInfo> = c.nodes.into_iter().map(NodeBuilder::info).collect();
     let pod = c.pod.info();
     let mut state = CycleState::new();
@@ -131,29 +135,29 @@ fn volume_binding() {
             filter: vec![],
         },
         Case {
-            name: "unbound WaitForFirstConsumer claim is refused (upstream: unbound claims no matches)",
+            name: "unbound claims no matches",
             pod: claims_pod(&["pvc-a"]),
             objects: vec![obj_pvc(pvc("pvc-a", "", WAIT_SC))],
-            nodes: vec![NodeBuilder::new("node-a")],
-            pre_filter: "UnschedulableAndUnresolvable: pod uses spec.volumes[0].persistentVolumeClaim \
-                \"pvc-a\" with WaitForFirstConsumer StorageClass \"wait-sc\", whose binding this \
-                scheduler does not perform yet",
-            filter: vec![],
+            nodes: vec![NodeBuilder::new("node-a").label("foo", "bar")],
+            pre_filter: ok,
+            filter: vec![
+                "UnschedulableAndUnresolvable: node(s) didn't find available persistent volumes to bind",
+            ],
         },
         Case {
-            name: "bound and unbound: refused for the unbound one",
-            pod: claims_pod(&["pvc-a", "pvc-b", "pvc-c"]),
+            name: "bound and unbound unsatisfied",
+            pod: claims_pod(&["pvc-a", "pvc-b"]),
             objects: vec![
                 obj_pvc(pvc("pvc-a", "pv-a", WAIT_SC)),
                 obj_pvc(pvc("pvc-b", "", WAIT_SC)),
-                obj_pvc(pvc("pvc-c", "", WAIT_SC)),
                 pv("pv-a", &[("foo", &["bar"])]),
             ],
             nodes: vec![NodeBuilder::new("node-a").label("foo", "barbar")],
-            pre_filter: "UnschedulableAndUnresolvable: pod uses spec.volumes[1].persistentVolumeClaim \
-                \"pvc-b\" with WaitForFirstConsumer StorageClass \"wait-sc\" (and 1 more such claim), \
-                whose binding this scheduler does not perform yet",
-            filter: vec![],
+            pre_filter: ok,
+            filter: vec![
+                "UnschedulableAndUnresolvable: node(s) didn't match PersistentVolume's node \
+                affinity, node(s) didn't find available persistent volumes to bind",
+            ],
         },
         Case {
             name: "bound volume node affinity",
@@ -275,10 +279,10 @@ fn generic_ephemeral_volumes() {
             pod: ephemeral_pod(),
             objects: vec![ephemeral_claim(Some("12345"), "")],
             nodes: vec![NodeBuilder::new("node-a")],
-            pre_filter: "UnschedulableAndUnresolvable: pod uses spec.volumes[1].ephemeral (claim \
-                \"abc-xyz\") with WaitForFirstConsumer StorageClass \"wait-sc\", whose binding this \
-                scheduler does not perform yet",
-            filter: vec![],
+            pre_filter: ok,
+            filter: vec![
+                "UnschedulableAndUnresolvable: node(s) didn't find available persistent volumes to bind",
+            ],
         },
     ];
     for c in cases {
@@ -373,13 +377,22 @@ fn hints() {
 fn args_are_kept_and_checked() {
     let objects = store(vec![]);
     let args = VolumeBindingArgs { bind_timeout_seconds: 30, ..Default::default() };
-    let p =
-        VolumeBinding::with_args(Some(&PluginArgs::VolumeBinding(args.clone())), objects.clone())
-            .unwrap();
+    let p = VolumeBinding::with_args(
+        Some(&PluginArgs::VolumeBinding(args.clone())),
+        objects.clone(),
+        fixed_binder(),
+    )
+    .unwrap();
     assert_eq!(p.args(), &args);
     assert_eq!(
-        VolumeBinding::with_args(None, objects.clone()).unwrap().args().bind_timeout_seconds,
+        VolumeBinding::with_args(None, objects.clone(), fixed_binder())
+            .unwrap()
+            .args()
+            .bind_timeout_seconds,
         600
     );
-    assert!(VolumeBinding::with_args(Some(&PluginArgs::Other(json!(null))), objects).is_err());
+    assert!(
+        VolumeBinding::with_args(Some(&PluginArgs::Other(json!(null))), objects, fixed_binder())
+            .is_err()
+    );
 }

@@ -1,0 +1,44 @@
+//! VolumeBinding's Score (upstream `scorer.go` and `Score` in
+//! `volume_binding.go`, v1.37.2, StorageCapacityScoring on): for the
+//! volumes Filter chose on a node, per class, the utilization `requested *
+//! 100 / capacity` (100 when the capacity is 0 or exceeded) through the
+//! args' `shape`, averaged over the classes and rounded as Go's
+//! `math.Round`.
+//!
+//! Upstream scores the chosen static volumes (requests summed against the
+//! volumes' capacities) when there are any, else the provisions against the
+//! CSIStorageCapacity their check matched. Convoy reads no
+//! CSIStorageCapacity, so a node with provisions only scores 0, as
+//! upstream does for a driver without capacity tracking.
+
+use std::collections::BTreeMap;
+
+use crate::node_resources::requested_to_capacity_ratio::Shape;
+
+use super::binder::PodVolumes;
+
+const MAX_UTILIZATION: i64 = 100;
+
+/// The node's score for its chosen volumes.
+pub fn score(shape: &Shape, volumes: &PodVolumes) -> i64 {
+    let mut classes: BTreeMap<&str, (i64, i64)> = BTreeMap::new();
+    for b in &volumes.static_bindings {
+        let c = classes.entry(b.class.as_str()).or_default();
+        c.0 += b.requested;
+        c.1 += b.capacity;
+    }
+    if classes.is_empty() {
+        return 0;
+    }
+    let sum: i64 = classes
+        .values()
+        .map(|&(requested, capacity)| {
+            if capacity == 0 || requested > capacity {
+                shape.at(MAX_UTILIZATION)
+            } else {
+                shape.at(requested * MAX_UTILIZATION / capacity)
+            }
+        })
+        .sum();
+    (sum as f64 / classes.len() as f64).round() as i64
+}
