@@ -311,3 +311,96 @@ async fn preemptor_stops_waiting_when_its_node_is_unresolvable() {
     let pod = cluster.pod("default", "high").unwrap();
     assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("n2"));
 }
+
+/// An actuator whose deletions wait until the test lets them go, as API
+/// calls under load do.
+struct SlowActuator {
+    inner: EmbeddedActuator,
+    gate: Arc<tokio::sync::Semaphore>,
+}
+
+impl convoy_api::PreemptionActuator for SlowActuator {
+    fn preempt(
+        &self,
+        victim: Arc<convoy_api::PodInfo>,
+        preemptor: Arc<convoy_api::PodInfo>,
+        node: Arc<str>,
+    ) -> futures::future::BoxFuture<'static, Result<(), convoy_api::PreemptionError>> {
+        let (gate, call) = (self.gate.clone(), self.inner.preempt(victim, preemptor, node));
+        Box::pin(async move {
+            let _permit = gate.acquire().await;
+            call.await
+        })
+    }
+
+    fn set_nominated_node_name(
+        &self,
+        pod: Arc<convoy_api::PodInfo>,
+        node: Option<Arc<str>>,
+    ) -> futures::future::BoxFuture<'static, Result<(), convoy_api::PreemptionError>> {
+        self.inner.set_nominated_node_name(pod, node)
+    }
+}
+
+/// Nothing wasted while the victims' deletions are in flight: the
+/// preemptor is held (`waiting for the preemption for this pod to be
+/// finished`) even when a cluster event would retry it, so it can neither
+/// preempt on a second node nor take other room; once its victim is gone
+/// it binds where it preempted.
+#[tokio::test]
+async fn preemptor_is_held_while_its_preemption_is_carried_out() {
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(
+        vec![node("n1"), node("n2")],
+        vec![low("a", "n1", "4"), low("b", "n2", "4")],
+    ));
+    let clock = FakeClock::new();
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    let actuator = SlowActuator { inner: EmbeddedActuator(cluster.clone()), gate: gate.clone() };
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(actuator),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    let step = |scheduler: &Arc<Scheduler>,
+                updates: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
+        while let Ok(u) = updates.try_recv() {
+            scheduler.handle_update(u);
+        }
+        while let Some(qpi) = scheduler.queue().try_pop() {
+            scheduler.schedule_one(qpi);
+        }
+    };
+    step(&scheduler, &mut updates);
+    cluster.add_pod(high("3").build()).unwrap();
+    step(&scheduler, &mut updates);
+    assert_eq!(scheduler.preemptions_in_flight(), 1);
+    let key = convoy_api::PodKey::new("default", "high");
+    // In the unschedulable pool; PreEnqueue runs when something moves it.
+    assert_eq!(scheduler.queue().queue_of(&key), Some(convoy_queue::QueueKind::Unschedulable));
+
+    // A node where the pod would fit: it would be retried, and take it
+    // (wasting its victim's eviction); it is held instead.
+    cluster.add_node(NodeBuilder::new("big").cpu("4").build()).unwrap();
+    clock.advance(std::time::Duration::from_secs(20));
+    scheduler.queue().flush_backoff_completed();
+    step(&scheduler, &mut updates);
+    assert_eq!(scheduler.queue().queue_of(&key), Some(convoy_queue::QueueKind::Gated));
+    assert!(cluster.evictions().is_empty(), "nothing deleted yet, nobody else preempted");
+
+    gate.add_permits(10);
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let pod = cluster.pod("default", "high").unwrap();
+    let bound = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+    let evicted: Vec<String> =
+        cluster.evictions().iter().map(|e| e.victim.name.to_string()).collect();
+    assert_eq!(evicted.len(), 1, "one victim only: {evicted:?}");
+    let victim_node = if evicted[0] == "a" { "n1" } else { "n2" };
+    assert_eq!(bound.as_deref(), Some(victim_node));
+    scheduler.cache().check_invariants().unwrap();
+}
