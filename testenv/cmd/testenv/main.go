@@ -136,29 +136,44 @@ func up(args []string) error {
 	if err := writePKI(e); err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
 	}
-	ports, err := freePorts(3)
-	if err != nil {
-		return err
-	}
-	etcdClient := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	etcdPeer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
-	etcdArgs := []string{
-		"--name=testenv",
-		"--data-dir=" + e.path("etcd-data"),
-		"--listen-client-urls=" + etcdClient,
-		"--advertise-client-urls=" + etcdClient,
-		"--listen-peer-urls=" + etcdPeer,
-		"--initial-advertise-peer-urls=" + etcdPeer,
-		"--initial-cluster=testenv=" + etcdPeer,
-		"--unsafe-no-fsync=true",
-		"--quota-backend-bytes=8589934592",
-		"--log-level=warn",
-	}
-	if err := start(e, "etcd", etcdArgs); err != nil {
-		return err
-	}
-	if err := waitHTTP(e, "etcd", etcdClient+"/health", nil); err != nil {
-		return fmt.Errorf("etcd did not become healthy (see %s): %w", e.path("etcd.log"), err)
+	// A port freePorts found free may be taken again before etcd binds it
+	// (another testenv, or an outgoing connection's ephemeral port): etcd
+	// then exits at once. Try again with new ports.
+	var ports []int
+	var etcdClient string
+	for attempt := 1; ; attempt++ {
+		var err error
+		ports, err = freePorts(3)
+		if err != nil {
+			return err
+		}
+		etcdClient = fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+		etcdPeer := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+		etcdArgs := []string{
+			"--name=testenv",
+			"--data-dir=" + e.path("etcd-data"),
+			"--listen-client-urls=" + etcdClient,
+			"--advertise-client-urls=" + etcdClient,
+			"--listen-peer-urls=" + etcdPeer,
+			"--initial-advertise-peer-urls=" + etcdPeer,
+			"--initial-cluster=testenv=" + etcdPeer,
+			"--unsafe-no-fsync=true",
+			"--quota-backend-bytes=8589934592",
+			"--log-level=warn",
+		}
+		if err := start(e, "etcd", etcdArgs); err != nil {
+			return err
+		}
+		err = waitHTTP(e, "etcd", etcdClient+"/health", nil)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || pidAlive(e.path("etcd.pid")) {
+			return fmt.Errorf("etcd did not become healthy (see %s): %w", e.path("etcd.log"), err)
+		}
+		fmt.Fprintf(os.Stderr, "testenv up: etcd exited at start (attempt %d: %v); retrying on new ports\n", attempt, err)
+		_ = stop(e, "etcd")
+		_ = os.RemoveAll(e.path("etcd-data"))
 	}
 	if err := os.WriteFile(e.path("apiserver.port"), []byte(strconv.Itoa(ports[2])), 0o644); err != nil {
 		return err
