@@ -48,6 +48,12 @@
 //!   GangScheduling (nothing to do for pods without a group), with the
 //!   features that are off and DefaultPreemption disabled.
 //!
+//! A second test runs the fixed volume scenario of `parity/volumes.rs`
+//! (VolumeZone, VolumeBinding with bound and WaitForFirstConsumer claims
+//! and its Score, VolumeRestrictions' ReadWriteOncePod, NodeVolumeLimits'
+//! CSI attach limits) the same way, on control planes with
+//! kube-controller-manager (the PV binder) and a test provisioner each.
+//!
 //! Seeds: `CONVOY_PARITY_SEEDS=1,2,3` overrides the defaults;
 //! `CONVOY_PARITY_FEATURES=all` (or a list) overrides
 //! `generate::IMPLEMENTED`. Every failure line starts with `parity seed N`
@@ -61,14 +67,21 @@ mod compare;
 mod generate;
 #[path = "parity/logs.rs"]
 mod logs;
+#[path = "parity/volumes.rs"]
+mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use convoy_api::names;
+use convoy_testenv::TestProvisioner;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service, ServiceAccount,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
@@ -538,6 +551,148 @@ async fn convoy_scores_like_upstream_on_generated_scenarios() {
         "{}\n(rerun one seed with CONVOY_PARITY_SEEDS=<seed>)",
         failures.join("\n")
     );
+}
+
+// ---------------------------------------------------------------- volumes
+
+/// Creates one object of the volume scenario (its `kind` says which).
+async fn create_object(client: &kube::Client, v: &Value) -> Result<()> {
+    let (pp, c) = (PostParams::default(), client.clone());
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let created = match v["kind"].as_str() {
+        Some("Node") => Api::<Node>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("CSINode") => Api::<CSINode>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("StorageClass") => Api::<StorageClass>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("PersistentVolume") => {
+            Api::<PersistentVolume>::all(c).create(&pp, &typed(v)?).await.map(drop)
+        }
+        Some("PersistentVolumeClaim") => {
+            Api::<PersistentVolumeClaim>::namespaced(c, ns).create(&pp, &typed(v)?).await.map(drop)
+        }
+        Some("Pod") => Api::<Pod>::namespaced(c, ns).create(&pp, &typed(v)?).await.map(drop),
+        other => bail!("unexpected kind {other:?}"),
+    };
+    created.with_context(|| format!("creating {v}"))
+}
+
+/// Creates the volume scenario and waits until the PV binder has bound the
+/// pre-bound pairs and made the other volumes Available, and the namespace
+/// has its ServiceAccount (pods are admitted then).
+async fn populate_volumes(cp: &ControlPlane, o: &volumes::Objects) -> Result<()> {
+    cp.namespace(volumes::NAMESPACE).await?;
+    let all = [&o.nodes, &o.csi_nodes, &o.classes, &o.pvs, &o.pvcs];
+    for v in all.into_iter().flatten() {
+        create_object(&cp.client, v).await?;
+    }
+    let pvs: Api<PersistentVolume> = Api::all(cp.client.clone());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(cp.client.clone(), volumes::NAMESPACE);
+    let sa: Api<ServiceAccount> = Api::namespaced(cp.client.clone(), volumes::NAMESPACE);
+    let settled = common::eventually(Duration::from_secs(30), || async {
+        let phase = |p: Option<&String>| p.map_or("", String::as_str).to_string();
+        let volumes_ok = pvs.list(&Default::default()).await.ok()?.items.iter().all(|v| {
+            let p = phase(v.status.as_ref().and_then(|s| s.phase.as_ref()));
+            p == "Available" || p == "Bound"
+        });
+        let claims_ok = pvcs.list(&Default::default()).await.ok()?.items.iter().all(|c| {
+            c.spec.as_ref().and_then(|s| s.volume_name.as_ref()).is_none()
+                || phase(c.status.as_ref().and_then(|s| s.phase.as_ref())) == "Bound"
+        });
+        let sa_ok = sa.get_opt("default").await.ok()?.is_some();
+        (volumes_ok && claims_ok && sa_ok).then_some(())
+    })
+    .await;
+    settled.context("volumes not Available/Bound, or no ServiceAccount, after 30 s")?;
+    for p in &o.existing {
+        create_object(&cp.client, p).await?;
+    }
+    Ok(())
+}
+
+/// Runs the volume scenario; returns the summary of each pod and the
+/// findings.
+async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
+    let features = Features::of(generate::IMPLEMENTED);
+    let o = volumes::objects();
+    let (up_cp, our_cp) =
+        tokio::try_join!(ControlPlane::start_cluster(), ControlPlane::start_cluster())?;
+    tokio::try_join!(populate_volumes(&up_cp, &o), populate_volumes(&our_cp, &o))
+        .context("creating the volume scenario")?;
+    let _provisioners = (
+        TestProvisioner::spawn(up_cp.client.clone()),
+        TestProvisioner::spawn(our_cp.client.clone()),
+    );
+    let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
+        &upstream_config(&up_cp, &features)?,
+        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+    )?;
+    let mut convoy = Scheduler::start_with_options(
+        &our_cp.env,
+        "convoy",
+        &convoy_config(&features),
+        &["--log-format", "json"],
+        "info,convoy::scores=trace",
+    )?;
+    convoy.wait_ready(Duration::from_secs(30)).await?;
+    let mut up = Side {
+        label: "upstream",
+        scheduler: UPSTREAM,
+        client: up_cp.client.clone(),
+        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
+    };
+    let mut ours = Side {
+        label: "convoy",
+        scheduler: CONVOY,
+        client: our_cp.client.clone(),
+        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
+    };
+    let (mut summary, mut findings) = (Vec::new(), Vec::new());
+    for (case, pod) in volumes::PODS.iter().zip(&o.pods) {
+        let key = key_of(pod);
+        tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
+        let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
+        let (Some(u), Some(o)) = (u, o) else {
+            bail!("{key}: no decision in {DECIDE_TIMEOUT:?} on one side{}", convoy.tail());
+        };
+        for (side, d) in [("upstream", &u), ("convoy", &o)] {
+            for e in &d.errors {
+                findings.push(format!("{key}: {side} failed an attempt before deciding: {e}"));
+            }
+        }
+        let cmp = compare(&u.attempt, &o.attempt);
+        findings.extend(cmp.findings.iter().map(|f| format!("{key}: {}", f.text)));
+        let binding: Vec<String> = u
+            .attempt
+            .cycle
+            .scores
+            .iter()
+            .filter_map(|(n, s)| Some(format!("{n}={}", s.get(names::VOLUME_BINDING)?)))
+            .collect();
+        summary.push(format!(
+            "{key}: upstream {}, convoy {}; VolumeBinding scores [{}]",
+            u.attempt.ending,
+            o.attempt.ending,
+            binding.join(" ")
+        ));
+        match (&u.attempt.ending, &o.attempt.ending) {
+            (Ending::Bound(a), Ending::Bound(b)) if a == b => {}
+            // Its claims were bound on each side's node: leave them.
+            (Ending::Bound(_), Ending::Bound(_)) if case.delayed => {}
+            (Ending::Bound(a), _) => {
+                ours.delete(pod).await?;
+                ours.create(pod, Some(a)).await?;
+            }
+            _ => tokio::try_join!(up.delete(pod), ours.delete(pod)).map(drop)?,
+        }
+    }
+    Ok((summary, findings))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convoy_places_pods_with_volumes_like_upstream() {
+    let started = std::time::Instant::now();
+    let (summary, findings) = check_volumes().await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("parity volumes [{:.1?}]:\n  {}", started.elapsed(), summary.join("\n  "));
+    assert!(findings.is_empty(), "parity volumes:\n{}", findings.join("\n"));
 }
 
 #[test]

@@ -1,0 +1,371 @@
+//! The volume scenario of the parity test: one fixed cluster (not seeded)
+//! whose pods exercise the four volume plugins, run through upstream
+//! kube-scheduler and Convoy on two control planes with
+//! kube-controller-manager (its PV binder binds the pre-bound pairs, makes
+//! the free volumes Available and completes the WaitForFirstConsumer
+//! bindings both schedulers write in PreBind) and a
+//! [`TestProvisioner`](convoy_testenv::TestProvisioner) each.
+//!
+//! Six nodes: `n0`, `n1` in zone `a`, `n2`, `n3` in `b`, `n4` in `c`, `n5`
+//! without a zone. CSINodes give driver [`CSI_DRIVER`] an attach limit of
+//! 1 on `n0` and `n2`, 2 on `n1`, 5 on `n4`; `n3`'s CSINode has no driver
+//! and `n5` has none. Pods already bound (scheduler `nobody`) use one CSI
+//! volume on each of `n0`, `n1`, `n2`, and a ReadWriteOncePod claim on
+//! `n1`.
+//!
+//! The pods to schedule, in order ([`PODS`]): bound zonal volumes (VolumeZone:
+//! one zone, two zones `b__c`, a zone without nodes, where only the node
+//! without zone labels is left), a bound volume with node affinity
+//! (VolumeBinding), a bound volume whose zone and node affinity exclude
+//! each other (both plugins' reasons), a new CSI volume (NodeVolumeLimits: the nodes at their
+//! limit), the ReadWriteOncePod claim in use (VolumeRestrictions), a
+//! missing claim, an unbound Immediate claim, and WaitForFirstConsumer
+//! claims: one claim with candidate volumes of several sizes on several
+//! nodes, two claims of one class (the smallest fitting volume each,
+//! summed per class in Score), a claim with a selector, a claim no volume
+//! fits, a claim provisioned in the class's allowed topology, and a zonal
+//! volume with a CSI volume together. Each WaitForFirstConsumer pod has
+//! its own class, so one pod's binding does not change another's
+//! candidates even where the two schedulers chose different nodes.
+
+use serde_json::{Value, json};
+
+/// The CSI driver with attach limits.
+pub const CSI_DRIVER: &str = "csi.parity.convoy.dev";
+/// The namespace of every claim and pod.
+pub const NAMESPACE: &str = "vol";
+const ZONE: &str = "topology.kubernetes.io/zone";
+const HOSTNAME: &str = "kubernetes.io/hostname";
+const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+
+/// The nodes and their zones (`None`: no zone label).
+const NODES: [(&str, Option<&str>); 6] = [
+    ("n0", Some("a")),
+    ("n1", Some("a")),
+    ("n2", Some("b")),
+    ("n3", Some("b")),
+    ("n4", Some("c")),
+    ("n5", None),
+];
+
+/// A pod to schedule: its name and its claims.
+pub struct PodCase {
+    /// The pod's name.
+    pub name: &'static str,
+    /// The claims its volumes name.
+    pub claims: &'static [&'static str],
+    /// Whether a claim waits for its first consumer (then the pod is not
+    /// re-created on upstream's node when the choices differ: its claims
+    /// were bound where each scheduler chose).
+    pub delayed: bool,
+}
+
+const fn case(name: &'static str, claims: &'static [&'static str], delayed: bool) -> PodCase {
+    PodCase { name, claims, delayed }
+}
+
+/// The pods to schedule, in order.
+pub const PODS: [PodCase; 15] = [
+    case("zonal-a", &["zonal-a"], false),
+    case("zonal-bc", &["zonal-bc"], false),
+    case("zonal-d", &["zonal-d"], false),
+    case("affinity-n3", &["affinity-n3"], false),
+    case("csi-new", &["csi-new"], false),
+    case("mixed", &["mixed"], false),
+    case("rwop-second", &["rwop"], false),
+    case("absent", &["absent"], false),
+    case("immediate", &["immediate"], false),
+    case("wfc-sizes", &["wfc-sizes"], true),
+    case("wfc-two", &["wfc-two-small", "wfc-two-large"], true),
+    case("wfc-selector", &["wfc-selector"], true),
+    case("wfc-none", &["wfc-none"], true),
+    case("wfc-provision", &["wfc-provision"], true),
+    case("zonal-and-csi", &["zonal-a2", "csi-new2"], false),
+];
+
+/// The scenario's objects, as JSON with `apiVersion` and `kind`.
+#[derive(Debug, Clone, Default)]
+pub struct Objects {
+    /// Nodes.
+    pub nodes: Vec<Value>,
+    /// CSINodes.
+    pub csi_nodes: Vec<Value>,
+    /// StorageClasses.
+    pub classes: Vec<Value>,
+    /// PersistentVolumes.
+    pub pvs: Vec<Value>,
+    /// PersistentVolumeClaims (in [`NAMESPACE`]).
+    pub pvcs: Vec<Value>,
+    /// Pods bound from the start.
+    pub existing: Vec<Value>,
+    /// The pods to schedule, in the order of [`PODS`], without
+    /// `schedulerName`.
+    pub pods: Vec<Value>,
+}
+
+fn node(name: &str, zone: Option<&str>) -> Value {
+    let mut labels = json!({ HOSTNAME: name });
+    if let Some(z) = zone {
+        labels[ZONE] = json!(z);
+    }
+    let allocatable = json!({ "cpu": "4", "memory": "8Gi", "pods": "110" });
+    json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": { "name": name, "labels": labels },
+        "status": {
+            "allocatable": allocatable, "capacity": allocatable,
+            "conditions": [{ "type": "Ready", "status": "True" }],
+        },
+    })
+}
+
+fn csi_node(name: &str, limit: Option<i64>) -> Value {
+    let drivers: Vec<Value> = limit
+        .map(|count| {
+            json!({ "name": CSI_DRIVER, "nodeID": name, "allocatable": { "count": count } })
+        })
+        .into_iter()
+        .collect();
+    json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSINode",
+        "metadata": { "name": name }, "spec": { "drivers": drivers },
+    })
+}
+
+fn class(name: &str, provisioner: &str, mode: &str) -> Value {
+    json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": { "name": name }, "provisioner": provisioner, "volumeBindingMode": mode,
+    })
+}
+
+/// A PersistentVolume: `source` is its volume source (`hostPath`, `csi`,
+/// `local`), `class` its StorageClass (`""`: none); `claim` pre-binds it.
+fn pv(name: &str, size: &str, class: &str, source: Value, claim: Option<&str>) -> Value {
+    let mut spec = json!({
+        "capacity": { "storage": size },
+        "accessModes": ["ReadWriteOnce"],
+        "storageClassName": class,
+        "persistentVolumeReclaimPolicy": "Retain",
+    });
+    let (key, value) = source.as_object().and_then(|o| o.iter().next()).expect("one source");
+    spec[key] = value.clone();
+    if let Some(c) = claim {
+        spec["claimRef"] = json!({ "namespace": NAMESPACE, "name": c });
+    }
+    json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": { "name": name }, "spec": spec,
+    })
+}
+
+fn host_path(name: &str) -> Value {
+    json!({ "hostPath": { "path": format!("/mnt/{name}") } })
+}
+
+fn csi(handle: &str) -> Value {
+    json!({ "csi": { "driver": CSI_DRIVER, "volumeHandle": handle } })
+}
+
+fn with_labels(mut obj: Value, labels: Value) -> Value {
+    obj["metadata"]["labels"] = labels;
+    obj
+}
+
+fn with_affinity(mut obj: Value, key: &str, values: &[&str]) -> Value {
+    obj["spec"]["nodeAffinity"] = json!({ "required": { "nodeSelectorTerms": [
+        { "matchExpressions": [{ "key": key, "operator": "In", "values": values }] }] } });
+    obj
+}
+
+/// A local volume of `class` on `node`.
+fn local(name: &str, size: &str, class: &str, node: &str) -> Value {
+    let source = json!({ "local": { "path": format!("/mnt/{name}") } });
+    with_affinity(pv(name, size, class, source, None), HOSTNAME, &[node])
+}
+
+fn pvc(name: &str, size: &str, class: &str, volume: Option<&str>) -> Value {
+    let mut spec = json!({
+        "storageClassName": class,
+        "accessModes": ["ReadWriteOnce"],
+        "resources": { "requests": { "storage": size } },
+    });
+    if let Some(v) = volume {
+        spec["volumeName"] = json!(v);
+    }
+    json!({
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": { "name": name, "namespace": NAMESPACE }, "spec": spec,
+    })
+}
+
+/// A claim of class `""` and its volume, pre-bound to each other.
+fn bound(name: &str, source: Value) -> (Value, Value) {
+    (
+        pv(&format!("pv-{name}"), "1Gi", "", source, Some(name)),
+        pvc(name, "1Gi", "", Some(&format!("pv-{name}"))),
+    )
+}
+
+/// A pod using `claims`.
+pub fn pod(name: &str, claims: &[&str]) -> Value {
+    let volumes: Vec<Value> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, c)| json!({ "name": format!("v{i}"), "persistentVolumeClaim": { "claimName": c } }))
+        .collect();
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": { "name": name, "namespace": NAMESPACE },
+        "spec": {
+            "containers": [{
+                "name": "main", "image": "registry.k8s.io/pause:3.10",
+                "resources": { "requests": { "cpu": "100m", "memory": "128Mi" } },
+            }],
+            "volumes": volumes,
+        },
+    })
+}
+
+/// The scenario.
+pub fn objects() -> Objects {
+    let mut o = Objects {
+        nodes: NODES.iter().map(|(n, z)| node(n, *z)).collect(),
+        csi_nodes: vec![
+            csi_node("n0", Some(1)),
+            csi_node("n1", Some(2)),
+            csi_node("n2", Some(1)),
+            csi_node("n3", None),
+            csi_node("n4", Some(5)),
+        ],
+        ..Objects::default()
+    };
+    let mut add = |(v, c): (Value, Value)| {
+        o.pvs.push(v);
+        o.pvcs.push(c);
+    };
+
+    // Bound claims. VolumeZone reads the volume's zone label.
+    let zonal = |name: &str, zone: &str| {
+        let (v, c) = bound(name, host_path(name));
+        (with_labels(v, json!({ ZONE: zone })), c)
+    };
+    add(zonal("zonal-a", "a"));
+    add(zonal("zonal-a2", "a"));
+    add(zonal("zonal-bc", "b__c"));
+    add(zonal("zonal-d", "d"));
+    let (v, c) = bound("affinity-n3", host_path("affinity-n3"));
+    add((with_affinity(v, HOSTNAME, &["n3"]), c));
+    // Zone a, but node affinity on n2 and n3 (zone b): no node passes
+    // both; which reason a node gets follows the filters' order.
+    let (v, c) = zonal("mixed", "a");
+    add((with_affinity(v, HOSTNAME, &["n2", "n3"]), c));
+    for name in ["csi-0", "csi-1", "csi-2", "csi-new", "csi-new2"] {
+        add(bound(name, csi(name)));
+    }
+    let (mut v, mut c) = bound("rwop", host_path("rwop"));
+    v["spec"]["accessModes"] = json!(["ReadWriteOncePod"]);
+    c["spec"]["accessModes"] = json!(["ReadWriteOncePod"]);
+    add((v, c));
+
+    // Unbound claims.
+    o.classes.push(class("immediate", "parity.convoy.dev/nobody", "Immediate"));
+    o.pvcs.push(pvc("immediate", "1Gi", "immediate", None));
+    let wfc = |name: &str| class(name, NO_PROVISIONER, "WaitForFirstConsumer");
+
+    // One claim of 3Gi; volumes of several sizes: n0's is too small, n3
+    // has two (the smaller is chosen), n5 none.
+    o.classes.push(wfc("wfc-sizes"));
+    o.pvcs.push(pvc("wfc-sizes", "3Gi", "wfc-sizes", None));
+    for (name, size, node) in [
+        ("sizes-n0", "2Gi", "n0"),
+        ("sizes-n1", "4Gi", "n1"),
+        ("sizes-n2", "10Gi", "n2"),
+        ("sizes-n3-a", "3Gi", "n3"),
+        ("sizes-n3-b", "8Gi", "n3"),
+        ("sizes-n4", "5Gi", "n4"),
+    ] {
+        o.pvs.push(local(name, size, "wfc-sizes", node));
+    }
+
+    // Two claims of one class (1Gi and 2Gi): a node needs a volume for
+    // each; n1 has only one.
+    o.classes.push(wfc("wfc-two"));
+    o.pvcs.push(pvc("wfc-two-small", "1Gi", "wfc-two", None));
+    o.pvcs.push(pvc("wfc-two-large", "2Gi", "wfc-two", None));
+    for (name, size, node) in [
+        ("two-n0-a", "1Gi", "n0"),
+        ("two-n0-b", "2Gi", "n0"),
+        ("two-n1", "4Gi", "n1"),
+        ("two-n2-a", "2Gi", "n2"),
+        ("two-n2-b", "5Gi", "n2"),
+        ("two-n4-a", "3Gi", "n4"),
+        ("two-n4-b", "4Gi", "n4"),
+    ] {
+        o.pvs.push(local(name, size, "wfc-two", node));
+    }
+
+    // A claim selecting `tier: fast`.
+    o.classes.push(wfc("wfc-selector"));
+    let mut c = pvc("wfc-selector", "1Gi", "wfc-selector", None);
+    c["spec"]["selector"] = json!({ "matchLabels": { "tier": "fast" } });
+    o.pvcs.push(c);
+    for (name, size, node, tier) in [
+        ("selector-n0", "1Gi", "n0", "slow"),
+        ("selector-n2", "2Gi", "n2", "fast"),
+        ("selector-n4", "1536Mi", "n4", "fast"),
+    ] {
+        o.pvs.push(with_labels(local(name, size, "wfc-selector", node), json!({ "tier": tier })));
+    }
+
+    // A claim larger than every volume of its class.
+    o.classes.push(wfc("wfc-none"));
+    o.pvcs.push(pvc("wfc-none", "50Gi", "wfc-none", None));
+    o.pvs.push(local("none-n0", "10Gi", "wfc-none", "n0"));
+
+    // Provisioned by the test provisioner, in zones b and c only.
+    let mut provision =
+        class("wfc-provision", convoy_testenv::TEST_PROVISIONER, "WaitForFirstConsumer");
+    provision["allowedTopologies"] =
+        json!([{ "matchLabelExpressions": [{ "key": ZONE, "values": ["b", "c"] }] }]);
+    o.classes.push(provision);
+    o.pvcs.push(pvc("wfc-provision", "1Gi", "wfc-provision", None));
+
+    for (name, node, claim) in [
+        ("csi-user-0", "n0", "csi-0"),
+        ("csi-user-1", "n1", "csi-1"),
+        ("csi-user-2", "n2", "csi-2"),
+        ("rwop-user", "n1", "rwop"),
+    ] {
+        let mut p = pod(name, &[claim]);
+        p["spec"]["nodeName"] = json!(node);
+        p["spec"]["schedulerName"] = json!("nobody");
+        o.existing.push(p);
+    }
+    o.pods = PODS.iter().map(|c| pod(c.name, c.claims)).collect();
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_claim_a_pod_names_exists_but_the_absent_one() {
+        let o = objects();
+        let claims: Vec<&str> =
+            o.pvcs.iter().map(|c| c["metadata"]["name"].as_str().unwrap()).collect();
+        for case in PODS {
+            for c in case.claims {
+                assert_eq!(claims.contains(c), *c != "absent", "{c}");
+            }
+        }
+        let pvs: Vec<&str> =
+            o.pvs.iter().map(|v| v["metadata"]["name"].as_str().unwrap()).collect();
+        for c in &o.pvcs {
+            if let Some(v) = c["spec"]["volumeName"].as_str() {
+                assert!(pvs.contains(&v), "{v}");
+            }
+        }
+    }
+}
