@@ -26,7 +26,9 @@
 //! fits, a claim provisioned in the class's allowed topology, and a zonal
 //! volume with a CSI volume together. Each WaitForFirstConsumer pod has
 //! its own class, so one pod's binding does not change another's
-//! candidates even where the two schedulers chose different nodes.
+//! candidates: where the schedulers chose different nodes (a tie), the
+//! pod is re-created in Convoy's cluster on upstream's node, as in the
+//! generated scenarios, and its claims stay bound where Convoy chose.
 
 use serde_json::{Value, json};
 
@@ -54,33 +56,29 @@ pub struct PodCase {
     pub name: &'static str,
     /// The claims its volumes name.
     pub claims: &'static [&'static str],
-    /// Whether a claim waits for its first consumer (then the pod is not
-    /// re-created on upstream's node when the choices differ: its claims
-    /// were bound where each scheduler chose).
-    pub delayed: bool,
 }
 
-const fn case(name: &'static str, claims: &'static [&'static str], delayed: bool) -> PodCase {
-    PodCase { name, claims, delayed }
+const fn case(name: &'static str, claims: &'static [&'static str]) -> PodCase {
+    PodCase { name, claims }
 }
 
 /// The pods to schedule, in order.
 pub const PODS: [PodCase; 15] = [
-    case("zonal-a", &["zonal-a"], false),
-    case("zonal-bc", &["zonal-bc"], false),
-    case("zonal-d", &["zonal-d"], false),
-    case("affinity-n3", &["affinity-n3"], false),
-    case("csi-new", &["csi-new"], false),
-    case("mixed", &["mixed"], false),
-    case("rwop-second", &["rwop"], false),
-    case("absent", &["absent"], false),
-    case("immediate", &["immediate"], false),
-    case("wfc-sizes", &["wfc-sizes"], true),
-    case("wfc-two", &["wfc-two-small", "wfc-two-large"], true),
-    case("wfc-selector", &["wfc-selector"], true),
-    case("wfc-none", &["wfc-none"], true),
-    case("wfc-provision", &["wfc-provision"], true),
-    case("zonal-and-csi", &["zonal-a2", "csi-new2"], false),
+    case("zonal-a", &["zonal-a"]),
+    case("zonal-bc", &["zonal-bc"]),
+    case("zonal-d", &["zonal-d"]),
+    case("affinity-n3", &["affinity-n3"]),
+    case("csi-new", &["csi-new"]),
+    case("mixed", &["mixed"]),
+    case("rwop-second", &["rwop"]),
+    case("absent", &["absent"]),
+    case("immediate", &["immediate"]),
+    case("wfc-sizes", &["wfc-sizes"]),
+    case("wfc-two", &["wfc-two-small", "wfc-two-large"]),
+    case("wfc-selector", &["wfc-selector"]),
+    case("wfc-none", &["wfc-none"]),
+    case("wfc-provision", &["wfc-provision"]),
+    case("zonal-and-csi", &["zonal-a2", "csi-new2"]),
 ];
 
 /// The scenario's objects, as JSON with `apiVersion` and `kind`.
@@ -300,7 +298,7 @@ pub fn objects() -> Objects {
         ("two-n2-a", "2Gi", "n2"),
         ("two-n2-b", "5Gi", "n2"),
         ("two-n4-a", "3Gi", "n4"),
-        ("two-n4-b", "4Gi", "n4"),
+        ("two-n4-b", "5Gi", "n4"),
     ] {
         o.pvs.push(local(name, size, "wfc-two", node));
     }
