@@ -49,8 +49,8 @@
 //!   features that are off and DefaultPreemption disabled.
 //!
 //! A second test runs the fixed volume scenario of `parity/volumes.rs`
-//! (VolumeZone, VolumeBinding with bound and WaitForFirstConsumer claims
-//! and its Score, VolumeRestrictions' ReadWriteOncePod, NodeVolumeLimits'
+//! (VolumeZone, VolumeBinding with bound and WaitForFirstConsumer claims,
+//! CSIStorageCapacity, and its Score, VolumeRestrictions' ReadWriteOncePod, NodeVolumeLimits'
 //! CSI attach limits) the same way, on control planes with
 //! kube-controller-manager (the PV binder) and a test provisioner each,
 //! with DefaultPreemption on both sides: no pod there has a priority, so
@@ -84,7 +84,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service, ServiceAccount,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
@@ -594,6 +594,10 @@ async fn create_object(client: &kube::Client, v: &Value) -> Result<()> {
     let created = match v["kind"].as_str() {
         Some("Node") => Api::<Node>::all(c).create(&pp, &typed(v)?).await.map(drop),
         Some("CSINode") => Api::<CSINode>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("CSIDriver") => Api::<CSIDriver>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("CSIStorageCapacity") => {
+            Api::<CSIStorageCapacity>::namespaced(c, ns).create(&pp, &typed(v)?).await.map(drop)
+        }
         Some("StorageClass") => Api::<StorageClass>::all(c).create(&pp, &typed(v)?).await.map(drop),
         Some("PersistentVolume") => {
             Api::<PersistentVolume>::all(c).create(&pp, &typed(v)?).await.map(drop)
@@ -612,7 +616,7 @@ async fn create_object(client: &kube::Client, v: &Value) -> Result<()> {
 /// has its ServiceAccount (pods are admitted then).
 async fn populate_volumes(cp: &ControlPlane, o: &volumes::Objects) -> Result<()> {
     cp.namespace(volumes::NAMESPACE).await?;
-    let all = [&o.nodes, &o.csi_nodes, &o.classes, &o.pvs, &o.pvcs];
+    let all = [&o.nodes, &o.csi_nodes, &o.csi_drivers, &o.classes, &o.capacities, &o.pvs, &o.pvcs];
     for v in all.into_iter().flatten() {
         create_object(&cp.client, v).await?;
     }

@@ -23,8 +23,12 @@
 //! claims: one claim with candidate volumes of several sizes on several
 //! nodes, two claims of one class (the smallest fitting volume each,
 //! summed per class in Score), a claim with a selector, a claim no volume
-//! fits, a claim provisioned in the class's allowed topology, and a zonal
-//! volume with a CSI volume together. Each WaitForFirstConsumer pod has
+//! fits, a claim provisioned in the class's allowed topology, claims of a
+//! class whose CSI driver publishes its free storage (CSIDriver
+//! `storageCapacity: true`; CSIStorageCapacity per zone: room, too little,
+//! a maximum volume size, none; one claim, two claims sharing a pool, a
+//! claim too large everywhere), and a zonal volume with a CSI volume
+//! together. Each WaitForFirstConsumer pod has
 //! its own class, so one pod's binding does not change another's
 //! candidates: where the schedulers chose different nodes (a tie), the
 //! pod is re-created in Convoy's cluster on upstream's node, as in the
@@ -63,7 +67,7 @@ const fn case(name: &'static str, claims: &'static [&'static str]) -> PodCase {
 }
 
 /// The pods to schedule, in order.
-pub const PODS: [PodCase; 15] = [
+pub const PODS: [PodCase; 18] = [
     case("zonal-a", &["zonal-a"]),
     case("zonal-bc", &["zonal-bc"]),
     case("zonal-d", &["zonal-d"]),
@@ -78,6 +82,9 @@ pub const PODS: [PodCase; 15] = [
     case("wfc-selector", &["wfc-selector"]),
     case("wfc-none", &["wfc-none"]),
     case("wfc-provision", &["wfc-provision"]),
+    case("wfc-capacity", &["wfc-capacity"]),
+    case("wfc-capacity-two", &["capacity-two-small", "capacity-two-large"]),
+    case("wfc-capacity-none", &["wfc-capacity-none"]),
     case("zonal-and-csi", &["zonal-a2", "csi-new2"]),
 ];
 
@@ -90,6 +97,10 @@ pub struct Objects {
     pub csi_nodes: Vec<Value>,
     /// StorageClasses.
     pub classes: Vec<Value>,
+    /// CSIDrivers.
+    pub csi_drivers: Vec<Value>,
+    /// CSIStorageCapacities (in [`NAMESPACE`]).
+    pub capacities: Vec<Value>,
     /// PersistentVolumes.
     pub pvs: Vec<Value>,
     /// PersistentVolumeClaims (in [`NAMESPACE`]).
@@ -328,6 +339,35 @@ pub fn objects() -> Objects {
         json!([{ "matchLabelExpressions": [{ "key": ZONE, "values": ["b", "c"] }] }]);
     o.classes.push(provision);
     o.pvcs.push(pvc("wfc-provision", "1Gi", "wfc-provision", None));
+
+    // Provisioned by a driver that publishes its free storage: 10Gi in
+    // zone a, 2Gi in b, 100Gi in c in volumes of at most 4Gi, nothing
+    // for n5.
+    let driver = convoy_testenv::TEST_CSI_PROVISIONER;
+    o.csi_drivers.push(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": { "name": driver }, "spec": { "storageCapacity": true },
+    }));
+    o.classes.push(class("wfc-capacity", driver, "WaitForFirstConsumer"));
+    for (zone, capacity, max) in
+        [("a", "10Gi", None), ("b", "2Gi", None), ("c", "100Gi", Some("4Gi"))]
+    {
+        let mut c = json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+            "metadata": { "name": format!("capacity-{zone}"), "namespace": NAMESPACE },
+            "storageClassName": "wfc-capacity",
+            "nodeTopology": { "matchLabels": { ZONE: zone } },
+            "capacity": capacity,
+        });
+        if let Some(m) = max {
+            c["maximumVolumeSize"] = json!(m);
+        }
+        o.capacities.push(c);
+    }
+    o.pvcs.push(pvc("wfc-capacity", "3Gi", "wfc-capacity", None));
+    o.pvcs.push(pvc("capacity-two-small", "1Gi", "wfc-capacity", None));
+    o.pvcs.push(pvc("capacity-two-large", "2Gi", "wfc-capacity", None));
+    o.pvcs.push(pvc("wfc-capacity-none", "20Gi", "wfc-capacity", None));
 
     for (name, node, claim) in [
         ("csi-user-0", "n0", "csi-0"),
