@@ -9,7 +9,8 @@
 //! Six nodes: `n0`, `n1` in zone `a`, `n2`, `n3` in `b`, `n4` in `c`, `n5`
 //! without a zone. CSINodes give driver [`CSI_DRIVER`] an attach limit of
 //! 1 on `n0` and `n2`, 2 on `n1`, 5 on `n4`; `n3`'s CSINode has no driver
-//! and `n5` has none. Pods already bound (scheduler `nobody`) use one CSI
+//! and `n5` has none, and the driver's CSIDriver sets
+//! `preventPodSchedulingIfMissing`, so neither takes its volumes. Pods already bound (scheduler `nobody`) use one CSI
 //! volume on each of `n0`, `n1`, `n2`, and a ReadWriteOncePod claim on
 //! `n1`.
 //!
@@ -249,6 +250,12 @@ pub fn objects() -> Objects {
         ],
         ..Objects::default()
     };
+    // Pods with a volume of the driver may only go where the node's
+    // CSINode lists it (NodeVolumeLimits, VolumeLimitScaling): not n3 or n5.
+    o.csi_drivers.push(json!({
+        "apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+        "metadata": { "name": CSI_DRIVER }, "spec": { "preventPodSchedulingIfMissing": true },
+    }));
     let mut add = |(v, c): (Value, Value)| {
         o.pvs.push(v);
         o.pvcs.push(c);
