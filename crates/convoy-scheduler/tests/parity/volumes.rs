@@ -20,7 +20,8 @@
 //! (VolumeBinding), a bound volume whose zone and node affinity exclude
 //! each other (both plugins' reasons), a new CSI volume (NodeVolumeLimits: the nodes at their
 //! limit), the ReadWriteOncePod claim in use (VolumeRestrictions), a
-//! missing claim, an unbound Immediate claim, and WaitForFirstConsumer
+//! missing claim, an unbound Immediate claim, a generic ephemeral volume
+//! whose claim no controller creates, and WaitForFirstConsumer
 //! claims: one claim with candidate volumes of several sizes on several
 //! nodes, two claims of one class (the smallest fitting volume each,
 //! summed per class in Score), a claim with a selector, a claim no volume
@@ -68,7 +69,7 @@ const fn case(name: &'static str, claims: &'static [&'static str]) -> PodCase {
 }
 
 /// The pods to schedule, in order.
-pub const PODS: [PodCase; 18] = [
+pub const PODS: [PodCase; 19] = [
     case("zonal-a", &["zonal-a"]),
     case("zonal-bc", &["zonal-bc"]),
     case("zonal-d", &["zonal-d"]),
@@ -78,6 +79,7 @@ pub const PODS: [PodCase; 18] = [
     case("rwop-second", &["rwop"]),
     case("absent", &["absent"]),
     case("immediate", &["immediate"]),
+    case("ephemeral", &[]),
     case("wfc-sizes", &["wfc-sizes"]),
     case("wfc-two", &["wfc-two-small", "wfc-two-large"]),
     case("wfc-selector", &["wfc-selector"]),
@@ -388,6 +390,12 @@ pub fn objects() -> Objects {
         o.existing.push(p);
     }
     o.pods = PODS.iter().map(|c| pod(c.name, c.claims)).collect();
+    // A generic ephemeral volume: no ephemeral volume controller runs in
+    // testenv, so its claim `ephemeral-scratch` never appears.
+    let eph = o.pods.iter_mut().find(|p| p["metadata"]["name"] == "ephemeral").expect("listed");
+    eph["spec"]["volumes"] = json!([{ "name": "scratch", "ephemeral": { "volumeClaimTemplate": {
+        "spec": { "accessModes": ["ReadWriteOnce"], "storageClassName": "wfc-provision",
+                  "resources": { "requests": { "storage": "1Gi" } } } } } }]);
     o
 }
 
