@@ -16,7 +16,8 @@
 //!
 //! The pods to schedule, in order ([`PODS`]): bound zonal volumes (VolumeZone:
 //! one zone, two zones `b__c`, a zone without nodes, where only the node
-//! without zone labels is left), a bound volume with node affinity
+//! without zone labels is left; a region; the beta zone label against
+//! nodes with the GA one), a bound volume with node affinity
 //! (VolumeBinding), a bound volume whose zone and node affinity exclude
 //! each other (both plugins' reasons), a new CSI volume (NodeVolumeLimits: the nodes at their
 //! limit), the ReadWriteOncePod claim in use (VolumeRestrictions), a
@@ -25,7 +26,9 @@
 //! claims: one claim with candidate volumes of several sizes on several
 //! nodes, two claims of one class (the smallest fitting volume each,
 //! summed per class in Score), a claim with a selector, a claim no volume
-//! fits, a claim provisioned in the class's allowed topology, claims of a
+//! fits, ReadWriteMany, Block, a class named by the beta annotation, a
+//! bound zonal claim beside a delayed one, a claim provisioned in the
+//! class's allowed topology, claims of a
 //! class whose CSI driver publishes its free storage (CSIDriver
 //! `storageCapacity: true`; CSIStorageCapacity per zone: room, too little,
 //! a maximum volume size, none; one claim, two claims sharing a pool, a
@@ -43,6 +46,8 @@ pub const CSI_DRIVER: &str = "csi.parity.convoy.dev";
 /// The namespace of every claim and pod.
 pub const NAMESPACE: &str = "vol";
 const ZONE: &str = "topology.kubernetes.io/zone";
+const REGION: &str = "topology.kubernetes.io/region";
+const BETA_ZONE: &str = "failure-domain.beta.kubernetes.io/zone";
 const HOSTNAME: &str = "kubernetes.io/hostname";
 const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
@@ -69,10 +74,12 @@ const fn case(name: &'static str, claims: &'static [&'static str]) -> PodCase {
 }
 
 /// The pods to schedule, in order.
-pub const PODS: [PodCase; 19] = [
+pub const PODS: [PodCase; 25] = [
     case("zonal-a", &["zonal-a"]),
     case("zonal-bc", &["zonal-bc"]),
     case("zonal-d", &["zonal-d"]),
+    case("region-r2", &["region-r2"]),
+    case("beta-zone-b", &["beta-zone-b"]),
     case("affinity-n3", &["affinity-n3"]),
     case("csi-new", &["csi-new"]),
     case("mixed", &["mixed"]),
@@ -84,6 +91,10 @@ pub const PODS: [PodCase; 19] = [
     case("wfc-two", &["wfc-two-small", "wfc-two-large"]),
     case("wfc-selector", &["wfc-selector"]),
     case("wfc-none", &["wfc-none"]),
+    case("wfc-rwx", &["wfc-rwx"]),
+    case("wfc-block", &["wfc-block"]),
+    case("wfc-beta-class", &["wfc-beta-class"]),
+    case("bound-and-delayed", &["zonal-b", "wfc-mixed"]),
     case("wfc-provision", &["wfc-provision"]),
     case("wfc-capacity", &["wfc-capacity"]),
     case("wfc-capacity-two", &["capacity-two-small", "capacity-two-large"]),
@@ -119,6 +130,7 @@ fn node(name: &str, zone: Option<&str>) -> Value {
     let mut labels = json!({ HOSTNAME: name });
     if let Some(z) = zone {
         labels[ZONE] = json!(z);
+        labels[REGION] = json!(if z == "c" { "r2" } else { "r1" });
     }
     let allocatable = json!({ "cpu": "4", "memory": "8Gi", "pods": "110" });
     json!({
@@ -272,6 +284,13 @@ pub fn objects() -> Objects {
     add(zonal("zonal-a2", "a"));
     add(zonal("zonal-bc", "b__c"));
     add(zonal("zonal-d", "d"));
+    add(zonal("zonal-b", "b"));
+    // Region r2 (zone c's); the beta zone label, which nodes only have
+    // in its GA form.
+    let (v, c) = bound("region-r2", host_path("region-r2"));
+    add((with_labels(v, json!({ REGION: "r2" })), c));
+    let (v, c) = bound("beta-zone-b", host_path("beta-zone-b"));
+    add((with_labels(v, json!({ BETA_ZONE: "b" })), c));
     let (v, c) = bound("affinity-n3", host_path("affinity-n3"));
     add((with_affinity(v, HOSTNAME, &["n3"]), c));
     // Zone a, but node affinity on n2 and n3 (zone b): no node passes
@@ -335,6 +354,42 @@ pub fn objects() -> Objects {
     ] {
         o.pvs.push(with_labels(local(name, size, "wfc-selector", node), json!({ "tier": tier })));
     }
+
+    // ReadWriteMany: n0's volume is ReadWriteOnce only.
+    o.classes.push(wfc("wfc-rwx"));
+    let mut c = pvc("wfc-rwx", "1Gi", "wfc-rwx", None);
+    c["spec"]["accessModes"] = json!(["ReadWriteMany"]);
+    o.pvcs.push(c);
+    o.pvs.push(local("rwx-n0", "1Gi", "wfc-rwx", "n0"));
+    let mut v = local("rwx-n2", "2Gi", "wfc-rwx", "n2");
+    v["spec"]["accessModes"] = json!(["ReadWriteOnce", "ReadWriteMany"]);
+    o.pvs.push(v);
+
+    // A Block claim: n0's volume is a filesystem.
+    o.classes.push(wfc("wfc-block"));
+    let mut c = pvc("wfc-block", "1Gi", "wfc-block", None);
+    c["spec"]["volumeMode"] = json!("Block");
+    o.pvcs.push(c);
+    o.pvs.push(local("block-n0", "1Gi", "wfc-block", "n0"));
+    let mut v = local("block-n4", "4Gi", "wfc-block", "n4");
+    v["spec"]["volumeMode"] = json!("Block");
+    o.pvs.push(v);
+
+    // The class named by the beta annotation, not spec.storageClassName.
+    o.classes.push(wfc("wfc-beta-class"));
+    let mut c = pvc("wfc-beta-class", "1Gi", "", None);
+    c["spec"].as_object_mut().expect("a spec").remove("storageClassName");
+    c["metadata"]["annotations"] =
+        json!({ "volume.beta.kubernetes.io/storage-class": "wfc-beta-class" });
+    o.pvcs.push(c);
+    o.pvs.push(local("beta-class-n1", "1Gi", "wfc-beta-class", "n1"));
+    o.pvs.push(local("beta-class-n4", "2Gi", "wfc-beta-class", "n4"));
+
+    // With the bound zone-b claim `zonal-b`: only n3's volume is in b.
+    o.classes.push(wfc("wfc-mixed"));
+    o.pvcs.push(pvc("wfc-mixed", "1Gi", "wfc-mixed", None));
+    o.pvs.push(local("mixed-n1", "1Gi", "wfc-mixed", "n1"));
+    o.pvs.push(local("mixed-n3", "2Gi", "wfc-mixed", "n3"));
 
     // A claim larger than every volume of its class.
     o.classes.push(wfc("wfc-none"));
