@@ -8,7 +8,9 @@
 //!
 //! Six nodes: `n0`, `n1` in zone `a`, `n2`, `n3` in `b`, `n4` in `c`, `n5`
 //! without a zone. CSINodes give driver [`CSI_DRIVER`] an attach limit of
-//! 1 on `n0` and `n2`, 2 on `n1`, 5 on `n4`; `n3`'s CSINode has no driver
+//! 1 on `n0` and `n2`, 2 on `n1`, 5 on `n4` (and 1 for the provisioner
+//! of the capacity class, whose unbound claims count); `n3`'s CSINode has
+//! no driver
 //! and `n5` has none, and the driver's CSIDriver sets
 //! `preventPodSchedulingIfMissing`, so neither takes its volumes. Pods already bound (scheduler `nobody`) use one CSI
 //! volume on each of `n0`, `n1`, `n2`, and a ReadWriteOncePod claim on
@@ -260,7 +262,17 @@ pub fn objects() -> Objects {
             csi_node("n1", Some(2)),
             csi_node("n2", Some(1)),
             csi_node("n3", None),
-            csi_node("n4", Some(5)),
+            {
+                // n4 also takes one volume of the capacity-publishing
+                // driver: a pod's unbound claims of its class count
+                // against it (NodeVolumeLimits).
+                let mut n4 = csi_node("n4", Some(5));
+                n4["spec"]["drivers"].as_array_mut().expect("drivers").push(json!({
+                    "name": convoy_testenv::TEST_CSI_PROVISIONER, "nodeID": "n4",
+                    "allocatable": { "count": 1 },
+                }));
+                n4
+            },
         ],
         ..Objects::default()
     };
