@@ -650,10 +650,10 @@ async fn populate_volumes(cp: &ControlPlane, o: &volumes::Objects) -> Result<()>
 /// findings.
 async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
     let features = Features::of(generate::IMPLEMENTED);
-    let o = volumes::objects();
+    let sc = volumes::objects();
     let (up_cp, our_cp) =
         tokio::try_join!(ControlPlane::start_cluster(), ControlPlane::start_cluster())?;
-    tokio::try_join!(populate_volumes(&up_cp, &o), populate_volumes(&our_cp, &o))
+    tokio::try_join!(populate_volumes(&up_cp, &sc), populate_volumes(&our_cp, &sc))
         .context("creating the volume scenario")?;
     let _provisioners = (
         TestProvisioner::spawn(up_cp.client.clone()),
@@ -684,7 +684,7 @@ async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
         tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
     };
     let (mut summary, mut findings, mut known) = (Vec::new(), Vec::new(), 0);
-    for pod in &o.pods {
+    for pod in &sc.pods {
         let key = key_of(pod);
         tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
         let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
@@ -737,12 +737,16 @@ async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
 
 /// Upstream's FitError `message` without the part its PostFilter adds
 /// after a PreFilter rejection (` preemption: 0/N nodes are available: N
-/// Preemption is not helpful for scheduling.`), when it ends so.
+/// Preemption is not helpful for scheduling.`), when it is one: the
+/// reason is PreFilter's message, not a histogram of node counts.
 fn without_prefilter_preemption(message: &str) -> Option<&str> {
     let (head, tail) = message.split_once(" preemption: ")?;
     let n = head.strip_prefix("0/")?.split_once(' ')?.0;
-    (tail == format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling."))
-        .then_some(head)
+    let reason = head.split_once("nodes are available: ")?.1;
+    let histogram = reason.starts_with(|c: char| c.is_ascii_digit());
+    let not_helpful =
+        format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling.");
+    (!histogram && tail == not_helpful).then_some(head)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -770,6 +774,10 @@ fn profiles_disable_the_same_features_on_both_sides() {
     );
     let other = up.replace("6 Preemption", "5 Preemption");
     assert_eq!(without_prefilter_preemption(&other), None);
+    let filtered = "0/6 nodes are available: 6 node(s) had no available volume zone. \
+                    preemption: 0/6 nodes are available: 6 Preemption is not helpful for \
+                    scheduling.";
+    assert_eq!(without_prefilter_preemption(filtered), None, "Filter rejections run PostFilter");
     let with = convoy_config(&features, Preemption::On);
     assert!(!with.contains("DefaultPreemption"), "{with}");
     let all = profile_yaml(CONVOY, &[]);
