@@ -10,12 +10,13 @@
 //! else checks that the class can provision one there (a provisioner,
 //! `allowedTopologies`, and, when the provisioner is a CSIDriver with
 //! `storageCapacity: true`, a CSIStorageCapacity of the class the node
-//! reaches with room for the claim). Reserve assumes the choice in an in-memory cache
-//! ([`assume::AssumeCache`]) so that no other pod in flight gets the same
-//! volume; PreBind writes it through the [`Binder`] (a volume's
-//! `spec.claimRef`, a claim's `volume.kubernetes.io/selected-node`
-//! annotation) and waits until the watched claims are bound, up to
-//! `bindTimeoutSeconds`; Unreserve forgets the assumption.
+//! reaches with room for the claim). Reserve assumes the choice in an
+//! in-memory cache ([`assume::AssumeCache`]) so that no other pod in
+//! flight gets the same volume; PreBind writes it through the [`Binder`]
+//! (a volume's `spec.claimRef`, a claim's
+//! `volume.kubernetes.io/selected-node` annotation) and waits until the
+//! watched claims are bound, up to `bindTimeoutSeconds`; Unreserve forgets
+//! the assumption.
 //!
 //! Score ([`scorer`]) rates the chosen volumes' utilization (or the
 //! provisions' share of the published capacity) through the args' `shape`.
