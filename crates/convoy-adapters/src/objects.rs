@@ -1,8 +1,9 @@
 //! The watches of the [`ClusterObject`] kinds: Namespaces, Services,
 //! ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets
 //! (`policy/v1`), PriorityClasses (`scheduling.k8s.io/v1`),
-//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
-//! (`storage.k8s.io/v1`), all namespaces, as upstream kube-scheduler's
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+//! CSIDrivers and CSIStorageCapacities (`storage.k8s.io/v1`), all
+//! namespaces, as upstream kube-scheduler's
 //! informers. Plugins read their labels (namespaces, for pod affinity's
 //! `namespaceSelector`), selectors (the default topology spreading
 //! constraints), budgets (preemption) and the volume objects (the volume
@@ -27,7 +28,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -67,7 +68,9 @@ watched_object!(
     PersistentVolumeClaim,
     PersistentVolume,
     StorageClass,
-    CSINode
+    CSINode,
+    CSIDriver,
+    CSIStorageCapacity
 );
 
 /// One event of one of the object watchers.
@@ -84,9 +87,11 @@ pub(crate) enum ObjectEvent {
     PersistentVolume(watcher::Result<Event<PersistentVolume>>),
     StorageClass(watcher::Result<Event<StorageClass>>),
     CSINode(watcher::Result<Event<CSINode>>),
+    CSIDriver(watcher::Result<Event<CSIDriver>>),
+    CSIStorageCapacity(watcher::Result<Event<CSIStorageCapacity>>),
 }
 
-/// The eleven watchers, one stream each (merged by the caller).
+/// The thirteen watchers, one stream each (merged by the caller).
 pub(crate) fn object_streams(
     client: &kube::Client,
     cfg: &watcher::Config,
@@ -116,10 +121,12 @@ pub(crate) fn object_streams(
         watch(client, cfg, ObjectEvent::PersistentVolume),
         watch(client, cfg, ObjectEvent::StorageClass),
         watch(client, cfg, ObjectEvent::CSINode),
+        watch(client, cfg, ObjectEvent::CSIDriver),
+        watch(client, cfg, ObjectEvent::CSIStorageCapacity),
     ]
 }
 
-/// The translators of the eleven kinds, and whether each has been listed.
+/// The translators of the thirteen kinds, and whether each has been listed.
 #[derive(Default)]
 pub(crate) struct ObjectTranslators {
     namespaces: Translator<Namespace>,
@@ -133,7 +140,9 @@ pub(crate) struct ObjectTranslators {
     pvs: Translator<PersistentVolume>,
     storage_classes: Translator<StorageClass>,
     csi_nodes: Translator<CSINode>,
-    listed: [bool; 11],
+    csi_drivers: Translator<CSIDriver>,
+    csi_storage_capacities: Translator<CSIStorageCapacity>,
+    listed: [bool; 13],
 }
 
 impl ObjectTranslators {
@@ -153,6 +162,10 @@ impl ObjectTranslators {
             ObjectEvent::PersistentVolume(e) => (8, self.pvs.handle_result(e, out)),
             ObjectEvent::StorageClass(e) => (9, self.storage_classes.handle_result(e, out)),
             ObjectEvent::CSINode(e) => (10, self.csi_nodes.handle_result(e, out)),
+            ObjectEvent::CSIDriver(e) => (11, self.csi_drivers.handle_result(e, out)),
+            ObjectEvent::CSIStorageCapacity(e) => {
+                (12, self.csi_storage_capacities.handle_result(e, out))
+            }
         };
         self.listed[i] |= first_list_done;
     }
@@ -286,6 +299,8 @@ mod tests {
             ObjectEvent::PersistentVolume(Ok(Event::InitDone)),
             ObjectEvent::StorageClass(Ok(Event::InitDone)),
             ObjectEvent::CSINode(Ok(Event::InitDone)),
+            ObjectEvent::CSIDriver(Ok(Event::InitDone)),
+            ObjectEvent::CSIStorageCapacity(Ok(Event::InitDone)),
         ];
         for e in done {
             t.handle(e, &mut out);

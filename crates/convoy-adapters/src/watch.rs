@@ -3,8 +3,8 @@
 //! ([`crate::pod_groups`]), and one per kind plugins read besides
 //! (Namespaces, Services, ReplicationControllers, ReplicaSets,
 //! StatefulSets, PodDisruptionBudgets, PriorityClasses, and the volume
-//! kinds PersistentVolumeClaims, PersistentVolumes, StorageClasses and
-//! CSINodes; [`crate::objects`]).
+//! kinds PersistentVolumeClaims, PersistentVolumes, StorageClasses,
+//! CSINodes, CSIDrivers and CSIStorageCapacities; [`crate::objects`]).
 //!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
 //! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
@@ -75,12 +75,12 @@ impl WatchOptions {
 /// Watches all Nodes, all Pods, the PodGroups of both APIs, and all
 /// Namespaces, Services, ReplicationControllers, ReplicaSets,
 /// StatefulSets, PodDisruptionBudgets, PriorityClasses,
-/// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes,
-/// and yields their changes as [`ClusterUpdate`]s.
+/// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+/// CSIDrivers and CSIStorageCapacities, and yields their changes as [`ClusterUpdate`]s.
 ///
 /// The node watcher runs alone until its initial list is complete, then the
 /// others start, so every listed node comes before any pod. `Synced`
-/// follows the initial lists of the pods and of the eleven object kinds (so
+/// follows the initial lists of the pods and of the thirteen object kinds (so
 /// scheduling never starts with unknown namespaces), and the initial list
 /// of every PodGroup API that is served (an API that is not served is asked
 /// for again periodically and does not delay `Synced`; see

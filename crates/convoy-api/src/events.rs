@@ -29,6 +29,10 @@ pub enum EventResource {
     StorageClass,
     /// A CSINode.
     CSINode,
+    /// A CSIDriver.
+    CSIDriver,
+    /// A CSIStorageCapacity.
+    CSIStorageCapacity,
     /// Any resource (used for the periodic flush and "move all").
     WildCard,
 }
@@ -43,6 +47,8 @@ impl EventResource {
             O::PersistentVolume(_) => Some(EventResource::PersistentVolume),
             O::StorageClass(_) => Some(EventResource::StorageClass),
             O::CSINode(_) => Some(EventResource::CSINode),
+            O::CSIDriver(_) => Some(EventResource::CSIDriver),
+            O::CSIStorageCapacity(_) => Some(EventResource::CSIStorageCapacity),
             _ => None,
         }
     }

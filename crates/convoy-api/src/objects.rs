@@ -4,8 +4,8 @@
 //! ReplicaSets and StatefulSets whose selectors make the default topology
 //! spreading constraints; the PodDisruptionBudgets preemption counts; and
 //! the PriorityClasses pods' priorities come from; and the
-//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
-//! the volume plugins read.
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+//! CSIDrivers and CSIStorageCapacities the volume plugins read.
 //!
 //! The scheduler applies every [`ClusterObject`] update to one
 //! [`ClusterObjects`] store, which every profile's plugins share through the
@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::labels::{Labels, Selector};
@@ -58,6 +58,10 @@ pub enum ClusterObject {
     StorageClass(Arc<StorageClass>),
     /// A CSINode (cluster-scoped, named after its node), `storage.k8s.io/v1`.
     CSINode(Arc<CSINode>),
+    /// A CSIDriver (cluster-scoped), `storage.k8s.io/v1`.
+    CSIDriver(Arc<CSIDriver>),
+    /// A CSIStorageCapacity (namespaced), `storage.k8s.io/v1`.
+    CSIStorageCapacity(Arc<CSIStorageCapacity>),
 }
 
 impl ClusterObject {
@@ -75,6 +79,8 @@ impl ClusterObject {
             ClusterObject::PersistentVolume(_) => "PersistentVolume",
             ClusterObject::StorageClass(_) => "StorageClass",
             ClusterObject::CSINode(_) => "CSINode",
+            ClusterObject::CSIDriver(_) => "CSIDriver",
+            ClusterObject::CSIStorageCapacity(_) => "CSIStorageCapacity",
         }
     }
 
@@ -92,11 +98,13 @@ impl ClusterObject {
             ClusterObject::PersistentVolume(o) => &o.metadata,
             ClusterObject::StorageClass(o) => &o.metadata,
             ClusterObject::CSINode(o) => &o.metadata,
+            ClusterObject::CSIDriver(o) => &o.metadata,
+            ClusterObject::CSIStorageCapacity(o) => &o.metadata,
         }
     }
 
     /// `namespace/name`, or `name` for a cluster-scoped kind (Namespace,
-    /// PriorityClass, PersistentVolume, StorageClass, CSINode).
+    /// PriorityClass, PersistentVolume, StorageClass, CSINode, CSIDriver).
     pub fn key(&self) -> String {
         let m = self.metadata();
         let name = m.name.as_deref().unwrap_or("");
@@ -105,7 +113,8 @@ impl ClusterObject {
             | ClusterObject::PriorityClass(_)
             | ClusterObject::PersistentVolume(_)
             | ClusterObject::StorageClass(_)
-            | ClusterObject::CSINode(_) => name.to_string(),
+            | ClusterObject::CSINode(_)
+            | ClusterObject::CSIDriver(_) => name.to_string(),
             _ => format!("{}/{name}", m.namespace.as_deref().unwrap_or("default")),
         }
     }
@@ -317,6 +326,9 @@ struct Inner {
     pvs: HashMap<Arc<str>, Arc<PersistentVolume>>,
     storage_classes: HashMap<Arc<str>, Arc<StorageClass>>,
     csi_nodes: HashMap<Arc<str>, Arc<CSINode>>,
+    csi_drivers: HashMap<Arc<str>, Arc<CSIDriver>>,
+    /// Sorted by namespace and name.
+    csi_storage_capacities: BTreeMap<NsName, Arc<CSIStorageCapacity>>,
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
@@ -350,7 +362,8 @@ impl ClusterObjects {
 
     /// An object was added or changed. Returns the version it replaces
     /// for the volume kinds (PersistentVolumeClaim, PersistentVolume,
-    /// StorageClass, CSINode), whose changes the queue hears about;
+    /// StorageClass, CSINode, CSIDriver, CSIStorageCapacity), whose changes
+    /// the queue hears about;
     /// `None` for the others, and for an object not held before.
     pub fn apply(&self, obj: &ClusterObject) -> Option<ClusterObject> {
         let mut st = self.write();
@@ -373,6 +386,18 @@ impl ClusterObjects {
             }
             ClusterObject::CSINode(o) => {
                 return st.csi_nodes.insert(ns_name(m).1, o.clone()).map(ClusterObject::CSINode);
+            }
+            ClusterObject::CSIDriver(o) => {
+                return st
+                    .csi_drivers
+                    .insert(ns_name(m).1, o.clone())
+                    .map(ClusterObject::CSIDriver);
+            }
+            ClusterObject::CSIStorageCapacity(o) => {
+                return st
+                    .csi_storage_capacities
+                    .insert(ns_name(m), o.clone())
+                    .map(ClusterObject::CSIStorageCapacity);
             }
             ClusterObject::Namespace(ns) => {
                 let labels = ns.metadata.labels.clone().unwrap_or_default();
@@ -459,6 +484,12 @@ impl ClusterObjects {
             ClusterObject::CSINode(_) => {
                 st.csi_nodes.remove(&key.1);
             }
+            ClusterObject::CSIDriver(_) => {
+                st.csi_drivers.remove(&key.1);
+            }
+            ClusterObject::CSIStorageCapacity(_) => {
+                st.csi_storage_capacities.remove(&key);
+            }
         }
     }
 
@@ -499,6 +530,17 @@ impl ClusterObjects {
     /// The CSINode of a node (named after it).
     pub fn csi_node(&self, node: &str) -> Option<Arc<CSINode>> {
         self.read().csi_nodes.get(node).cloned()
+    }
+
+    /// A CSIDriver by name (upstream's CSIDriver lister).
+    pub fn csi_driver(&self, name: &str) -> Option<Arc<CSIDriver>> {
+        self.read().csi_drivers.get(name).cloned()
+    }
+
+    /// Every CSIStorageCapacity, sorted by namespace and name (upstream's
+    /// lister returns them in no particular order).
+    pub fn csi_storage_capacities(&self) -> Vec<Arc<CSIStorageCapacity>> {
+        self.read().csi_storage_capacities.values().cloned().collect()
     }
 
     /// Every PodDisruptionBudget, sorted by namespace and name (preemption
@@ -582,6 +624,8 @@ impl ClusterObjects {
             ("PersistentVolume", st.pvs.len()),
             ("StorageClass", st.storage_classes.len()),
             ("CSINode", st.csi_nodes.len()),
+            ("CSIDriver", st.csi_drivers.len()),
+            ("CSIStorageCapacity", st.csi_storage_capacities.len()),
         ])
     }
 }
@@ -726,6 +770,15 @@ mod tests {
             ClusterObject::CSINode(obj!(
                 json!({"metadata": {"name": "node-1"}, "spec": {"drivers": []}})
             )),
+            ClusterObject::CSIDriver(obj!(
+                json!({"metadata": {"name": "d"}, "spec": {"storageCapacity": true}})
+            )),
+            ClusterObject::CSIStorageCapacity(obj!(
+                json!({"metadata": {"name": "c2", "namespace": "n"}, "storageClassName": "fast"})
+            )),
+            ClusterObject::CSIStorageCapacity(obj!(
+                json!({"metadata": {"name": "c1", "namespace": "n"}, "storageClassName": "fast"})
+            )),
         ];
         for o in &kinds {
             assert!(s.apply(o).is_none());
@@ -733,6 +786,15 @@ mod tests {
         assert!(s.pv("pv1").is_some() && s.storage_class("fast").is_some());
         assert_eq!(kinds[2].key(), "node-1");
         assert!(s.csi_node("node-1").is_some());
+        assert_eq!(kinds[3].key(), "d");
+        assert!(s.csi_driver("d").is_some_and(|d| d.spec.storage_capacity == Some(true)));
+        assert_eq!(kinds[4].key(), "n/c2");
+        let names: Vec<_> =
+            s.csi_storage_capacities().iter().map(|c| c.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, ["c1", "c2"], "sorted by namespace and name");
+        assert!(s.apply(&kinds[4]).is_some(), "the replaced version is returned");
+        s.delete(&kinds[4]);
+        assert_eq!(s.counts()["CSIStorageCapacity"], 1);
         assert!(
             s.apply(&ClusterObject::Namespace(obj!(json!({"metadata": {"name": "a"}})))).is_none()
         );

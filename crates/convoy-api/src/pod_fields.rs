@@ -245,7 +245,8 @@ pub const FIELDS: &[FieldRule] = &[
         "The claim must exist (not lost, not being deleted) and be bound (unbound with an \
          immediate class: `pod has unbound immediate PersistentVolumeClaims`) or have a \
          `WaitForFirstConsumer` class, whose claims VolumeBinding binds on the chosen node (a \
-         matching PV, or one provisioned there; not CSIStorageCapacity); the bound PV's node \
+         matching PV, or one provisioned there, within the CSIStorageCapacity the driver \
+         publishes); the bound PV's node \
          affinity and zone labels filter nodes; ReadWriteOncePod claims in use; CSI attach \
          limits. See [Volumes](#volumes).",
     ),

@@ -3,8 +3,8 @@
 //!
 //! [`parse_objects`] / [`load_file`] read nodes, pods, PodGroups,
 //! and the other objects plugins read (namespaces, workload controllers,
-//! budgets, PriorityClasses, claims, volumes, StorageClasses, CSINodes)
-//! from YAML or JSON (single
+//! budgets, PriorityClasses, claims, volumes, StorageClasses, CSINodes,
+//! CSIDrivers, CSIStorageCapacities) from YAML or JSON (single
 //! objects, `---` streams, `kind: List` as `kubectl get -o yaml` prints it,
 //! so a dump of a real cluster, whose other kinds are skipped and counted)
 //! and check them up front, with errors naming the document, the object

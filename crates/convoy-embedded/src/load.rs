@@ -1,8 +1,8 @@
 //! Loading a cluster from YAML or JSON text: nodes, pods, PodGroups, and
 //! the Namespaces, Services, ReplicationControllers, ReplicaSets,
 //! StatefulSets, PodDisruptionBudgets, PriorityClasses,
-//! PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
-//! plugins read. A StorageClass without `volumeBindingMode` gets
+//! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+//! CSIDrivers and CSIStorageCapacities plugins read. A StorageClass without `volumeBindingMode` gets
 //! `Immediate`, as API defaulting gives it.
 //! Pods without `spec.priority` get it from their PriorityClass, as the
 //! Priority admission plugin gives it (an unknown class is an error).
@@ -40,7 +40,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::scheduling::v1::PriorityClass;
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use serde_json::Value;
 
@@ -165,8 +165,8 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
 
 /// Parses nodes, pods, PodGroups, Namespaces, Services, workload
 /// controllers, PodDisruptionBudgets, PriorityClasses,
-/// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
-/// from YAML or JSON text. `source` names the text in error
+/// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+/// CSIDrivers and CSIStorageCapacities from YAML or JSON text. `source` names the text in error
 /// messages (usually the file name).
 ///
 /// Empty documents are skipped, and so are objects of other kinds (counted
@@ -316,7 +316,8 @@ fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
         "PriorityClass" => ("scheduling.k8s.io/v1", false),
         "PersistentVolumeClaim" => ("v1", true),
         "PersistentVolume" => ("v1", false),
-        "StorageClass" | "CSINode" => ("storage.k8s.io/v1", false),
+        "StorageClass" | "CSINode" | "CSIDriver" => ("storage.k8s.io/v1", false),
+        "CSIStorageCapacity" => ("storage.k8s.io/v1", true),
         _ => return None,
     })
 }
@@ -459,6 +460,12 @@ impl Loader<'_> {
                 self.add_object::<StorageClass>(value, doc, item).map_err(|m| fail(self, m))
             }
             "CSINode" => self.add_object::<CSINode>(value, doc, item).map_err(|m| fail(self, m)),
+            "CSIDriver" => {
+                self.add_object::<CSIDriver>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "CSIStorageCapacity" => {
+                self.add_object::<CSIStorageCapacity>(value, doc, item).map_err(|m| fail(self, m))
+            }
             "PodGroup" => {
                 let api_version = api_version.unwrap_or_default();
                 if !POD_GROUP_API_VERSIONS.contains(&api_version.as_str()) {

@@ -6,9 +6,14 @@
 //! pods on the node; a bound claim's volume is its PV's CSI source, an
 //! unbound claim's is its StorageClass's provisioner with a handle unique
 //! to the claim. Not yet as upstream (see docs/configuration.md#volumes):
-//! VolumeAttachments of pods already gone are not counted, in-tree volumes
-//! (inline or PVs) are not translated to their CSI driver (CSI
-//! migration), and CSIDriver `preventPodSchedulingIfMissing` is not read.
+//! VolumeAttachments of pods already gone are not counted, and in-tree
+//! volumes (inline or PVs) are not translated to their CSI driver (CSI
+//! migration).
+//!
+//! A new volume's driver whose CSIDriver object sets
+//! `preventPodSchedulingIfMissing` must be listed in the node's CSINode
+//! (upstream's check under the VolumeLimitScaling gate, beta and on by
+//! default in v1.37).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -193,6 +198,19 @@ impl Plugin for NodeVolumeLimits {
     }
 }
 
+impl NodeVolumeLimits {
+    /// Upstream `checkCSIDriverOnNode`: false only when the driver's
+    /// CSIDriver sets `preventPodSchedulingIfMissing` and the node's
+    /// CSINode (if any) does not list the driver.
+    fn driver_installed(&self, driver: &str, csi_node: Option<&CSINode>) -> bool {
+        let Some(d) = self.objects.csi_driver(driver) else { return true };
+        if d.spec.prevent_pod_scheduling_if_missing != Some(true) {
+            return true;
+        }
+        csi_node.is_some_and(|n| n.spec.drivers.iter().any(|x| x.name == driver))
+    }
+}
+
 impl PreFilterPlugin for NodeVolumeLimits {
     /// Skip unless the pod uses a claim (`persistentVolumeClaim` or
     /// `ephemeral`).
@@ -207,7 +225,8 @@ impl PreFilterPlugin for NodeVolumeLimits {
 }
 
 impl FilterPlugin for NodeVolumeLimits {
-    /// Unschedulable `node(s) exceed max volume count`;
+    /// Unschedulable `node(s) exceed max volume count`, or `<driver> CSI
+    /// driver is not installed on the node` (see the module docs);
     /// UnschedulableAndUnresolvable `looking up PVC <ns>/<name>: ...` when
     /// a claim of the pod is missing; Error when an ephemeral volume's
     /// claim is not the pod's.
@@ -220,6 +239,18 @@ impl FilterPlugin for NodeVolumeLimits {
         }
         if new_volumes.is_empty() {
             return Status::success();
+        }
+        // Upstream `checkCSIDriverOnNode`, for each new volume's driver (in
+        // name order; upstream's map order is random when several fail).
+        let mut drivers: Vec<&str> = new_volumes.values().map(String::as_str).collect();
+        drivers.sort_unstable();
+        drivers.dedup();
+        for driver in drivers {
+            if !self.driver_installed(driver, csi_node) {
+                return Status::unschedulable(format!(
+                    "{driver} CSI driver is not installed on the node"
+                ));
+            }
         }
         let limits = volume_limits(csi_node);
         if limits.is_empty() {

@@ -8,7 +8,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod, Volume};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 
 use convoy_api::objects::volumes::{ANN_BIND_COMPLETED, ANN_STORAGE_CLASS};
 use convoy_api::{ClusterObject, EventObject, PodInfo, QueueingHint};
@@ -208,6 +208,22 @@ pub fn event_storage_class(obj: Option<&EventObject>) -> Option<&StorageClass> {
 pub fn event_csi_node(obj: Option<&EventObject>) -> Option<&CSINode> {
     match obj? {
         EventObject::Object(ClusterObject::CSINode(o)) => Some(o),
+        _ => None,
+    }
+}
+
+/// The CSIDriver an event carries, if it carries one.
+pub fn event_csi_driver(obj: Option<&EventObject>) -> Option<&CSIDriver> {
+    match obj? {
+        EventObject::Object(ClusterObject::CSIDriver(o)) => Some(o),
+        _ => None,
+    }
+}
+
+/// The CSIStorageCapacity an event carries, if it carries one.
+pub fn event_csi_storage_capacity(obj: Option<&EventObject>) -> Option<&CSIStorageCapacity> {
+    match obj? {
+        EventObject::Object(ClusterObject::CSIStorageCapacity(o)) => Some(o),
         _ => None,
     }
 }

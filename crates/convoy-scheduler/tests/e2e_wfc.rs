@@ -4,7 +4,9 @@
 //! `convoy-testenv` as the class's external provisioner. Convoy chooses
 //! the node, writes the claim's selected node (or a static volume's
 //! `claimRef`) in PreBind and waits until the PV controller has bound the
-//! claim; then the pod is bound and runs.
+//! claim; then the pod is bound and runs. A class whose CSI driver
+//! publishes CSIStorageCapacity keeps its pod pending until a capacity
+//! with room appears, then provisions in that capacity's zone.
 
 mod common;
 
@@ -12,10 +14,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, ensure};
 use common::*;
-use convoy_testenv::{TEST_PROVISIONER, TestProvisioner};
+use convoy_testenv::{TEST_CSI_PROVISIONER, TEST_PROVISIONER, TestProvisioner};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity, StorageClass};
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
@@ -199,5 +201,76 @@ async fn a_static_local_volume_brings_its_pod_to_its_node() -> Result<()> {
     ensure!(node_of(&all["user"]) == Some("n-1"), "user on {:?}", node_of(&all["user"]));
     let claim = claims.get("data").await?;
     ensure!(bound_volume(&claim).as_deref() == Some("local-n-1"), "claim: {:?}", claim);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_storage_capacity_holds_then_places_the_pod() -> Result<()> {
+    let cp = ControlPlane::start_cluster().await?;
+    let pods = cp.namespace("cap").await?;
+    let nodes: Vec<Node> =
+        [("a-0", "a"), ("b-0", "b"), ("c-0", "c")].iter().map(|(n, z)| zoned_node(n, z)).collect();
+    create_nodes(&cp.client, nodes).await?;
+    let driver: CSIDriver = serde_json::from_value(json!({
+        "metadata": {"name": TEST_CSI_PROVISIONER}, "spec": {"storageCapacity": true}
+    }))?;
+    Api::<CSIDriver>::all(cp.client.clone()).create(&PostParams::default(), &driver).await?;
+    create_class(&cp.client, "tracked", TEST_CSI_PROVISIONER).await?;
+    // Zone a has too little; b and c publish nothing yet.
+    let capacities: Api<CSIStorageCapacity> = Api::namespaced(cp.client.clone(), "cap");
+    let capacity = |zone: &str, size: &str| -> Result<CSIStorageCapacity> {
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": format!("tracked-{zone}"), "namespace": "cap"},
+            "storageClassName": "tracked",
+            "nodeTopology": {"matchLabels": {"topology.kubernetes.io/zone": zone}},
+            "capacity": size
+        }))?)
+    };
+    capacities.create(&PostParams::default(), &capacity("a", "1Gi")?).await?;
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data", "namespace": "cap"},
+        "spec": {"storageClassName": "tracked", "accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "5Gi"}}}
+    }))?;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cp.client.clone(), "cap");
+    claims.create(&PostParams::default(), &claim).await?;
+    let _provisioner = TestProvisioner::spawn(cp.client.clone());
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+
+    let mut p: Pod = pod("user", CONVOY, "100m", "100Mi");
+    p.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "data"}}),
+    )?]);
+    pods.create(&PostParams::default(), &p).await?;
+    let want = "False/Unschedulable: 0/3 nodes are available: 3 node(s) did not have enough \
+                free storage. preemption: 0/3 nodes are available: 3 Preemption is not helpful \
+                for scheduling.";
+    let seen = eventually(Duration::from_secs(15), || async {
+        let p = pods.get("user").await.ok()?;
+        (scheduled_message(&p) == want).then_some(())
+    })
+    .await;
+    let got = pods.get("user").await?;
+    ensure!(
+        seen.is_some() && node_of(&got).is_none(),
+        "user on {:?}, PodScheduled {:?}, expected {want:?}{}",
+        node_of(&got),
+        scheduled_message(&got),
+        sched.tail()
+    );
+
+    // Zone b publishes room: the CSIStorageCapacity event requeues the pod.
+    capacities.create(&PostParams::default(), &capacity("b", "100Gi")?).await?;
+    let all = wait_bound(&pods, &["user".to_string()], Duration::from_secs(30)).await?;
+    ensure!(node_of(&all["user"]) == Some("b-0"), "user on {:?}", node_of(&all["user"]));
+    let claim = claims.get("data").await?;
+    let volume = bound_volume(&claim).with_context(|| format!("claim: {claim:?}"))?;
+    let pv = Api::<PersistentVolume>::all(cp.client.clone()).get(&volume).await?;
+    ensure!(
+        affinity_value(&pv) == Some(("topology.kubernetes.io/zone".into(), "b".into())),
+        "{volume}: {:?}",
+        affinity_value(&pv)
+    );
     Ok(())
 }

@@ -48,6 +48,15 @@
 //!   GangScheduling (nothing to do for pods without a group), with the
 //!   features that are off and DefaultPreemption disabled.
 //!
+//! A second test runs the fixed volume scenario of `parity/volumes.rs`
+//! (VolumeZone, VolumeBinding with bound and WaitForFirstConsumer claims,
+//! CSIStorageCapacity, and its Score, VolumeRestrictions' ReadWriteOncePod, NodeVolumeLimits'
+//! CSI attach limits) the same way, on control planes with
+//! kube-controller-manager (the PV binder) and a test provisioner each,
+//! with DefaultPreemption on both sides: no pod there has a priority, so
+//! nothing is evicted, and the FitErrors compared end with the preemption
+//! part (`preemption: 0/6 nodes are available: ...`).
+//!
 //! Seeds: `CONVOY_PARITY_SEEDS=1,2,3` overrides the defaults;
 //! `CONVOY_PARITY_FEATURES=all` (or a list) overrides
 //! `generate::IMPLEMENTED`. Every failure line starts with `parity seed N`
@@ -61,14 +70,21 @@ mod compare;
 mod generate;
 #[path = "parity/logs.rs"]
 mod logs;
+#[path = "parity/volumes.rs"]
+mod volumes;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use convoy_api::names;
+use convoy_testenv::TestProvisioner;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 
@@ -90,6 +106,10 @@ const UPSTREAM_ONLY: [&str; 3] = ["DefaultPreemption", "DynamicResources", "Node
 const DECIDE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A seed stops after this many pods without a decision.
 const MAX_TIMEOUTS: usize = 3;
+/// Held by each test for its whole run: each needs both control-plane
+/// slots of `common` at once, and two tests taking one slot each would
+/// wait for each other forever.
+static ONE_TEST_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 /// Detailed lines per kind of finding and seed (the rest are counted);
 /// `CONVOY_PARITY_DETAILS=N` overrides it.
 const DETAILS: usize = 5;
@@ -109,8 +129,32 @@ fn profile_yaml(scheduler: &str, disabled: &[&str]) -> String {
     yaml
 }
 
-fn upstream_config(cp: &ControlPlane, features: &Features) -> Result<std::path::PathBuf> {
-    let disabled: Vec<&str> = UPSTREAM_ONLY.iter().copied().chain(features.off()).collect();
+/// Whether DefaultPreemption runs (on both sides).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Preemption {
+    /// Disabled ([`NOT_COMPARED`]).
+    Off,
+    /// Enabled: FitErrors end with the preemption part.
+    On,
+}
+
+impl Preemption {
+    fn keeps(self, plugin: &str) -> bool {
+        self == Preemption::Off || plugin != "DefaultPreemption"
+    }
+}
+
+fn upstream_config(
+    cp: &ControlPlane,
+    features: &Features,
+    preemption: Preemption,
+) -> Result<std::path::PathBuf> {
+    let disabled: Vec<&str> = UPSTREAM_ONLY
+        .iter()
+        .copied()
+        .filter(|p| preemption.keeps(p))
+        .chain(features.off())
+        .collect();
     let path = cp.env.dir().join("kube-scheduler-config.yaml");
     std::fs::write(
         &path,
@@ -126,7 +170,7 @@ fn upstream_config(cp: &ControlPlane, features: &Features) -> Result<std::path::
     Ok(path)
 }
 
-fn convoy_config(features: &Features) -> String {
+fn convoy_config(features: &Features, preemption: Preemption) -> String {
     format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\n\
          kind: KubeSchedulerConfiguration\n\
@@ -134,7 +178,12 @@ fn convoy_config(features: &Features) -> String {
          leaderElection:\n  leaderElect: false\n{}",
         profile_yaml(
             CONVOY,
-            &NOT_COMPARED.iter().copied().chain(features.off()).collect::<Vec<_>>()
+            &NOT_COMPARED
+                .iter()
+                .copied()
+                .filter(|p| preemption.keeps(p))
+                .chain(features.off())
+                .collect::<Vec<_>>()
         )
     )
 }
@@ -379,13 +428,13 @@ async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scena
         .context("creating the scenario")?;
 
     let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
-        &upstream_config(&up_cp, features)?,
+        &upstream_config(&up_cp, features, Preemption::Off)?,
         &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
     )?;
     let mut convoy = Scheduler::start_with_options(
         &our_cp.env,
         "convoy",
-        &convoy_config(features),
+        &convoy_config(features, Preemption::Off),
         &["--log-format", "json"],
         "info,convoy::scores=trace",
     )?;
@@ -515,6 +564,7 @@ fn seeds() -> Vec<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn convoy_scores_like_upstream_on_generated_scenarios() {
+    let _alone = ONE_TEST_AT_A_TIME.lock().await;
     let features = Features::from_env();
     let mut failures = Vec::new();
     for seed in seeds() {
@@ -540,14 +590,196 @@ async fn convoy_scores_like_upstream_on_generated_scenarios() {
     );
 }
 
+// ---------------------------------------------------------------- volumes
+
+/// Creates one object of the volume scenario (its `kind` says which).
+async fn create_object(client: &kube::Client, v: &Value) -> Result<()> {
+    let (pp, c) = (PostParams::default(), client.clone());
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let created = match v["kind"].as_str() {
+        Some("Node") => Api::<Node>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("CSINode") => Api::<CSINode>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("CSIDriver") => Api::<CSIDriver>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("CSIStorageCapacity") => {
+            Api::<CSIStorageCapacity>::namespaced(c, ns).create(&pp, &typed(v)?).await.map(drop)
+        }
+        Some("StorageClass") => Api::<StorageClass>::all(c).create(&pp, &typed(v)?).await.map(drop),
+        Some("PersistentVolume") => {
+            Api::<PersistentVolume>::all(c).create(&pp, &typed(v)?).await.map(drop)
+        }
+        Some("PersistentVolumeClaim") => {
+            Api::<PersistentVolumeClaim>::namespaced(c, ns).create(&pp, &typed(v)?).await.map(drop)
+        }
+        Some("Pod") => Api::<Pod>::namespaced(c, ns).create(&pp, &typed(v)?).await.map(drop),
+        other => bail!("unexpected kind {other:?}"),
+    };
+    created.with_context(|| format!("creating {v}"))
+}
+
+/// Creates the volume scenario and waits until the PV binder has bound the
+/// pre-bound pairs and made the other volumes Available.
+async fn populate_volumes(cp: &ControlPlane, o: &volumes::Objects) -> Result<()> {
+    cp.namespace(volumes::NAMESPACE).await?;
+    let all = [&o.nodes, &o.csi_nodes, &o.csi_drivers, &o.classes, &o.capacities, &o.pvs, &o.pvcs];
+    for v in all.into_iter().flatten() {
+        create_object(&cp.client, v).await?;
+    }
+    let pvs: Api<PersistentVolume> = Api::all(cp.client.clone());
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(cp.client.clone(), volumes::NAMESPACE);
+    let settled = common::eventually(Duration::from_secs(30), || async {
+        let phase = |p: Option<&String>| p.map_or("", String::as_str).to_string();
+        let volumes_ok = pvs.list(&Default::default()).await.ok()?.items.iter().all(|v| {
+            let p = phase(v.status.as_ref().and_then(|s| s.phase.as_ref()));
+            p == "Available" || p == "Bound"
+        });
+        let claims_ok = pvcs.list(&Default::default()).await.ok()?.items.iter().all(|c| {
+            c.spec.as_ref().and_then(|s| s.volume_name.as_ref()).is_none()
+                || phase(c.status.as_ref().and_then(|s| s.phase.as_ref())) == "Bound"
+        });
+        (volumes_ok && claims_ok).then_some(())
+    })
+    .await;
+    settled.context("volumes not Available or Bound after 30 s")?;
+    for p in &o.existing {
+        create_object(&cp.client, p).await?;
+    }
+    Ok(())
+}
+
+/// Runs the volume scenario; returns the summary of each pod and the
+/// findings.
+async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
+    let features = Features::of(generate::IMPLEMENTED);
+    let sc = volumes::objects();
+    let (up_cp, our_cp) =
+        tokio::try_join!(ControlPlane::start_cluster(), ControlPlane::start_cluster())?;
+    tokio::try_join!(populate_volumes(&up_cp, &sc), populate_volumes(&our_cp, &sc))
+        .context("creating the volume scenario")?;
+    let _provisioners = (
+        TestProvisioner::spawn(up_cp.client.clone()),
+        TestProvisioner::spawn(our_cp.client.clone()),
+    );
+    let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
+        &upstream_config(&up_cp, &features, Preemption::On)?,
+        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+    )?;
+    let mut convoy = Scheduler::start_with_options(
+        &our_cp.env,
+        "convoy",
+        &convoy_config(&features, Preemption::On),
+        &["--log-format", "json"],
+        "info,convoy::scores=trace",
+    )?;
+    convoy.wait_ready(Duration::from_secs(30)).await?;
+    let mut up = Side {
+        label: "upstream",
+        scheduler: UPSTREAM,
+        client: up_cp.client.clone(),
+        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
+    };
+    let mut ours = Side {
+        label: "convoy",
+        scheduler: CONVOY,
+        client: our_cp.client.clone(),
+        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
+    };
+    let (mut summary, mut findings, mut known) = (Vec::new(), Vec::new(), 0);
+    for pod in &sc.pods {
+        let key = key_of(pod);
+        tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
+        let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
+        let (Some(u), Some(o)) = (u, o) else {
+            bail!("{key}: no decision in {DECIDE_TIMEOUT:?} on one side{}", convoy.tail());
+        };
+        for (side, d) in [("upstream", &u), ("convoy", &o)] {
+            for e in &d.errors {
+                findings.push(format!("{key}: {side} failed an attempt before deciding: {e}"));
+            }
+        }
+        let mut upstream = u.attempt.clone();
+        if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
+            (&u.attempt.ending, &o.attempt.ending)
+            && without_prefilter_preemption(a) == Some(b.as_str())
+        {
+            known += 1;
+            upstream.ending = o.attempt.ending.clone();
+        }
+        let cmp = compare(&upstream, &o.attempt);
+        findings.extend(cmp.findings.iter().map(|f| format!("{key}: {}", f.text)));
+        let binding: Vec<String> = u
+            .attempt
+            .cycle
+            .scores
+            .iter()
+            .filter_map(|(n, s)| Some(format!("{n}={}", s.get(names::VOLUME_BINDING)?)))
+            .collect();
+        summary.push(format!(
+            "{key}: upstream {}, convoy {}; VolumeBinding scores [{}]",
+            u.attempt.ending,
+            o.attempt.ending,
+            binding.join(" ")
+        ));
+        match (&u.attempt.ending, &o.attempt.ending) {
+            (Ending::Bound(a), Ending::Bound(b)) if a == b => {}
+            (Ending::Bound(a), _) => {
+                ours.delete(pod).await?;
+                ours.create(pod, Some(a)).await?;
+            }
+            _ => tokio::try_join!(up.delete(pod), ours.delete(pod)).map(drop)?,
+        }
+    }
+    summary.push(format!(
+        "{known} FitError(s) equal but for upstream's preemption part after a PreFilter \
+         rejection (docs/configuration.md: Convoy runs no PostFilter then)"
+    ));
+    Ok((summary, findings))
+}
+
+/// Upstream's FitError `message` without the part its PostFilter adds
+/// after a PreFilter rejection (` preemption: 0/N nodes are available: N
+/// Preemption is not helpful for scheduling.`), when it is one: the
+/// reason is PreFilter's message, not a histogram of node counts.
+fn without_prefilter_preemption(message: &str) -> Option<&str> {
+    let (head, tail) = message.split_once(" preemption: ")?;
+    let n = head.strip_prefix("0/")?.split_once(' ')?.0;
+    let reason = head.split_once("nodes are available: ")?.1;
+    let histogram = reason.starts_with(|c: char| c.is_ascii_digit());
+    let not_helpful =
+        format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling.");
+    (!histogram && tail == not_helpful).then_some(head)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convoy_places_pods_with_volumes_like_upstream() {
+    let _alone = ONE_TEST_AT_A_TIME.lock().await;
+    let started = std::time::Instant::now();
+    let (summary, findings) = check_volumes().await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("parity volumes [{:.1?}]:\n  {}", started.elapsed(), summary.join("\n  "));
+    assert!(findings.is_empty(), "parity volumes:\n{}", findings.join("\n"));
+}
+
 #[test]
 fn profiles_disable_the_same_features_on_both_sides() {
     let features = Features::of(&[generate::IMAGE_LOCALITY]);
-    let ours = convoy_config(&features);
+    let ours = convoy_config(&features, Preemption::Off);
     assert!(ours.contains("- name: InterPodAffinity\n"), "{ours}");
     assert!(ours.contains("- name: PodTopologySpread\n"), "{ours}");
     assert!(!ours.contains("ImageLocality"), "{ours}");
     assert!(ours.contains("- name: DefaultPreemption\n"), "{ours}");
+    let up = "0/6 nodes are available: pod has unbound immediate PersistentVolumeClaims. \
+              preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling.";
+    assert_eq!(
+        without_prefilter_preemption(up),
+        Some("0/6 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
+    );
+    let other = up.replace("6 Preemption", "5 Preemption");
+    assert_eq!(without_prefilter_preemption(&other), None);
+    let filtered = "0/6 nodes are available: 6 node(s) had no available volume zone. \
+                    preemption: 0/6 nodes are available: 6 Preemption is not helpful for \
+                    scheduling.";
+    assert_eq!(without_prefilter_preemption(filtered), None, "Filter rejections run PostFilter");
+    let with = convoy_config(&features, Preemption::On);
+    assert!(!with.contains("DefaultPreemption"), "{with}");
     let all = profile_yaml(CONVOY, &[]);
     assert!(all.contains("disabled: []"), "{all}");
 }

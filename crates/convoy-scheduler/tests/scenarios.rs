@@ -345,7 +345,9 @@ async fn cluster_dump_feeds_the_object_store() {
     assert_eq!(
         store.counts(),
         [
+            ("CSIDriver", 0),
             ("CSINode", 0),
+            ("CSIStorageCapacity", 0),
             ("Namespace", 3),
             ("PersistentVolume", 0),
             ("PersistentVolumeClaim", 0),

@@ -4,7 +4,8 @@
 //! their pods pending with upstream's message; claims with a
 //! WaitForFirstConsumer class are bound on the pod's node (a matching
 //! volume, or one provisioned there), as the PV controller and a
-//! provisioner complete the scheduler's choice.
+//! provisioner complete the scheduler's choice; a class whose CSI driver
+//! publishes CSIStorageCapacity provisions only where a pool has room.
 
 use convoy_embedded::parse_objects;
 use convoy_scheduler::simulate::{Report, simulate};
@@ -368,4 +369,60 @@ allowedTopologies:
     );
     assert_eq!(node_of("no-local-left"), None);
     assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
+}
+
+/// A class whose provisioner is a CSIDriver with `storageCapacity: true`:
+/// a claim is provisioned only on a node some CSIStorageCapacity of its
+/// class reaches with room for it (zone a: 10Gi; zone b: 1Gi); too large
+/// everywhere, the pod waits with upstream's reason.
+#[tokio::test]
+async fn published_storage_capacity_limits_provisioning() {
+    let mut yaml = CLUSTER.to_string();
+    yaml += r#"---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: csi.tracked.example.com}
+spec: {storageCapacity: true}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: tracked}
+provisioner: csi.tracked.example.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: tracked-a, namespace: kube-system}
+storageClassName: tracked
+nodeTopology: {matchLabels: {topology.kubernetes.io/zone: a}}
+capacity: 10Gi
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: tracked-b, namespace: kube-system}
+storageClassName: tracked
+nodeTopology: {matchLabels: {topology.kubernetes.io/zone: b}}
+capacity: 1Gi
+"#;
+    for (claim, size) in [("fits-a", "4Gi"), ("too-large", "20Gi")] {
+        yaml += &format!(
+            "---\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: {claim}}}\n\
+             spec: {{storageClassName: tracked, accessModes: [ReadWriteOnce], \
+             resources: {{requests: {{storage: {size}}}}}}}\n"
+        );
+        yaml += &pod(claim, claim);
+    }
+    let r = run(&yaml).await;
+    assert_eq!(outcome(&r, "fits-a").0.as_deref(), Some("n0"), "{}", r.to_text());
+    assert_eq!(
+        outcome(&r, "too-large"),
+        (
+            None,
+            "0/3 nodes are available: 3 node(s) did not have enough free storage. preemption: \
+             0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+                .to_string()
+        ),
+        "{}",
+        r.to_text()
+    );
 }

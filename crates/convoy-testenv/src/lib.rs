@@ -20,7 +20,8 @@
 //! should carry a per-test name prefix.
 //!
 //! [`TestProvisioner`] plays a CSI external-provisioner for StorageClasses
-//! whose provisioner is [`TEST_PROVISIONER`], so that WaitForFirstConsumer
+//! whose provisioner is [`TEST_PROVISIONER`] (or [`TEST_CSI_PROVISIONER`],
+//! a name a CSIDriver object can carry), so that WaitForFirstConsumer
 //! claims are provisioned on the node the scheduler chose.
 //!
 //! This crate may depend on `kube`. It is a dev-dependency everywhere except
@@ -28,7 +29,7 @@
 
 mod provisioner;
 
-pub use provisioner::{TEST_PROVISIONER, TestProvisioner, volume_for};
+pub use provisioner::{TEST_CSI_PROVISIONER, TEST_PROVISIONER, TestProvisioner, volume_for};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

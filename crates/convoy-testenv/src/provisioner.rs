@@ -4,7 +4,7 @@
 //! [`TestProvisioner::spawn`] watches PersistentVolumeClaims. A claim that
 //! is not bound, is annotated `volume.kubernetes.io/selected-node` (the
 //! scheduler chose a node) and whose StorageClass's provisioner is
-//! [`TEST_PROVISIONER`] gets a PersistentVolume `pvc-<claim uid>`: capacity
+//! [`TEST_PROVISIONER`] or [`TEST_CSI_PROVISIONER`] gets a PersistentVolume `pvc-<claim uid>`: capacity
 //! = the claim's storage request, the claim's access modes and volume
 //! mode, the class's reclaim policy, a node affinity on the selected node's
 //! `topology.kubernetes.io/zone` label (else its `kubernetes.io/hostname`
@@ -31,6 +31,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 /// The provisioner name a StorageClass sets (`provisioner:`) to have its
 /// claims provisioned by [`TestProvisioner`].
 pub const TEST_PROVISIONER: &str = "testenv.convoy.dev/provisioner";
+
+/// Another name [`TestProvisioner`] provisions for, valid as a CSIDriver's
+/// name: a CSIDriver object of this name with `storageCapacity: true` has
+/// schedulers check the CSIStorageCapacity objects of its classes, as for
+/// a CSI driver that publishes its free storage.
+pub const TEST_CSI_PROVISIONER: &str = "csi.testenv.convoy.dev";
 
 /// `volume.kubernetes.io/selected-node`.
 const ANN_SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
@@ -93,7 +99,7 @@ async fn provision(client: &kube::Client, claim: &PersistentVolumeClaim) -> crat
     let Some(class_name) = spec.storage_class_name.clone() else { return Ok(()) };
     let classes: Api<StorageClass> = Api::all(client.clone());
     let Some(class) = classes.get_opt(&class_name).await? else { return Ok(()) };
-    if class.provisioner != TEST_PROVISIONER {
+    if class.provisioner != TEST_PROVISIONER && class.provisioner != TEST_CSI_PROVISIONER {
         return Ok(());
     }
     let node: Node = Api::all(client.clone()).get(node).await?;
@@ -131,9 +137,7 @@ pub fn volume_for(
     PersistentVolume {
         metadata: ObjectMeta {
             name: Some(format!("pvc-{uid}")),
-            annotations: Some(
-                [(ANN_PROVISIONED_BY.to_string(), TEST_PROVISIONER.to_string())].into(),
-            ),
+            annotations: Some([(ANN_PROVISIONED_BY.to_string(), class.provisioner.clone())].into()),
             ..Default::default()
         },
         spec: Some(PersistentVolumeSpec {
@@ -206,6 +210,10 @@ mod tests {
         ))
         .unwrap();
         assert_eq!(pv["metadata"]["name"], "pvc-u1");
+        assert_eq!(
+            pv["metadata"]["annotations"]["pv.kubernetes.io/provisioned-by"],
+            TEST_PROVISIONER
+        );
         assert_eq!(pv["spec"]["capacity"], json!({"storage": "2Gi"}));
         assert_eq!(pv["spec"]["volumeMode"], "Block");
         assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Delete");

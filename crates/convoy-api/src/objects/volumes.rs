@@ -1,5 +1,5 @@
 //! Trimming the volume kinds (PersistentVolumeClaim, PersistentVolume,
-//! StorageClass, CSINode) to what the volume plugins read (upstream
+//! StorageClass, CSINode, CSIDriver, CSIStorageCapacity) to what the volume plugins read (upstream
 //! `volumebinding`, `volumerestrictions`, `volumezone`,
 //! `nodevolumelimits`, v1.37.2).
 //!
@@ -9,7 +9,9 @@
 //! reads ([`KEPT_ANNOTATIONS`]). A claim keeps its spec and `status.phase`;
 //! a volume its spec without mount options and its CSI source without
 //! secrets or attributes, and `status.phase`; a StorageClass its
-//! provisioner, binding mode and allowed topologies; a CSINode its drivers.
+//! provisioner, binding mode and allowed topologies; a CSINode its drivers;
+//! a CSIDriver its spec; a CSIStorageCapacity its class, node topology,
+//! capacity and maximum volume size.
 
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use k8s_openapi::api::core::v1::{
     CSIPersistentVolumeSource, PersistentVolume, PersistentVolumeClaim,
     PersistentVolumeClaimStatus, PersistentVolumeStatus,
 };
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::ClusterObject;
@@ -138,6 +140,32 @@ impl ObjectKind for CSINode {
     }
     fn wrap(obj: Arc<Self>) -> ClusterObject {
         ClusterObject::CSINode(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        same_but_version(self, other, |o| &mut o.metadata)
+    }
+}
+
+impl ObjectKind for CSIDriver {
+    const KIND: &'static str = "CSIDriver";
+    fn trim(&mut self) {
+        trim_volume_meta(&mut self.metadata);
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::CSIDriver(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        same_but_version(self, other, |o| &mut o.metadata)
+    }
+}
+
+impl ObjectKind for CSIStorageCapacity {
+    const KIND: &'static str = "CSIStorageCapacity";
+    fn trim(&mut self) {
+        trim_volume_meta(&mut self.metadata);
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::CSIStorageCapacity(obj)
     }
     fn same_for_scheduling(&self, other: &Self) -> bool {
         same_but_version(self, other, |o| &mut o.metadata)

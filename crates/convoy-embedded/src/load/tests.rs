@@ -547,6 +547,18 @@ apiVersion: storage.k8s.io/v1
 kind: CSINode
 metadata: {name: n1}
 spec: {drivers: [{name: d, nodeID: n1, allocatable: {count: 8}}]}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIDriver
+metadata: {name: d}
+spec: {storageCapacity: true}
+---
+apiVersion: storage.k8s.io/v1
+kind: CSIStorageCapacity
+metadata: {name: d-zone-a}
+storageClassName: standard
+nodeTopology: {matchLabels: {topology.kubernetes.io/zone: a}}
+capacity: 10Gi
 "#;
     let o = parse_objects(text, "t.yaml").unwrap();
     assert_eq!(
@@ -556,7 +568,9 @@ spec: {drivers: [{name: d, nodeID: n1, allocatable: {count: 8}}]}
             "PersistentVolume pv-1",
             "StorageClass standard",
             "StorageClass local",
-            "CSINode n1"
+            "CSINode n1",
+            "CSIDriver d",
+            "CSIStorageCapacity default/d-zone-a"
         ]
     );
     let ClusterObject::PersistentVolumeClaim(pvc) = &o.others[0] else { panic!() };

@@ -371,3 +371,41 @@ fn hints() {
         QueueingHint::Queue
     );
 }
+
+/// Upstream `TestVolumeLimitScalingGate` (the gate on, as by default in
+/// v1.37): a CSIDriver with `preventPodSchedulingIfMissing` keeps the pod
+/// off a node whose CSINode does not list the driver.
+#[test]
+fn prevent_pod_scheduling_if_missing() {
+    let driver = |prevent: Option<bool>| {
+        let mut spec = json!({});
+        if let Some(p) = prevent {
+            spec["preventPodSchedulingIfMissing"] = json!(p);
+        }
+        ClusterObject::CSIDriver(Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": EBS}, "spec": spec})).unwrap(),
+        ))
+    };
+    let missing = "Unschedulable: ebs.csi.aws.com CSI driver is not installed on the node";
+    /// Name, the CSIDriver's `preventPodSchedulingIfMissing` (outer `None`:
+    /// no CSIDriver), the CSINode's drivers and limit, the verdict.
+    type Gate<'a> = (&'a str, Option<Option<bool>>, &'a [&'a str], Option<i32>, &'a str);
+    let cases: [Gate; 5] = [
+        ("CSIDriver without the field", Some(None), &[], None, "Success: "),
+        ("not installed, prevented", Some(Some(true)), &[], None, missing),
+        ("explicitly allowed", Some(Some(false)), &[], None, "Success: "),
+        ("installed within its limit", Some(Some(true)), &[EBS], Some(2), "Success: "),
+        ("no CSIDriver object", None, &[], None, "Success: "),
+    ];
+    for (name, d, drivers, limit, want) in cases {
+        run(Case {
+            name,
+            new_pod: claims_pod("p", &["csi-ebs.csi.aws.com-0"]),
+            existing: vec![],
+            drivers,
+            limit,
+            extra: d.map(driver).into_iter().collect(),
+            want,
+        });
+    }
+}

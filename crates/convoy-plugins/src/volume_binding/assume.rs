@@ -58,9 +58,9 @@ impl AssumeCache {
         for b in &volumes.static_bindings {
             st.pvs.insert(b.pv.clone(), (Arc::clone(pod_uid), b.claim.clone()));
         }
-        for (claim, _) in &volumes.dynamic_provisions {
+        for p in &volumes.dynamic_provisions {
             st.claims.insert(
-                (claim.namespace.clone(), claim.name.clone()),
+                (p.claim.namespace.clone(), p.claim.name.clone()),
                 (Arc::clone(pod_uid), node.to_string()),
             );
         }

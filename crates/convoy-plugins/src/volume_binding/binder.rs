@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
-use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::api::storage::v1::{CSIStorageCapacity, StorageClass};
 
 use convoy_api::ClaimRef;
 use convoy_api::labels::Selector;
@@ -22,8 +22,9 @@ use crate::volumes::{namespace_of, pv_affinity_matches, pv_node_affinity};
 pub const ERR_REASON_BIND_CONFLICT: &str =
     "node(s) didn't find available persistent volumes to bind";
 /// Reason when the node cannot reach enough free storage for a claim to
-/// provision (upstream `ErrReasonNotEnoughSpace`; needs CSIStorageCapacity,
-/// which Convoy does not read yet).
+/// provision (upstream `ErrReasonNotEnoughSpace`): the class's CSI driver
+/// publishes its capacity and no CSIStorageCapacity of the class that the
+/// node can reach has room for the claim.
 pub const ERR_REASON_NOT_ENOUGH_SPACE: &str = "node(s) did not have enough free storage";
 
 /// `kubernetes.io/no-provisioner`: a class of pre-provisioned volumes only
@@ -72,6 +73,17 @@ impl DelayedClaim {
             uid: pvc.metadata.uid.clone().unwrap_or_default(),
         };
         Self { key, class: class.to_string(), request, selected_node, selector, pvc }
+    }
+
+    /// Whether the claim requests storage at all (upstream checks no
+    /// capacity for a claim without a request).
+    fn requests_storage(&self) -> bool {
+        self.pvc
+            .spec
+            .as_ref()
+            .and_then(|s| s.resources.as_ref())
+            .and_then(|r| r.requests.as_ref())
+            .is_some_and(|r| r.contains_key("storage"))
     }
 
     fn access_modes(&self) -> &[String] {
@@ -161,29 +173,99 @@ pub struct StaticBinding {
     pub capacity: i64,
 }
 
+/// A claim to provision on the node (upstream `DynamicProvision`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DynamicProvision {
+    /// The claim.
+    pub claim: ClaimRef,
+    /// Its resourceVersion when chosen.
+    pub resource_version: Option<String>,
+    /// Its class.
+    pub class: String,
+    /// Its storage request in bytes.
+    pub requested: i64,
+    /// `capacity` of the CSIStorageCapacity that has room for it (upstream
+    /// `NodeCapacity`); `None` when the driver publishes no capacity.
+    pub node_capacity: Option<i64>,
+}
+
 /// What a pod's delayed claims get on one node (upstream `PodVolumes`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PodVolumes {
     /// Claims bound to existing volumes.
     pub static_bindings: Vec<StaticBinding>,
-    /// Claims to provision on the node, with their resourceVersion.
-    pub dynamic_provisions: Vec<(ClaimRef, Option<String>)>,
+    /// Claims to provision on the node.
+    pub dynamic_provisions: Vec<DynamicProvision>,
 }
 
 /// The classes of the delayed claims (`None`: not found).
 pub type Classes = HashMap<String, Option<Arc<StorageClass>>>;
 
+/// One CSIStorageCapacity, as the capacity check reads it.
+#[derive(Debug, Clone)]
+pub struct StorageCapacity {
+    /// `maximumVolumeSize`, else `capacity`, in bytes (upstream
+    /// `volumeLimit`); `None`: neither is set.
+    limit: Option<i64>,
+    /// `capacity` in bytes (what Score compares the request to; 0 when
+    /// unset).
+    capacity: i64,
+    /// `nodeTopology`; `None`: unset or invalid (no node reaches it).
+    topology: Option<Selector>,
+}
+
+impl StorageCapacity {
+    /// The object's limit, capacity and topology.
+    pub fn new(c: &CSIStorageCapacity) -> Self {
+        let bytes = |q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>| {
+            q.and_then(|q| parse_value(&q.0).ok())
+        };
+        Self {
+            limit: bytes(c.maximum_volume_size.as_ref().or(c.capacity.as_ref())),
+            capacity: bytes(c.capacity.as_ref()).unwrap_or(0),
+            topology: c
+                .node_topology
+                .as_ref()
+                .and_then(|t| Selector::from_label_selector(Some(t)).ok()),
+        }
+    }
+
+    /// Upstream `capacitySufficient` and `nodeHasAccess`.
+    fn fits(&self, request: i64, labels: Option<&BTreeMap<String, String>>) -> bool {
+        let no_labels = BTreeMap::new();
+        self.limit.is_some_and(|l| l >= request)
+            && self.topology.as_ref().is_some_and(|t| t.matches(labels.unwrap_or(&no_labels)))
+    }
+}
+
+/// Per class of the delayed claims: the CSIStorageCapacities of the class,
+/// in namespace and name order, when its provisioner is a CSI driver with
+/// `storageCapacity: true` (`None`: capacity is not checked).
+pub type Capacities = HashMap<String, Option<Vec<StorageCapacity>>>;
+
+/// What the delayed claims of a pod may get, as PreFilter captured it:
+/// the candidate volumes per class, the classes, and their capacities.
+#[derive(Debug, Clone, Copy)]
+pub struct Supply<'a> {
+    /// Candidate volumes per class.
+    pub pvs: &'a BTreeMap<String, Vec<Candidate>>,
+    /// The classes.
+    pub classes: &'a Classes,
+    /// The classes' published capacities.
+    pub capacities: &'a Capacities,
+}
+
 /// Upstream `FindPodVolumes` for the delayed claims (sorted by request,
 /// as `findMatchingVolumes` sorts them): the chosen volumes and
-/// provisions, or the reasons the node does not fit. `Err(Err(message))`
+/// provisions, or the reason the node does not fit. `Err(Err(message))`
 /// is an internal error (a claim without class, a class not found).
 pub fn find_pod_volumes(
     claims: &[DelayedClaim],
-    pvs: &BTreeMap<String, Vec<Candidate>>,
-    classes: &Classes,
+    supply: Supply<'_>,
     node: &str,
     labels: Option<&BTreeMap<String, String>>,
 ) -> Result<PodVolumes, Result<&'static str, String>> {
+    let Supply { pvs, classes, capacities } = supply;
     let mut to_match = Vec::new();
     let mut to_provision = Vec::new();
     for c in claims {
@@ -227,9 +309,24 @@ pub fn find_pod_volumes(
         if !topology_matches(class, labels) {
             return Err(Ok(ERR_REASON_BIND_CONFLICT));
         }
-        // CSIStorageCapacity is not read: every provision has enough
-        // storage, as upstream for a driver without capacity tracking.
-        result.dynamic_provisions.push((c.key.clone(), c.pvc.metadata.resource_version.clone()));
+        // Upstream `hasEnoughCapacity`: the first capacity of the class
+        // with room for the claim that the node reaches.
+        let node_capacity = match capacities.get(&c.class) {
+            Some(Some(list)) if c.requests_storage() => {
+                match list.iter().find(|cap| cap.fits(c.request, labels)) {
+                    Some(cap) => Some(cap.capacity),
+                    None => return Err(Ok(ERR_REASON_NOT_ENOUGH_SPACE)),
+                }
+            }
+            _ => None,
+        };
+        result.dynamic_provisions.push(DynamicProvision {
+            claim: c.key.clone(),
+            resource_version: c.pvc.metadata.resource_version.clone(),
+            class: c.class.clone(),
+            requested: c.request,
+            node_capacity,
+        });
     }
     Ok(result)
 }

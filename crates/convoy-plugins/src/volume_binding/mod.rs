@@ -8,20 +8,21 @@
 //! For a delayed claim Filter looks, per node, for the smallest available
 //! PersistentVolume that fits it ([`binder::find_matching_volume`]), or
 //! else checks that the class can provision one there (a provisioner,
-//! `allowedTopologies`). Reserve assumes the choice in an in-memory cache
-//! ([`assume::AssumeCache`]) so that no other pod in flight gets the same
-//! volume; PreBind writes it through the [`Binder`] (a volume's
-//! `spec.claimRef`, a claim's `volume.kubernetes.io/selected-node`
-//! annotation) and waits until the watched claims are bound, up to
-//! `bindTimeoutSeconds`; Unreserve forgets the assumption.
+//! `allowedTopologies`, and, when the provisioner is a CSIDriver with
+//! `storageCapacity: true`, a CSIStorageCapacity of the class the node
+//! reaches with room for the claim). Reserve assumes the choice in an
+//! in-memory cache ([`assume::AssumeCache`]) so that no other pod in
+//! flight gets the same volume; PreBind writes it through the [`Binder`]
+//! (a volume's `spec.claimRef`, a claim's
+//! `volume.kubernetes.io/selected-node` annotation) and waits until the
+//! watched claims are bound, up to `bindTimeoutSeconds`; Unreserve forgets
+//! the assumption.
 //!
-//! Score ([`scorer`]) prefers the nodes whose chosen volumes the claims
-//! fill most (the args' `shape`).
+//! Score ([`scorer`]) rates the chosen volumes' utilization (or the
+//! provisions' share of the published capacity) through the args' `shape`.
 //!
-//! Not done: CSIStorageCapacity (a class's driver publishing its free
-//! storage; Convoy does not watch it, so every provision is taken to fit
-//! and scores nothing), translating a bound in-tree PV to CSI, and
-//! PreBind's check that the pod still exists (the plugin sees no pods).
+//! Not done: translating a bound in-tree PV to CSI, and PreBind's check
+//! that the pod still exists (the plugin sees no pods).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -31,6 +32,8 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim};
 
 use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
+use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity};
+
 use convoy_api::{
     ActionType, Binder, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
     EventResource, FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreBindPlugin,
@@ -42,8 +45,9 @@ use convoy_config::{PluginArgs, VolumeBindingArgs};
 use crate::node_affinity::selector::CompiledNodeSelector;
 use crate::volumes::{
     WAIT_FOR_FIRST_CONSUMER, claim_class, claim_is_for_pod, claim_is_fully_bound,
-    claim_volume_name, event_csi_node, event_storage_class, namespace_of, pod_volumes,
-    pv_affinity_matches, pv_node_affinity, pvc_not_found, queue_if_pod_uses_claim, volume_claim,
+    claim_volume_name, event_csi_driver, event_csi_node, event_csi_storage_capacity,
+    event_storage_class, namespace_of, pod_volumes, pv_affinity_matches, pv_node_affinity,
+    pvc_not_found, queue_if_pod_uses_claim, volume_claim,
 };
 
 /// Reason when a bound volume's node affinity excludes the node (upstream
@@ -65,7 +69,10 @@ pub use binder::{ERR_REASON_BIND_CONFLICT, ERR_REASON_NOT_ENOUGH_SPACE};
 
 use crate::node_resources::requested_to_capacity_ratio::Shape;
 use assume::AssumeCache;
-use binder::{Candidate, Classes, DelayedClaim, PodVolumes, find_pod_volumes};
+use binder::{
+    Candidate, Capacities, Classes, DelayedClaim, PodVolumes, StorageCapacity, Supply,
+    find_pod_volumes,
+};
 #[cfg(test)]
 use prebind::Written;
 use prebind::bind_pod_volumes;
@@ -148,12 +155,14 @@ struct PodClaim {
 
 /// PreFilter state (upstream `stateData`): the pod's bound claims'
 /// volumes, in volume order; its delayed claims, by increasing request;
-/// the candidate volumes of their classes and the classes.
+/// the candidate volumes of their classes, the classes and their
+/// published capacities.
 struct PreFilterState {
     bound: Vec<BoundVolume>,
     delayed: Vec<DelayedClaim>,
     pvs: BTreeMap<String, Vec<Candidate>>,
     classes: Classes,
+    capacities: Capacities,
     /// Filter's choice per node (Filter runs on many nodes at once).
     by_node: Mutex<HashMap<String, NodeChoice>>,
 }
@@ -205,6 +214,27 @@ impl VolumeBinding {
         Ok((!claims.is_empty()).then_some(claims))
     }
 
+    /// The class's CSIStorageCapacities when its provisioner is a
+    /// CSIDriver with `storageCapacity: true` (upstream
+    /// `hasEnoughCapacity`); `None`: capacity is not checked.
+    fn capacities_of(
+        &self,
+        class: &k8s_openapi::api::storage::v1::StorageClass,
+    ) -> Option<Vec<StorageCapacity>> {
+        let driver = self.objects.csi_driver(&class.provisioner)?;
+        if driver.spec.storage_capacity != Some(true) {
+            return None;
+        }
+        let name = class.metadata.name.as_deref().unwrap_or("");
+        let all = self.objects.csi_storage_capacities();
+        Some(
+            all.iter()
+                .filter(|c| c.storage_class_name == name)
+                .map(|c| StorageCapacity::new(c))
+                .collect(),
+        )
+    }
+
     /// Upstream `IsDelayBindingMode`: the claim's class waits for the first
     /// consumer. No class, or an unknown one, binds immediately; a class
     /// without a binding mode is an error.
@@ -252,6 +282,16 @@ impl Plugin for VolumeBinding {
                 EventResource::CSINode,
                 ActionType::ADD | ActionType::UPDATE,
                 is_schedulable_after_csi_node_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::CSIDriver,
+                ActionType::UPDATE,
+                is_schedulable_after_csi_driver_change,
+            ),
+            ClusterEventWithHint::with_hint(
+                EventResource::CSIStorageCapacity,
+                ActionType::ADD | ActionType::UPDATE,
+                is_schedulable_after_csi_storage_capacity_change,
             ),
         ]
     }
@@ -326,11 +366,13 @@ impl PreFilterPlugin for VolumeBinding {
         // Upstream sorts by request in `findMatchingVolumes` (not stably;
         // Convoy keeps volume order among equal requests).
         delayed.sort_by_key(|c| c.request);
-        let (mut pvs, mut classes) = (BTreeMap::new(), Classes::new());
+        let (mut pvs, mut classes, mut capacities) =
+            (BTreeMap::new(), Classes::new(), Capacities::new());
         for c in &delayed {
             if pvs.contains_key(&c.class) {
                 continue;
             }
+            let class = self.objects.storage_class(&c.class);
             let candidates = self
                 .objects
                 .pvs_of_class(&c.class)
@@ -341,10 +383,19 @@ impl PreFilterPlugin for VolumeBinding {
                 })
                 .collect();
             pvs.insert(c.class.clone(), candidates);
-            classes.insert(c.class.clone(), self.objects.storage_class(&c.class));
+            let tracked = class.as_ref().and_then(|class| self.capacities_of(class));
+            capacities.insert(c.class.clone(), tracked);
+            classes.insert(c.class.clone(), class);
         }
         drop(assumed);
-        state.write(PreFilterState { bound, delayed, pvs, classes, by_node: Mutex::default() });
+        state.write(PreFilterState {
+            bound,
+            delayed,
+            pvs,
+            classes,
+            capacities,
+            by_node: Mutex::default(),
+        });
         (None, Status::success())
     }
 }
@@ -383,7 +434,8 @@ impl FilterPlugin for VolumeBinding {
             reasons.push(ERR_REASON_NODE_CONFLICT);
         }
         if !st.delayed.is_empty() {
-            match find_pod_volumes(&st.delayed, &st.pvs, &st.classes, node.name(), labels) {
+            let supply = Supply { pvs: &st.pvs, classes: &st.classes, capacities: &st.capacities };
+            match find_pod_volumes(&st.delayed, supply, node.name(), labels) {
                 Ok(volumes) if reasons.is_empty() && !pv_missing => {
                     let choice = NodeChoice { volumes, node: node.node().cloned() };
                     st.by_node
@@ -410,10 +462,10 @@ impl FilterPlugin for VolumeBinding {
 }
 
 impl PreScorePlugin for VolumeBinding {
-    /// Skip unless Filter chose existing volumes on some node (upstream
-    /// skips only without `hasStaticBindings` and StorageCapacityScoring;
-    /// with the gate on and no static binding its scores are all 0 here,
-    /// since Convoy reads no CSIStorageCapacity, so skipping is the same).
+    /// Skip unless Filter chose existing volumes, or provisions against a
+    /// published capacity, on some node (upstream, StorageCapacityScoring
+    /// on, skips only pods without claims; its scores are then all 0, so
+    /// skipping is the same).
     fn pre_score(
         &self,
         state: &mut CycleState,
@@ -422,11 +474,10 @@ impl PreScorePlugin for VolumeBinding {
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let has_static = state.read::<PreFilterState>().is_some_and(|st| {
-            st.by_node
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .values()
-                .any(|c| !c.volumes.static_bindings.is_empty())
+            st.by_node.lock().unwrap_or_else(|e| e.into_inner()).values().any(|c| {
+                !c.volumes.static_bindings.is_empty()
+                    || c.volumes.dynamic_provisions.iter().any(|p| p.node_capacity.is_some())
+            })
         });
         if has_static { Status::success() } else { Status::skip() }
     }
@@ -535,6 +586,49 @@ fn is_schedulable_after_csi_node_change(
         c.metadata.annotations.as_ref().and_then(|a| a.get(ANN_MIGRATED_PLUGINS)).cloned()
     };
     if migrated(old) == migrated(new) { QueueingHint::Skip } else { QueueingHint::Queue }
+}
+
+/// Queue when a CSIStorageCapacity is added or its volume limit
+/// (`maximumVolumeSize`, else `capacity`) grew (upstream
+/// `isSchedulableAfterCSIStorageCapacityChange`).
+fn is_schedulable_after_csi_storage_capacity_change(
+    _pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let (Some(old), Some(new)) = (event_csi_storage_capacity(old), event_csi_storage_capacity(new))
+    else {
+        return QueueingHint::Queue;
+    };
+    let limit = |c: &CSIStorageCapacity| {
+        c.maximum_volume_size
+            .as_ref()
+            .or(c.capacity.as_ref())
+            .and_then(|q| convoy_api::resource::parse_value(&q.0).ok())
+    };
+    match (limit(old), limit(new)) {
+        (_, None) => QueueingHint::Skip,
+        (None, Some(_)) => QueueingHint::Queue,
+        (Some(o), Some(n)) if n > o => QueueingHint::Queue,
+        _ => QueueingHint::Skip,
+    }
+}
+
+/// Queue when a CSIDriver that a CSI inline volume of the pod uses stops
+/// publishing its capacity (upstream `isSchedulableAfterCSIDriverChange`).
+fn is_schedulable_after_csi_driver_change(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let (Some(old), Some(new)) = (event_csi_driver(old), event_csi_driver(new)) else {
+        return QueueingHint::Queue;
+    };
+    let tracks = |d: &CSIDriver| d.spec.storage_capacity == Some(true);
+    let name = new.metadata.name.as_deref().unwrap_or("");
+    let uses =
+        pod_volumes(&pod.pod).iter().any(|v| v.csi.as_ref().is_some_and(|c| c.driver == name));
+    if uses && tracks(old) && !tracks(new) { QueueingHint::Queue } else { QueueingHint::Skip }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use convoy_api::objects::volumes::ANN_SELECTED_NODE;
 use convoy_api::{Binder, ClaimRef, ClusterObjects, Status, VolumeWrite};
 use k8s_openapi::api::core::v1::PersistentVolume;
 
-use super::binder::{PodVolumes, StaticBinding};
+use super::binder::{DynamicProvision, PodVolumes, StaticBinding};
 use crate::volumes::{
     claim_is_fully_bound, claim_volume_name, pv_affinity_matches, pv_node_affinity, pv_not_found,
     pvc_not_found,
@@ -42,7 +42,7 @@ pub(super) async fn bind_pod_volumes(
             Err(e) => return Status::error(e.to_string()),
         }
     }
-    for (claim, resource_version) in volumes.dynamic_provisions {
+    for DynamicProvision { claim, resource_version, .. } in volumes.dynamic_provisions {
         let write = VolumeWrite::SelectNode {
             claim: claim.clone(),
             resource_version,

@@ -5,11 +5,12 @@
 //! args' `shape`, averaged over the classes and rounded as Go's
 //! `math.Round`.
 //!
-//! Upstream scores the chosen static volumes (requests summed against the
-//! volumes' capacities) when there are any, else the provisions against the
-//! CSIStorageCapacity their check matched. Convoy reads no
-//! CSIStorageCapacity, so a node with provisions only scores 0, as
-//! upstream does for a driver without capacity tracking.
+//! The chosen static volumes (requests summed against the volumes'
+//! capacities) when there are any, else the provisions against the
+//! `capacity` of the CSIStorageCapacity their check matched (per class:
+//! the requests summed, the capacity of the class's last provision, as
+//! upstream); provisions of a driver without capacity tracking score
+//! nothing, and a node with nothing to score scores 0.
 
 use std::collections::BTreeMap;
 
@@ -26,6 +27,15 @@ pub fn score(shape: &Shape, volumes: &PodVolumes) -> i64 {
         let c = classes.entry(b.class.as_str()).or_default();
         c.0 += b.requested;
         c.1 += b.capacity;
+    }
+    if volumes.static_bindings.is_empty() {
+        for p in &volumes.dynamic_provisions {
+            let Some(capacity) = p.node_capacity else { continue };
+            let c = classes.entry(p.class.as_str()).or_default();
+            c.0 += p.requested;
+            // Not summed: two claims of a class share its capacity.
+            c.1 = capacity;
+        }
     }
     if classes.is_empty() {
         return 0;

@@ -373,6 +373,61 @@ fn hints() {
     assert_eq!(hint(Some(csi(Some("a"))), csi(Some("a"))), QueueingHint::Skip);
 }
 
+/// Upstream `TestIsSchedulableAfterCSIStorageCapacityChange` and
+/// `TestIsSchedulableAfterCSIDriverChange` (v1.37.2).
+#[test]
+fn capacity_and_driver_hints() {
+    let pod = claims_pod(&["pvc-a"]).info();
+    let cap = |capacity: Option<&str>, max: Option<&str>| {
+        let mut v = json!({"metadata": {"name": "c", "namespace": "default"},
+                           "storageClassName": "sc"});
+        if let Some(c) = capacity {
+            v["capacity"] = json!(c);
+        }
+        if let Some(m) = max {
+            v["maximumVolumeSize"] = json!(m);
+        }
+        EventObject::Object(ClusterObject::CSIStorageCapacity(Arc::new(
+            serde_json::from_value(v).unwrap(),
+        )))
+    };
+    let hint = |old: Option<EventObject>, new: EventObject| {
+        is_schedulable_after_csi_storage_capacity_change(&pod, old.as_ref(), Some(&new))
+    };
+    assert_eq!(hint(None, cap(Some("1Gi"), None)), QueueingHint::Queue, "added");
+    assert_eq!(hint(Some(cap(None, None)), cap(Some("1Gi"), None)), QueueingHint::Queue);
+    assert_eq!(hint(Some(cap(Some("1Gi"), None)), cap(Some("2Gi"), None)), QueueingHint::Queue);
+    assert_eq!(hint(Some(cap(Some("2Gi"), None)), cap(Some("1Gi"), None)), QueueingHint::Skip);
+    assert_eq!(
+        hint(Some(cap(Some("1Gi"), None)), cap(Some("10Gi"), Some("1Gi"))),
+        QueueingHint::Skip,
+        "the limit is maximumVolumeSize when set"
+    );
+    assert_eq!(hint(Some(cap(Some("1Gi"), None)), cap(None, None)), QueueingHint::Skip);
+
+    let driver = |capacity: Option<bool>| {
+        let mut spec = json!({});
+        if let Some(c) = capacity {
+            spec["storageCapacity"] = json!(c);
+        }
+        EventObject::Object(ClusterObject::CSIDriver(Arc::new(
+            serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": spec})).unwrap(),
+        )))
+    };
+    let inline = pod_with(
+        "inline",
+        vec![serde_json::from_value(json!({"name": "v", "csi": {"driver": "d"}})).unwrap()],
+    )
+    .info();
+    let hint = |pod: &PodInfo, old: EventObject, new: EventObject| {
+        is_schedulable_after_csi_driver_change(pod, Some(&old), Some(&new))
+    };
+    assert_eq!(hint(&inline, driver(Some(true)), driver(Some(false))), QueueingHint::Queue);
+    assert_eq!(hint(&inline, driver(Some(true)), driver(None)), QueueingHint::Queue);
+    assert_eq!(hint(&inline, driver(Some(false)), driver(Some(true))), QueueingHint::Skip);
+    assert_eq!(hint(&pod, driver(Some(true)), driver(Some(false))), QueueingHint::Skip);
+}
+
 #[test]
 fn args_are_kept_and_checked() {
     let objects = store(vec![]);

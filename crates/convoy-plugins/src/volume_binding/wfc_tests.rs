@@ -1,8 +1,8 @@
 //! WaitForFirstConsumer binding, ported from upstream `binder_test.go`
 //! (`TestFindPodVolumesWithoutProvisioning`,
 //! `TestFindPodVolumesWithProvisioning`, `TestAssumePodVolumes`,
-//! `TestBindPodVolumes`) and `component-helpers` `TestFindMatchVolume`
-//! (v1.37.2): the cases that matter without CSIStorageCapacity and CSI
+//! `TestBindPodVolumes`, `TestCapacity`) and `component-helpers`
+//! `TestFindMatchVolume` (v1.37.2): the cases that matter without CSI
 //! migration.
 
 use std::sync::Mutex as StdMutex;
@@ -131,7 +131,10 @@ fn find(plugin: &VolumeBinding, pod: &PodInfo) -> (String, Vec<String>) {
 fn describe(v: &PodVolumes) -> Vec<String> {
     let mut out: Vec<String> =
         v.static_bindings.iter().map(|b| format!("{} <- {}", b.pv, b.claim.name)).collect();
-    out.extend(v.dynamic_provisions.iter().map(|(c, _)| format!("provision {}", c.name)));
+    out.extend(v.dynamic_provisions.iter().map(|p| match p.node_capacity {
+        None => format!("provision {}", p.claim.name),
+        Some(c) => format!("provision {} in {c}", p.claim.name),
+    }));
     out
 }
 
@@ -631,7 +634,7 @@ fn score_prefers_volumes_with_close_capacity() {
 }
 
 #[test]
-fn score_is_skipped_without_static_bindings() {
+fn score_is_skipped_without_static_bindings_or_published_capacity() {
     let p = plugin(objects(&[claim("provisioned", "1Gi", WAIT_PROVISIONER)], &[]));
     let pod = pod("p", &["provisioned"]).info();
     let mut state = CycleState::new();
@@ -640,6 +643,119 @@ fn score_is_skipped_without_static_bindings() {
     p.pre_filter(&mut state, &pod, &all);
     assert!(p.filter(&state, &pod, &node).is_success());
     assert!(p.pre_score(&mut state, &pod, &[], &all).is_skip());
+}
+
+/// Upstream `makeCapacity`: a CSIStorageCapacity of `class` reached from
+/// `node` (every node: `None`), with `capacity` and `maximumVolumeSize`
+/// when not empty.
+fn capacity(name: &str, class: &str, node: Option<&str>, cap: &str, max: &str) -> ClusterObject {
+    let mut c = json!({"metadata": {"name": name, "namespace": "kube-system"},
+        "storageClassName": class, "nodeTopology": {}});
+    if let Some(n) = node {
+        c["nodeTopology"] = json!({"matchLabels": {KEY: n}});
+    }
+    if !cap.is_empty() {
+        c["capacity"] = json!(cap);
+    }
+    if !max.is_empty() {
+        c["maximumVolumeSize"] = json!(max);
+    }
+    ClusterObject::CSIStorageCapacity(Arc::new(serde_json::from_value(c).unwrap()))
+}
+
+fn csi_driver(name: &str, storage_capacity: bool) -> ClusterObject {
+    ClusterObject::CSIDriver(Arc::new(
+        serde_json::from_value(
+            json!({"metadata": {"name": name}, "spec": {"storageCapacity": storage_capacity}}),
+        )
+        .unwrap(),
+    ))
+}
+
+/// Upstream `TestCapacity`: a claim to provision on node1 needs a
+/// CSIStorageCapacity of its class that node1 reaches with room for it,
+/// when the class's provisioner is a CSIDriver with `storageCapacity:
+/// true`; otherwise capacity is not checked.
+#[test]
+fn capacity_is_checked_when_the_driver_publishes_it() {
+    let ok = "Success: ";
+    let space = "UnschedulableAndUnresolvable: node(s) did not have enough free storage";
+    let net = |name| capacity(name, WAIT_PROVISIONER, None, "1Gi", "");
+    let on = |name, node| capacity(name, WAIT_PROVISIONER, Some(node), "1Gi", "");
+    let one = |cap: &str, max: &str| vec![capacity("c", WAIT_PROVISIONER, Some("node1"), cap, max)];
+    let in_1gi = "provision provisioned-pvc in 1073741824";
+    type Case<'a> = (&'a str, Vec<ClusterObject>, &'a str, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
+        ("network-attached", vec![net("net")], ok, vec![in_1gi]),
+        ("local-storage", vec![on("n1", "node1")], ok, vec![in_1gi]),
+        (
+            "multiple",
+            vec![on("a-n2", "node2"), on("b-n1", "node1"), net("c-net")],
+            ok,
+            vec![in_1gi],
+        ),
+        ("no-storage", vec![], space, vec![]),
+        ("wrong-node", vec![on("n2", "node2")], space, vec![]),
+        ("wrong-storage-class", vec![capacity("c", WAIT, Some("node1"), "1Gi", "")], space, vec![]),
+        ("insufficient-storage", one("1Mi", ""), space, vec![]),
+        ("insufficient-volume-size", one("1Gi", "1Mi"), space, vec![]),
+        ("zero-storage", one("0Mi", ""), space, vec![]),
+        ("zero-volume-size", one("", "0Mi"), space, vec![]),
+        ("nil-storage", one("", ""), space, vec![]),
+    ];
+    for opt_in in [true, false] {
+        for (name, capacities, want, chosen) in &cases {
+            let mut objects = classes();
+            objects.push(obj_pvc(pvc_json(claim("provisioned-pvc", "1Gi", WAIT_PROVISIONER))));
+            objects.push(csi_driver("test-provisioner", opt_in));
+            objects.extend(capacities.iter().cloned());
+            let p = plugin(store(objects));
+            let got = find(&p, &pod("test-pod", &["provisioned-pvc"]).info());
+            let want = if opt_in {
+                (want.to_string(), chosen.iter().map(|c| c.to_string()).collect())
+            } else {
+                (ok.to_string(), vec!["provision provisioned-pvc".to_string()])
+            };
+            assert_eq!(got, want, "{name}, storageCapacity {opt_in}");
+        }
+    }
+}
+
+/// Upstream `Score` with StorageCapacityScoring: provisions only score
+/// against the capacity their check matched (requests summed per class,
+/// the capacity not: upstream's "cannot be +="); the default shape
+/// prefers the emptier pool.
+#[test]
+fn provisions_score_against_the_published_capacity() {
+    let mut objects = classes();
+    for c in ["small", "large"] {
+        objects.push(obj_pvc(pvc_json(claim(
+            c,
+            if c == "small" { "1Gi" } else { "3Gi" },
+            WAIT_PROVISIONER,
+        ))));
+    }
+    objects.push(csi_driver("test-provisioner", true));
+    objects.push(capacity("pool-1", WAIT_PROVISIONER, Some("node1"), "8Gi", ""));
+    objects.push(capacity("pool-2", WAIT_PROVISIONER, Some("node2"), "5Gi", ""));
+    let p = plugin(store(objects));
+    let nodes: Vec<NodeInfo> = ["node1", "node2", "node3"]
+        .iter()
+        .map(|n| NodeBuilder::new(n).label(KEY, n).info())
+        .collect();
+    let pod = pod("p", &["small", "large"]).info();
+    let mut state = CycleState::new();
+    let all = NodeList::of(nodes.clone());
+    assert!(p.pre_filter(&mut state, &pod, &all).1.is_success());
+    let fits: Vec<String> = nodes.iter().map(|n| show(&p.filter(&state, &pod, n))).collect();
+    // node3 is outside the class's allowed topology (node1 and
+    // reference-value), node2 too.
+    assert_eq!(fits[0], "Success: ");
+    assert_eq!(fits[1], CONFLICT);
+    assert!(p.pre_score(&mut state, &pod, &[], &all).is_success());
+    // 4Gi of 8Gi: utilization 50, score 50.
+    assert_eq!(p.score(&state, &pod, &nodes[0]).unwrap(), 50);
+    assert_eq!(p.score(&state, &pod, &nodes[1]).unwrap(), 0);
 }
 
 fn class_without_provisioner(name: &str) -> k8s_openapi::api::storage::v1::StorageClass {
