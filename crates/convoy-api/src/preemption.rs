@@ -68,7 +68,8 @@ pub const GROUP_DOMAIN: &str = "cluster";
 /// at Permit), produces no event: [`RunningPreemptions::actuated`] is told
 /// so. As a safety net against a lost event, a preemption stops holding
 /// its preemptors [`RunningPreemptions::MAX_HOLD`] after its API calls
-/// ended (the queue's leftover flush then retries them).
+/// ended; the scheduler's periodic [`RunningPreemptions::expire`] then
+/// activates them.
 pub struct RunningPreemptions {
     inner: Mutex<Running>,
     clock: Arc<dyn crate::Clock>,
@@ -92,7 +93,9 @@ struct Running {
     next: u64,
     entries: HashMap<u64, RunningEntry>,
     by_preemptor: HashMap<Arc<str>, u64>,
-    by_victim: HashMap<Arc<str>, u64>,
+    /// A pod may be a victim of two preemptions at once (the second chose
+    /// it before the first one's deletion reached the scheduler).
+    by_victim: HashMap<Arc<str>, Vec<u64>>,
 }
 
 #[derive(Debug)]
@@ -113,10 +116,19 @@ impl Running {
         self.remove(id)
     }
 
+    fn unlink_victim(&mut self, victim: &str, id: u64) {
+        if let Some(ids) = self.by_victim.get_mut(victim) {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                self.by_victim.remove(victim);
+            }
+        }
+    }
+
     fn remove(&mut self, id: u64) -> Vec<crate::PodKey> {
         let Some(e) = self.entries.remove(&id) else { return Vec::new() };
         for v in &e.pending {
-            self.by_victim.remove(v);
+            self.unlink_victim(v, id);
         }
         let mut keys = Vec::with_capacity(e.preemptors.len());
         for (uid, key) in e.preemptors {
@@ -154,7 +166,7 @@ impl RunningPreemptions {
             r.by_preemptor.insert(uid.clone(), id);
         }
         for v in victims {
-            r.by_victim.insert(v.clone(), id);
+            r.by_victim.entry(v.clone()).or_default().push(id);
         }
         let pending = victims.iter().cloned().collect();
         r.entries
@@ -169,9 +181,7 @@ impl RunningPreemptions {
         let now = self.clock.now();
         let mut r = self.lock();
         for v in no_event {
-            if r.by_victim.get(v) == Some(&ticket) {
-                r.by_victim.remove(v);
-            }
+            r.unlink_victim(v, ticket);
         }
         let Some(e) = r.entries.get_mut(&ticket) else { return Vec::new() };
         e.actuated = Some(now);
@@ -188,11 +198,32 @@ impl RunningPreemptions {
         if r.by_victim.is_empty() {
             return Vec::new();
         }
-        let Some(id) = r.by_victim.remove(uid) else { return Vec::new() };
-        if let Some(e) = r.entries.get_mut(&id) {
-            e.pending.remove(uid);
+        let Some(ids) = r.by_victim.remove(uid) else { return Vec::new() };
+        let mut ready = Vec::new();
+        for id in ids {
+            if let Some(e) = r.entries.get_mut(&id) {
+                e.pending.remove(uid);
+            }
+            ready.extend(r.settle(id));
         }
-        r.settle(id)
+        ready
+    }
+
+    /// Ends the preemptions whose API calls ended [`Self::MAX_HOLD`] ago
+    /// or more and returns their preemptors, for the scheduler to
+    /// activate (called periodically: a victim's event was lost).
+    pub fn expire(&self) -> Vec<crate::PodKey> {
+        let now = self.clock.now();
+        let mut r = self.lock();
+        let old: Vec<u64> = r
+            .entries
+            .iter()
+            .filter(|(_, e)| {
+                e.actuated.is_some_and(|t| now.saturating_duration_since(t) >= Self::MAX_HOLD)
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        old.into_iter().flat_map(|id| r.remove(id)).collect()
     }
 
     /// Whether the pod's preemption is still being carried out (see the
@@ -452,12 +483,25 @@ mod tests {
         assert!(running.observed("v").is_empty());
         assert_eq!(running.actuated(t, &[]), [key("p")]);
 
+        // One victim of two preemptions (the second chose it before the
+        // first one's deletion was seen): its deletion releases both.
+        let t1 = running.start(&[(uid("p"), key("p"))], &[uid("v")]);
+        let t2 = running.start(&[(uid("q"), key("q"))], &[uid("v"), uid("w")]);
+        assert!(running.actuated(t1, &[]).is_empty());
+        assert!(running.actuated(t2, &[uid("w")]).is_empty());
+        let mut ready = running.observed("v");
+        ready.sort();
+        assert_eq!(ready, [key("p"), key("q")]);
+        assert!(running.is_empty());
+
         // A lost event: let go after MAX_HOLD.
         let t = running.start(&[(uid("p"), key("p"))], &[uid("lost")]);
         assert!(running.actuated(t, &[]).is_empty());
         clock.advance(RunningPreemptions::MAX_HOLD - std::time::Duration::from_millis(1));
         assert!(running.is_running("p"));
+        assert!(running.expire().is_empty());
         clock.advance(std::time::Duration::from_millis(1));
+        assert_eq!(running.expire(), [key("p")], "the periodic release");
         assert!(!running.is_running("p") && running.is_empty());
     }
 

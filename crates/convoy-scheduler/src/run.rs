@@ -114,6 +114,7 @@ impl Scheduler {
                     _ = backoff.tick() => {
                         self.queue.flush_backoff_completed();
                         self.release_held_pods();
+                        self.release_expired_preemptions();
                     }
                     _ = leftover.tick() => { self.queue.flush_unschedulable_leftover(); }
                     _ = assumed.tick() => {

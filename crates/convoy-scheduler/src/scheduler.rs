@@ -482,6 +482,20 @@ impl Scheduler {
         }
     }
 
+    /// Preemptions that held their preemptors too long after their API
+    /// calls (a victim's event was lost): their preemptors are released.
+    pub(crate) fn release_expired_preemptions(&self) {
+        let expired = self.running_preemptions.expire();
+        if !expired.is_empty() {
+            tracing::warn!(
+                preemptors = ?expired.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "preemptions released {}s after their API calls without seeing every victim terminate",
+                RunningPreemptions::MAX_HOLD.as_secs()
+            );
+            self.queue.activate(expired.iter());
+        }
+    }
+
     /// A pod seen terminating or gone: if it was the last victim a
     /// preemption waited for, its preemptors are released.
     fn victim_observed(&self, uid: &str) {
