@@ -261,5 +261,5 @@ fn csi_node_limits_reach_the_embedded_scheduler() {
     let report = run(&config, &opts).unwrap();
     let r = &report.results[0];
     let e = r.error.as_deref().expect("the fifth pod cannot be bound");
-    assert!(e.contains("4") && e.contains("5"), "{e}");
+    assert!(e.contains("4/5 scheduled") && e.contains("exceed max volume count"), "{e}");
 }
