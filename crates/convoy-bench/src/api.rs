@@ -18,7 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Binding, Namespace, Node, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{
+    Binding, Namespace, Node, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::CSINode;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::watcher;
 use parking_lot::Mutex;
@@ -641,6 +644,44 @@ where
         .map_err(|e| e.to_string())
 }
 
+/// Creates each claim and its volume as upstream's
+/// `CreatePodWithPersistentVolume` does: the claim, its status (`Bound`;
+/// a create resets the status), the volume, its status. Claims and volumes
+/// are created before the pods (and the window), see docs/benchmarks.md.
+async fn create_claims_and_volumes(
+    client: &kube::Client,
+    namespace: &str,
+    all: Vec<crate::volumes::ClaimAndVolume>,
+) -> Result<(), String> {
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), namespace);
+    let volumes: Api<PersistentVolume> = Api::all(client.clone());
+    let pp = PostParams::default();
+    futures::stream::iter(all)
+        .map(|cv| {
+            let (claims, volumes, pp) = (claims.clone(), volumes.clone(), pp.clone());
+            async move {
+                let claim = cv.claim.metadata.name.clone().unwrap_or_default();
+                let volume = cv.volume.metadata.name.clone().unwrap_or_default();
+                let at = |what: &str, e: kube::Error| format!("{what} {volume}/{claim}: {e}");
+                claims.create(&pp, &cv.claim).await.map_err(|e| at("creating claim", e))?;
+                claims
+                    .replace_status(&claim, &pp, &cv.claim)
+                    .await
+                    .map_err(|e| at("updating claim status", e))?;
+                volumes.create(&pp, &cv.volume).await.map_err(|e| at("creating volume", e))?;
+                volumes
+                    .replace_status(&volume, &pp, &cv.volume)
+                    .await
+                    .map_err(|e| at("updating volume status", e))?;
+                Ok::<(), String>(())
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await
+        .map(drop)
+}
+
 impl Exec {
     /// Creates a namespace with no labels unless it exists.
     async fn ensure_namespace(&mut self, name: &str) -> Result<(), String> {
@@ -672,7 +713,17 @@ impl Exec {
         match step {
             Step::CreateNodes(s) => {
                 let nodes = build_nodes(s, &mut self.serial)?;
+                let csi_nodes: Vec<CSINode> = match &s.csi_node {
+                    Some(t) => nodes
+                        .iter()
+                        .map(|n| {
+                            crate::volumes::csi_node(t, n.metadata.name.as_deref().unwrap_or(""))
+                        })
+                        .collect(),
+                    None => Vec::new(),
+                };
                 create_all(Api::<Node>::all(self.client.clone()), nodes).await?;
+                create_all(Api::<CSINode>::all(self.client.clone()), csi_nodes).await?;
             }
             Step::CreateNamespaces(s) => {
                 for ns in s.namespaces() {
@@ -688,6 +739,10 @@ impl Exec {
                 }
                 self.ensure_namespace(&s.namespace).await?;
                 self.priorities.pods(&self.client, &s.namespace, &mut pods).await?;
+                if let Some(t) = &s.volumes {
+                    let all = crate::volumes::PodVolumes::new(t)?.all(&s.namespace, s.count);
+                    create_claims_and_volumes(&self.client, &s.namespace, all).await?;
+                }
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }

@@ -340,7 +340,14 @@ impl Exec {
         match step {
             Step::CreateNodes(s) => {
                 for node in build_nodes(s, &mut self.serial)? {
+                    let name = node.metadata.name.clone().unwrap_or_default();
                     self.cluster.add_node(node).map_err(|e| e.to_string())?;
+                    if let Some(t) = &s.csi_node {
+                        let c = crate::volumes::csi_node(t, &name);
+                        self.cluster
+                            .apply_object(ClusterObject::CSINode(Arc::new(c)))
+                            .map_err(|e| e.to_string())?;
+                    }
                 }
             }
             Step::CreateNamespaces(s) => {
@@ -353,6 +360,18 @@ impl Exec {
                 // Built before the window opens: rendering is not measured.
                 let pods = crate::objects::build_pods(s, &self.scheduler_name, &mut self.serial)?;
                 self.ensure_namespace(&s.namespace)?;
+                // Each pod's claim and volume, before the window opens
+                // (see docs/benchmarks.md, "Volumes").
+                if let Some(t) = &s.volumes {
+                    for cv in crate::volumes::PodVolumes::new(t)?.all(&s.namespace, s.count) {
+                        for o in [
+                            ClusterObject::PersistentVolumeClaim(Arc::new(cv.claim)),
+                            ClusterObject::PersistentVolume(Arc::new(cv.volume)),
+                        ] {
+                            self.cluster.apply_object(o).map_err(|e| e.to_string())?;
+                        }
+                    }
+                }
                 if s.collect_metrics {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
@@ -792,6 +811,7 @@ mod tests {
             collect_metrics: false,
             skip_wait: true,
             steady: None,
+            volumes: None,
         };
         exec.step(&Step::CreatePods(pods)).await.unwrap();
         // An existing namespace is kept as it is.

@@ -11,6 +11,8 @@
 //! - [`priority`]: `spec.priority` of upstream's templates on an API
 //!   server that runs the Priority admission plugin (PriorityClasses);
 //! - [`objects`]: nodes and pods from templates, upstream's built-ins;
+//! - [`volumes`]: each pod's bound claim and volume, each node's CSINode
+//!   (upstream's `volumes/` workloads);
 //! - [`any`]: objects of any kind (`createAny`, `createPodGroups`,
 //!   `churn`, `--prepare`): their type, what the embedded target holds,
 //!   manifest files; the API target creates them through the dynamic API
@@ -66,6 +68,7 @@ pub mod table;
 pub mod template;
 pub mod throughput;
 mod tracker;
+pub mod volumes;
 
 pub use config::{Config, ConfigError, load_file, parse_str};
 pub use run::{Report, RunOptions, run};

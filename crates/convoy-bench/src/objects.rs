@@ -196,6 +196,7 @@ pub struct PodFactory {
     scheduler_name: String,
     decoder: Decoder,
     checked: bool,
+    claims: bool,
 }
 
 impl PodFactory {
@@ -213,11 +214,13 @@ impl PodFactory {
             scheduler_name: scheduler_name.to_string(),
             decoder: Decoder::default(),
             checked: false,
+            claims: step.volumes.is_some(),
         }
     }
 
     /// Pod `index` (`.Index` of the template; `.Count` is the op's count),
-    /// named with `serial` unless the template names it.
+    /// named with `serial` unless the template names it; its only volume
+    /// is the claim `pvc-<index>` when the op has volume templates.
     pub fn build(&mut self, index: usize, serial: u64) -> Result<Pod, String> {
         let err = |e: String| format!("pod template {} (index {index}): {e}", self.source);
         let mut v = self
@@ -230,6 +233,9 @@ impl PodFactory {
         let spec = pod.spec.get_or_insert_with(Default::default);
         if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
             spec.scheduler_name = Some(self.scheduler_name.clone());
+        }
+        if self.claims {
+            crate::volumes::attach_claim(&mut pod, index);
         }
         if !self.checked {
             self.checked = true;
@@ -293,6 +299,9 @@ pub fn render_first(plan: &crate::plan::Plan) -> Result<(), String> {
             }
             Step::CreatePods(s) if s.count > 0 => {
                 PodFactory::new(s, "default-scheduler").build(0, 0)?;
+                if let Some(v) = &s.volumes {
+                    crate::volumes::PodVolumes::new(v)?;
+                }
             }
             Step::CreateAny(s) | Step::CreatePodGroups(s) if s.count > 0 => {
                 render_objects(&AnyStep { count: 1, ..s.clone() })?;
@@ -328,6 +337,7 @@ mod tests {
                 key: "zone".into(),
                 values: vec!["a".into(), "b".into(), "c".into()],
             }),
+            csi_node: None,
         };
         let mut serial = 0;
         let nodes = build_nodes(&step, &mut serial).unwrap();
@@ -352,6 +362,7 @@ mod tests {
             ),
             params: [("perRack".to_string(), TValue::Int(1))].into(),
             strategy: Some(NodeStrategy::UniqueLabel { key: "u".into() }),
+            csi_node: None,
         };
         let nodes = build_nodes(&step, &mut 0).unwrap();
         assert_eq!(nodes[1].metadata.name.as_deref(), Some("rack-1-n1"));
@@ -373,6 +384,7 @@ mod tests {
             collect_metrics: true,
             skip_wait: false,
             steady: None,
+            volumes: None,
         };
         let mut serial = 10;
         let pods = build_pods(&step, "convoy-scheduler", &mut serial).unwrap();
@@ -396,6 +408,7 @@ mod tests {
             collect_metrics: false,
             skip_wait: false,
             steady: None,
+            volumes: None,
         };
         let e = build_pods(&step, "s", &mut 0).unwrap_err();
         assert!(e.contains("t.yaml") && e.contains("spec.containers"), "{e}");

@@ -60,6 +60,30 @@ pub struct NodesStep {
     pub params: Env,
     /// Strategy, if any.
     pub strategy: Option<NodeStrategy>,
+    /// The CSINode created for each node (`nodeAllocatableStrategy`).
+    pub csi_node: Option<CsiNodeTemplate>,
+}
+
+/// The CSINode upstream's `NodeAllocatableStrategy` creates for every node
+/// it prepares (`runners.go`, v1.37.2): named after the node, one driver
+/// per `csiNodeAllocatable` entry (node ID: the node's name), the
+/// migrated plugins joined by commas in an annotation.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CsiNodeTemplate {
+    /// Driver name → volume limit (`None`: the driver has no `allocatable`).
+    pub drivers: BTreeMap<String, Option<i32>>,
+    /// In-tree plugins migrated to CSI.
+    pub migrated_plugins: Vec<String>,
+}
+
+/// `persistentVolumeTemplatePath` and `persistentVolumeClaimTemplatePath`
+/// of a `createPods`: plain YAML files (not Go templates), as upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VolumeTemplates {
+    /// The PersistentVolume file.
+    pub volume: TemplateSource,
+    /// The PersistentVolumeClaim file.
+    pub claim: TemplateSource,
 }
 
 /// A resolved `createPods`.
@@ -82,6 +106,8 @@ pub struct PodsStep {
     /// `steadyState`: keep `count` pods present for this long, replacing
     /// each pod once it is bound.
     pub steady: Option<Duration>,
+    /// Each pod's own claim and volume, bound to each other, when set.
+    pub volumes: Option<VolumeTemplates>,
 }
 
 /// A resolved `createAny` or `createPodGroups`: `count` objects from a
@@ -277,6 +303,14 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
                         .as_ref()
                         .map(|s| NodeStrategy::UniqueLabel { key: s.label_key.clone() })
                 },
+                csi_node: o.node_allocatable_strategy.as_ref().map(|s| CsiNodeTemplate {
+                    drivers: s
+                        .csi_node_allocatable
+                        .iter()
+                        .map(|(d, r)| (d.clone(), r.count))
+                        .collect(),
+                    migrated_plugins: s.migrated_plugins.clone(),
+                }),
             }),
             Op::CreateNamespaces(o) => {
                 let n = count(&mut params, o.count, &o.count_param).map_err(at)?;
@@ -466,6 +500,15 @@ fn pods_step(
         collect_metrics: o.collect_metrics,
         skip_wait: o.skip_wait_to_completion,
         steady,
+        volumes: match (
+            &o.persistent_volume_template_path,
+            &o.persistent_volume_claim_template_path,
+        ) {
+            (Some(v), Some(c)) => {
+                Some(VolumeTemplates { volume: template(Some(v))?, claim: template(Some(c))? })
+            }
+            _ => None,
+        },
     })
 }
 

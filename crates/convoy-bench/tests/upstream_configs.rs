@@ -2,9 +2,10 @@
 //! `tests/fixtures/upstream/` (see its README): the copies still equal the
 //! Go module cache's files; convoy-bench loads and plans every workload of
 //! `affinity/`, `misc/`, `topology_spreading/`, `default_preemption/` and
-//! `workload_preemption/` unchanged and runs the `integration-test`
+//! `workload_preemption/` and `volumes/` unchanged and runs the `integration-test`
 //! workloads of the first three on the embedded target with Convoy (the
-//! preemption cases: `preemption_configs.rs`); and
+//! preemption cases: `preemption_configs.rs`, the volume cases:
+//! `volume_configs.rs`); and
 //! every other `performance-config.yaml` of that release either loads or
 //! is refused naming the opcode or field convoy-bench lacks.
 //! SchedulingWithNodeInclusionPolicy's pods carry a hostname spread
@@ -27,8 +28,14 @@ const MODULE: &str = "k8s.io/kubernetes@v1.37.2";
 /// The topics whose integration workloads run here.
 const TOPICS: [&str; 3] = ["affinity", "misc", "topology_spreading"];
 /// Every topic copied: each must load unchanged.
-const LOADED: [&str; 5] =
-    ["affinity", "misc", "topology_spreading", "default_preemption", "workload_preemption"];
+const LOADED: [&str; 6] = [
+    "affinity",
+    "misc",
+    "topology_spreading",
+    "default_preemption",
+    "workload_preemption",
+    "volumes",
+];
 
 fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/upstream")
@@ -89,9 +96,9 @@ fn fixtures_are_upstreams_files_byte_for_byte() {
         assert!(std::fs::read(&f).unwrap() == theirs, "{} differs from upstream's", rel.display());
         compared += 1;
     }
-    // The five configs, the templates of misc (2), default_preemption (2)
+    // The six configs, the templates of misc (2), default_preemption (2)
     // and workload_preemption (5), and the shared templates they reference.
-    assert!(compared >= 5 + 2 + 2 + 5 + 30, "only {compared} files compared");
+    assert!(compared >= 6 + 2 + 2 + 5 + 35, "only {compared} files compared");
 }
 
 /// Every template file a plan reads, relative to the fixtures.
@@ -127,6 +134,7 @@ fn upstream_configs_load_and_plan_unchanged() {
         ("topology_spreading", 4, 15),
         ("default_preemption", 4, 24),
         ("workload_preemption", 3, 9),
+        ("volumes", 5, 18),
     ];
     for (topic, cases, workloads) in want {
         let config = load_file(&fixture(topic)).unwrap_or_else(|e| panic!("{topic}: {e}"));

@@ -16,9 +16,10 @@ use serde::{Deserialize, Deserializer};
 
 pub use ops::{
     BarrierOp, ChurnOp, CreateAnyOp, CreateNamespacesOp, CreateNodesOp, CreatePodGroupsOp,
-    CreatePodSetsOp, CreatePodsOp, DeletePodsOp, LabelNodePrepareStrategy, NestedCreatePodsOp,
-    NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp, Stage, StartCollectingMetricsOp,
-    StopCollectingMetricsOp, UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy, check_count,
+    CreatePodSetsOp, CreatePodsOp, CsiVolumeNodeResources, DeletePodsOp, LabelNodePrepareStrategy,
+    NestedCreatePodsOp, NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp, Stage,
+    StartCollectingMetricsOp, StopCollectingMetricsOp, UNSUPPORTED_OPCODES,
+    UniqueNodeLabelStrategy, check_count,
 };
 pub use params::{Params, format_duration, parse_duration};
 

@@ -101,10 +101,24 @@ pub struct NodeAllocatableStrategy {
     /// Resource name → quantity.
     #[serde(default)]
     pub node_allocatable: BTreeMap<String, String>,
-    /// CSI driver → `{count}` (CSINode objects; not supported yet).
-    pub csi_node_allocatable: Option<Value>,
-    /// Migrated in-tree plugins (CSINode annotation; not supported yet).
-    pub migrated_plugins: Option<Value>,
+    /// CSI driver → `{count}`: the drivers (and their volume limits) of
+    /// the CSINode created for each node, as upstream's
+    /// `NodeAllocatableStrategy.PrepareDependentObjects`.
+    #[serde(default)]
+    pub csi_node_allocatable: BTreeMap<String, CsiVolumeNodeResources>,
+    /// In-tree volume plugins migrated to CSI: the CSINode's
+    /// `storage.alpha.kubernetes.io/migrated-plugins` annotation.
+    #[serde(default)]
+    pub migrated_plugins: Vec<String>,
+}
+
+/// `storage.k8s.io/v1` `VolumeNodeResources` as `csiNodeAllocatable`
+/// writes it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CsiVolumeNodeResources {
+    /// The driver's volume limit on the node (none: unlimited).
+    pub count: Option<i32>,
 }
 
 /// `labelNodePrepareStrategy`.
@@ -173,10 +187,13 @@ pub struct CreatePodsOp {
     pub duration: Option<String>,
     /// `$param` giving the duration.
     pub duration_param: Option<String>,
-    /// Not supported yet.
-    pub persistent_volume_template_path: Option<Value>,
-    /// Not supported yet.
-    pub persistent_volume_claim_template_path: Option<Value>,
+    /// PersistentVolume file (plain YAML, as upstream's `getSpecFromFile`):
+    /// with `persistentVolumeClaimTemplatePath`, each pod gets its own
+    /// claim bound to its own volume (see [`crate::objects::PodVolumes`]).
+    pub persistent_volume_template_path: Option<String>,
+    /// PersistentVolumeClaim file (plain YAML). Without it the volume
+    /// template is ignored, as upstream's `getPodStrategy` ignores it.
+    pub persistent_volume_claim_template_path: Option<String>,
     /// Not supported yet.
     pub signature_batch_size: Option<Value>,
     /// Not supported yet.
@@ -438,9 +455,6 @@ impl Op {
     /// convoy-bench does not implement yet.
     pub fn validate(&self) -> Result<(), String> {
         let op = self.opcode();
-        let unsupported = |field: &str| {
-            Err(format!("{op}.{field} is an upstream field convoy-bench does not support yet"))
-        };
         let count =
             |value: Option<i64>, param: &Option<String>| check_count(op, "count", value, param, 0);
         match self {
@@ -451,14 +465,6 @@ impl Op {
                     + usize::from(o.unique_node_label_strategy.is_some());
                 if strategies > 1 {
                     return Err(format!("{op}: at most one node strategy may be set"));
-                }
-                if let Some(s) = &o.node_allocatable_strategy {
-                    if s.csi_node_allocatable.is_some() {
-                        return unsupported("nodeAllocatableStrategy.csiNodeAllocatable");
-                    }
-                    if s.migrated_plugins.is_some() {
-                        return unsupported("nodeAllocatableStrategy.migratedPlugins");
-                    }
                 }
                 if let Some(s) = &o.label_node_prepare_strategy
                     && s.label_values.is_empty()
@@ -583,8 +589,6 @@ fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> 
 fn validate_create_pods(op: &str, o: &CreatePodsOp) -> Result<(), String> {
     check_count(op, "count", o.count, &o.count_param, 0)?;
     let fields = [
-        ("persistentVolumeTemplatePath", o.persistent_volume_template_path.is_some()),
-        ("persistentVolumeClaimTemplatePath", o.persistent_volume_claim_template_path.is_some()),
         ("signatureBatchSize", o.signature_batch_size.is_some()),
         ("signatureBatchSizeParam", o.signature_batch_size_param.is_some()),
     ];
@@ -597,10 +601,22 @@ fn validate_create_pods(op: &str, o: &CreatePodsOp) -> Result<(), String> {
     if let Some(d) = &o.duration {
         crate::config::parse_duration(d).map_err(|e| format!("{op}.duration: {e}"))?;
     }
+    let steady = o.steady_state || o.steady_state_param.is_some();
+    if o.persistent_volume_claim_template_path.is_some() {
+        if o.persistent_volume_template_path.is_none() {
+            return Err(format!(
+                "{op}: persistentVolumeClaimTemplatePath needs persistentVolumeTemplatePath"
+            ));
+        }
+        if steady {
+            return Err(format!(
+                "{op}.persistentVolumeClaimTemplatePath with steadyState is not supported yet"
+            ));
+        }
+    }
     if o.collect_metrics && o.skip_wait_to_completion {
         return Err(format!("{op}: collectMetrics and skipWaitToCompletion cannot both be true"));
     }
-    let steady = o.steady_state || o.steady_state_param.is_some();
     if steady && o.skip_wait_to_completion {
         return Err(format!("{op}: skipWaitToCompletion and steadyState cannot both be true"));
     }

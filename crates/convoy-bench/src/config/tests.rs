@@ -156,8 +156,12 @@ fn unknown_opcodes_and_fields_are_errors_naming_them() {
             "at most one node strategy",
         ),
         (
-            "{opcode: createNodes, count: 1, nodeAllocatableStrategy: {csiNodeAllocatable: {ebs: {count: 1}}}}",
-            "csiNodeAllocatable is an upstream field",
+            "{opcode: createNodes, count: 1, nodeAllocatableStrategy: {csiNodeAllocatable: {ebs: {limit: 1}}}}",
+            "unknown field `limit`",
+        ),
+        (
+            "{opcode: createPods, count: 1, persistentVolumeClaimTemplatePath: pvc.yaml}",
+            "persistentVolumeClaimTemplatePath needs persistentVolumeTemplatePath",
         ),
     ];
     for (op, want) in cases {
