@@ -149,6 +149,18 @@ impl Scheduler {
         }
         let victim_uids: Vec<Arc<str>> = victims.iter().map(|v| v.uid.clone()).collect();
         let ticket = running.start(&preemptors, &victim_uids);
+        // A victim whose deletion the event handler processed between this
+        // cycle's snapshot and `start` was never seen by `observed`: the
+        // handler updates the cache before it calls `observed`, so the
+        // cache tells.
+        for v in &victims {
+            let live = v.node_name().and_then(|n| self.cache.node_info(n)).is_some_and(|n| {
+                n.pods.iter().any(|p| p.uid == v.uid && p.pod.metadata.deletion_timestamp.is_none())
+            });
+            if !live {
+                running.observed(&v.uid);
+            }
+        }
         tokio::spawn(async move {
             let mut no_event: Vec<Arc<str>> = Vec::new();
             let mut in_memory = false;

@@ -455,10 +455,12 @@ impl Scheduler {
                 } else {
                     self.gang.pod_upsert(&n);
                 }
-                if new.metadata.deletion_timestamp.is_some() {
-                    self.victim_observed(&n.uid);
-                }
+                let terminating = new.metadata.deletion_timestamp.is_some().then(|| n.uid.clone());
                 log_cache_error(self.cache.update_pod(&o, n));
+                // After the cache: `spawn_preemption` reads it (see there).
+                if let Some(uid) = terminating {
+                    self.victim_observed(&uid);
+                }
                 self.move_all(
                     EventResource::AssignedPod,
                     ActionType::UPDATE,
@@ -507,7 +509,6 @@ impl Scheduler {
 
     fn pod_deleted(&self, pod: Arc<Pod>) {
         let Some(info) = self.pod_info(pod.clone()) else { return };
-        self.victim_observed(&info.uid);
         self.gang.pod_removed(&info);
         let assigned = info.node_name().is_some();
         if !assigned {
@@ -518,6 +519,8 @@ impl Scheduler {
         // (assumed): give back what it holds, and tell the pods it blocked.
         if assigned || self.cache.is_assumed(&info.uid) {
             log_cache_error(self.cache.remove_pod(&info));
+            // After the cache: `spawn_preemption` reads it (see there).
+            self.victim_observed(&info.uid);
             self.move_all(
                 EventResource::AssignedPod,
                 ActionType::DELETE,
