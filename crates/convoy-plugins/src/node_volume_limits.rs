@@ -5,10 +5,12 @@
 //! Volumes are counted once each by `<driver>/<volumeHandle>`, over the
 //! pods on the node; a bound claim's volume is its PV's CSI source, an
 //! unbound claim's is its StorageClass's provisioner with a handle unique
-//! to the claim. Not yet as upstream (see docs/configuration.md#volumes):
-//! VolumeAttachments of pods already gone are not counted, and in-tree
-//! volumes (inline or PVs) are not translated to their CSI driver (CSI
-//! migration).
+//! to the claim; a PV with an in-tree source (EBS, GCE PD, Azure disk and
+//! file, Cinder, vSphere, Portworx) counts against its CSI driver when the
+//! node's CSINode says its plugin is migrated, as upstream's translation
+//! to CSI. Not yet as upstream (see docs/configuration.md#volumes):
+//! VolumeAttachments of pods already gone are not counted, and inline
+//! in-tree volumes are not translated (pods with them are refused).
 //!
 //! A new volume's driver whose CSIDriver object sets
 //! `preventPodSchedulingIfMissing` must be listed in the node's CSINode
@@ -117,9 +119,14 @@ impl NodeVolumeLimits {
         let pv_name = claim_volume_name(pvc);
         let pv = (!pv_name.is_empty()).then(|| self.objects.pv(pv_name)).flatten();
         let Some(pv) = pv else { return self.csi_driver_info_from_class(csi_node, pvc) };
-        // An in-tree PV counts only through CSI migration, not done yet.
-        let csi = pv.spec.as_ref()?.csi.as_ref()?;
-        Some((csi.driver.clone(), csi.volume_handle.clone()))
+        let spec = pv.spec.as_ref()?;
+        if let Some(csi) = spec.csi.as_ref() {
+            return Some((csi.driver.clone(), csi.volume_handle.clone()));
+        }
+        // An in-tree PV counts against its CSI driver when the node has
+        // migrated its plugin (upstream translates the PV to CSI first).
+        let (plugin, driver, handle) = in_tree_volume(spec, pv.metadata.labels.as_ref())?;
+        is_csi_migration_on(csi_node, plugin).then(|| (driver.to_string(), handle))
     }
 
     /// Upstream `getCSIDriverInfoFromSC`.
@@ -144,6 +151,53 @@ impl NodeVolumeLimits {
             None => Some((provisioner.to_string(), handle)),
         }
     }
+}
+
+/// A PV's in-tree source as upstream's `csi-translation-lib` (v1.37.2)
+/// translates it, as far as counting needs: the in-tree plugin, its CSI
+/// driver, and a handle that names the same disk for the same source (the
+/// translated `volumeHandle` for EBS, Azure disk, Cinder and Portworx;
+/// for GCE PD, Azure file and vSphere a handle built from the same fields,
+/// equal exactly when upstream's would be).
+fn in_tree_volume(
+    spec: &k8s_openapi::api::core::v1::PersistentVolumeSpec,
+    labels: Option<&std::collections::BTreeMap<String, String>>,
+) -> Option<(&'static str, &'static str, String)> {
+    if let Some(v) = &spec.aws_elastic_block_store {
+        // `aws://<zone>/<id>` names the volume `<id>`.
+        let id = v
+            .volume_id
+            .strip_prefix("aws://")
+            .map_or(v.volume_id.as_str(), |rest| rest.rsplit('/').next().unwrap_or(rest));
+        return Some(("kubernetes.io/aws-ebs", "ebs.csi.aws.com", id.to_string()));
+    }
+    if let Some(v) = &spec.gce_persistent_disk {
+        let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
+        let zone = label("topology.kubernetes.io/zone")
+            .or_else(|| label("failure-domain.beta.kubernetes.io/zone"))
+            .unwrap_or("UNSPECIFIED");
+        let handle = format!("projects/UNSPECIFIED/zones/{zone}/disks/{}", v.pd_name);
+        return Some(("kubernetes.io/gce-pd", "pd.csi.storage.gke.io", handle));
+    }
+    if let Some(v) = &spec.azure_disk {
+        return Some(("kubernetes.io/azure-disk", "disk.csi.azure.com", v.disk_uri.clone()));
+    }
+    if let Some(v) = &spec.azure_file {
+        let ns = v.secret_namespace.as_deref().unwrap_or("default");
+        let handle = format!("#{ns}#{}#{}", v.secret_name, v.share_name);
+        return Some(("kubernetes.io/azure-file", "file.csi.azure.com", handle));
+    }
+    if let Some(v) = &spec.cinder {
+        return Some(("kubernetes.io/cinder", "cinder.csi.openstack.org", v.volume_id.clone()));
+    }
+    if let Some(v) = &spec.vsphere_volume {
+        let handle = v.volume_path.clone();
+        return Some(("kubernetes.io/vsphere-volume", "csi.vsphere.vmware.com", handle));
+    }
+    if let Some(v) = &spec.portworx_volume {
+        return Some(("kubernetes.io/portworx-volume", "pxd.portworx.com", v.volume_id.clone()));
+    }
+    None
 }
 
 /// Upstream `isCSIMigrationOn`: the CSINode's migrated-plugins annotation

@@ -409,3 +409,47 @@ fn prevent_pod_scheduling_if_missing() {
         });
     }
 }
+
+/// In-tree PVs count against their CSI driver's limit when the node's
+/// CSINode lists their plugin as migrated (upstream translates them to CSI
+/// first), once per disk; without migration they are not counted.
+#[test]
+fn migrated_in_tree_volumes_count_against_the_csi_limit() {
+    let ebs_pv = |name: &str, id: &str| {
+        obj_pv(pv_json(json!({"metadata": {"name": name},
+            "spec": {"awsElasticBlockStore": {"volumeID": id}}})))
+    };
+    let claim = |name: &str| {
+        obj_pvc(pvc_json(json!({"metadata": {"name": name}, "spec": {"volumeName": name}})))
+    };
+    let check = |migrated: bool, existing_id: &str| {
+        let annotations = if migrated {
+            json!({"storage.alpha.kubernetes.io/migrated-plugins": "kubernetes.io/aws-ebs"})
+        } else {
+            json!({})
+        };
+        let objs = vec![
+            ebs_pv("a", existing_id),
+            ebs_pv("b", "vol-b"),
+            claim("a"),
+            claim("b"),
+            obj_csi_node(csi_node(json!({
+                "metadata": {"name": NODE, "annotations": annotations},
+                "spec": {"drivers": [{"name": EBS, "nodeID": NODE, "allocatable": {"count": 1}}]}
+            }))),
+        ];
+        let plugin = NodeVolumeLimits::new(store(objs));
+        let mut node = NodeBuilder::new(NODE).info();
+        node.add_pod(claims_pod("running", &["a"]).node(NODE).info());
+        let pod = claims_pod("new", &["b"]).info();
+        let mut state = CycleState::new();
+        let (_, pre) = plugin.pre_filter(&mut state, &pod, &NodeList::default());
+        assert!(!pre.is_skip());
+        let s = plugin.filter(&state, &pod, &node);
+        format!("{:?}: {}", s.code(), s.message())
+    };
+    let exceeded = "Unschedulable: node(s) exceed max volume count";
+    assert_eq!(check(true, "vol-a"), exceeded);
+    assert_eq!(check(true, "aws://us-east-1a/vol-b"), "Success: ", "the same disk counts once");
+    assert_eq!(check(false, "vol-a"), "Success: ", "not migrated: not counted");
+}
