@@ -218,6 +218,24 @@ pub fn system_priority_classes() -> [PriorityClassInfo; 2] {
     ]
 }
 
+/// The class the Priority admission plugin resolves `name` to: the named
+/// one (the system classes are always known; an unknown name is an error
+/// naming `spec.priorityClassName`), or with no name the `globalDefault`
+/// class (the lowest if several), or none.
+fn resolve_priority_class(
+    name: &str,
+    classes: &[PriorityClassInfo],
+) -> Result<Option<PriorityClassInfo>, String> {
+    if name.is_empty() {
+        return Ok(classes.iter().filter(|c| c.global_default).min_by_key(|c| c.value).cloned());
+    }
+    let system = system_priority_classes();
+    let found = classes.iter().chain(system.iter()).find(|c| *c.name == *name);
+    found.cloned().map(Some).ok_or_else(|| {
+        format!("spec.priorityClassName: no PriorityClass with name {name} was found")
+    })
+}
+
 /// What the Priority admission plugin decides for a new pod (upstream
 /// `plugin/pkg/admission/priority`, v1.37.2): a pod that sets
 /// `spec.priority` keeps it; otherwise `spec.priorityClassName` is resolved
@@ -232,17 +250,8 @@ pub fn admit_priority(
     if spec.priority.is_some() {
         return Ok(());
     }
-    let system = system_priority_classes();
     let name = spec.priority_class_name.as_deref().unwrap_or("");
-    let class = if name.is_empty() {
-        classes.iter().filter(|c| c.global_default).min_by_key(|c| c.value)
-    } else {
-        let found = classes.iter().chain(system.iter()).find(|c| *c.name == *name);
-        Some(found.ok_or_else(|| {
-            format!("spec.priorityClassName: no PriorityClass with name {name} was found")
-        })?)
-    };
-    match class {
+    match resolve_priority_class(name, classes)? {
         Some(c) => {
             spec.priority = Some(c.value);
             spec.priority_class_name = Some(c.name.to_string());
@@ -284,17 +293,8 @@ pub fn admit_pod_group_priority(
     if spec.get("priority").is_some_and(|p| !p.is_null()) {
         return Ok(());
     }
-    let name = spec.get("priorityClassName").and_then(Value::as_str).unwrap_or("").to_string();
-    let system = system_priority_classes();
-    let class = if name.is_empty() {
-        classes.iter().filter(|c| c.global_default).min_by_key(|c| c.value)
-    } else {
-        let found = classes.iter().chain(system.iter()).find(|c| *c.name == *name);
-        Some(found.ok_or_else(|| {
-            format!("spec.priorityClassName: no PriorityClass with name {name} was found")
-        })?)
-    };
-    let (value, class_name, policy) = match class {
+    let name = spec.get("priorityClassName").and_then(Value::as_str).unwrap_or("");
+    let (value, class_name, policy) = match resolve_priority_class(name, classes)? {
         Some(c) => (c.value, c.name.to_string(), c.preemption_policy.clone()),
         None => (0, String::new(), None),
     };

@@ -133,9 +133,12 @@ pub struct PodGroup {
     pub never_preempts: bool,
 }
 
-/// The `spec` fields of upstream's PodGroup that Convoy reads; any other is
-/// refused by name (see [`PodGroup::from_json`]).
+/// The `spec` fields of upstream's PodGroup that Convoy knows (reads, or
+/// refuses when set: see [`PodGroup::from_json`]); any other is refused by
+/// name.
 const UPSTREAM_SPEC_FIELDS: &[&str] = &[
+    "parentCompositePodGroupName",
+    "resourceClaims",
     "schedulingPolicy",
     "schedulingConstraints",
     "disruptionMode",
@@ -318,10 +321,7 @@ impl UpstreamExtras {
                         scheduler yet"
                 .into());
         }
-        if let Some(k) = spec.keys().find(|k| {
-            !UPSTREAM_SPEC_FIELDS.contains(&k.as_str())
-                && !matches!(k.as_str(), "parentCompositePodGroupName" | "resourceClaims")
-        }) {
+        if let Some(k) = spec.keys().find(|k| !UPSTREAM_SPEC_FIELDS.contains(&k.as_str())) {
             return Err(format!("spec.{k}: not evaluated by this scheduler"));
         }
         let mut out = Self::default();

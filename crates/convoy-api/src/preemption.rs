@@ -106,6 +106,15 @@ struct RunningEntry {
     actuated: Option<std::time::Instant>,
 }
 
+impl RunningEntry {
+    /// Whether its API calls ended at least [`RunningPreemptions::MAX_HOLD`]
+    /// before `now`.
+    fn expired(&self, now: std::time::Instant) -> bool {
+        self.actuated
+            .is_some_and(|t| now.saturating_duration_since(t) >= RunningPreemptions::MAX_HOLD)
+    }
+}
+
 impl Running {
     /// Ends the entry if its calls are done and no victim is pending.
     fn settle(&mut self, id: u64) -> Vec<crate::PodKey> {
@@ -215,14 +224,8 @@ impl RunningPreemptions {
     pub fn expire(&self) -> Vec<crate::PodKey> {
         let now = self.clock.now();
         let mut r = self.lock();
-        let old: Vec<u64> = r
-            .entries
-            .iter()
-            .filter(|(_, e)| {
-                e.actuated.is_some_and(|t| now.saturating_duration_since(t) >= Self::MAX_HOLD)
-            })
-            .map(|(id, _)| *id)
-            .collect();
+        let old: Vec<u64> =
+            r.entries.iter().filter(|(_, e)| e.expired(now)).map(|(id, _)| *id).collect();
         old.into_iter().flat_map(|id| r.remove(id)).collect()
     }
 
@@ -235,12 +238,7 @@ impl RunningPreemptions {
         }
         let now = self.clock.now();
         let Some(&id) = r.by_preemptor.get(uid) else { return false };
-        let expired = r
-            .entries
-            .get(&id)
-            .and_then(|e| e.actuated)
-            .is_some_and(|t| now.saturating_duration_since(t) >= Self::MAX_HOLD);
-        if expired {
+        if r.entries.get(&id).is_some_and(|e| e.expired(now)) {
             r.remove(id);
             return false;
         }

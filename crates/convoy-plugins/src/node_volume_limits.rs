@@ -125,7 +125,8 @@ impl NodeVolumeLimits {
         }
         // An in-tree PV counts against its CSI driver when the node has
         // migrated its plugin (upstream translates the PV to CSI first).
-        let (plugin, driver, handle) = in_tree_volume(spec, pv.metadata.labels.as_ref())?;
+        let (plugin, handle) = in_tree_volume(spec, pv.metadata.labels.as_ref())?;
+        let (_, driver) = MIGRATED_PROVISIONERS.iter().find(|(p, _)| *p == plugin)?;
         is_csi_migration_on(csi_node, plugin).then(|| (driver.to_string(), handle))
     }
 
@@ -154,22 +155,22 @@ impl NodeVolumeLimits {
 }
 
 /// A PV's in-tree source as upstream's `csi-translation-lib` (v1.37.2)
-/// translates it, as far as counting needs: the in-tree plugin, its CSI
-/// driver, and a handle that names the same disk for the same source (the
+/// translates it, as far as counting needs: the in-tree plugin (its CSI
+/// driver is in [`MIGRATED_PROVISIONERS`]) and a handle that names the same disk for the same source (the
 /// translated `volumeHandle` for EBS, Azure disk, Cinder and Portworx;
 /// for GCE PD, Azure file and vSphere a handle built from the same fields,
 /// equal exactly when upstream's would be).
 fn in_tree_volume(
     spec: &k8s_openapi::api::core::v1::PersistentVolumeSpec,
     labels: Option<&std::collections::BTreeMap<String, String>>,
-) -> Option<(&'static str, &'static str, String)> {
+) -> Option<(&'static str, String)> {
     if let Some(v) = &spec.aws_elastic_block_store {
         // `aws://<zone>/<id>` names the volume `<id>`.
         let id = v
             .volume_id
             .strip_prefix("aws://")
             .map_or(v.volume_id.as_str(), |rest| rest.rsplit('/').next().unwrap_or(rest));
-        return Some(("kubernetes.io/aws-ebs", "ebs.csi.aws.com", id.to_string()));
+        return Some(("kubernetes.io/aws-ebs", id.to_string()));
     }
     if let Some(v) = &spec.gce_persistent_disk {
         let label = |k: &str| labels.and_then(|l| l.get(k)).map(String::as_str);
@@ -177,25 +178,25 @@ fn in_tree_volume(
             .or_else(|| label("failure-domain.beta.kubernetes.io/zone"))
             .unwrap_or("UNSPECIFIED");
         let handle = format!("projects/UNSPECIFIED/zones/{zone}/disks/{}", v.pd_name);
-        return Some(("kubernetes.io/gce-pd", "pd.csi.storage.gke.io", handle));
+        return Some(("kubernetes.io/gce-pd", handle));
     }
     if let Some(v) = &spec.azure_disk {
-        return Some(("kubernetes.io/azure-disk", "disk.csi.azure.com", v.disk_uri.clone()));
+        return Some(("kubernetes.io/azure-disk", v.disk_uri.clone()));
     }
     if let Some(v) = &spec.azure_file {
         let ns = v.secret_namespace.as_deref().unwrap_or("default");
         let handle = format!("#{ns}#{}#{}", v.secret_name, v.share_name);
-        return Some(("kubernetes.io/azure-file", "file.csi.azure.com", handle));
+        return Some(("kubernetes.io/azure-file", handle));
     }
     if let Some(v) = &spec.cinder {
-        return Some(("kubernetes.io/cinder", "cinder.csi.openstack.org", v.volume_id.clone()));
+        return Some(("kubernetes.io/cinder", v.volume_id.clone()));
     }
     if let Some(v) = &spec.vsphere_volume {
         let handle = v.volume_path.clone();
-        return Some(("kubernetes.io/vsphere-volume", "csi.vsphere.vmware.com", handle));
+        return Some(("kubernetes.io/vsphere-volume", handle));
     }
     if let Some(v) = &spec.portworx_volume {
-        return Some(("kubernetes.io/portworx-volume", "pxd.portworx.com", v.volume_id.clone()));
+        return Some(("kubernetes.io/portworx-volume", v.volume_id.clone()));
     }
     None
 }

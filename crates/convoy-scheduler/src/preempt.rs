@@ -163,7 +163,6 @@ impl Scheduler {
         }
         tokio::spawn(async move {
             let mut no_event: Vec<Arc<str>> = Vec::new();
-            let mut in_memory = false;
             let mut deletions = Vec::with_capacity(victims.len());
             for v in victims {
                 if v.is_terminating() {
@@ -177,7 +176,6 @@ impl Scheduler {
                         preemptor = %preemptor.key, victim = %v.key, node = %node,
                         "preempted a pod waiting at Permit (in scheduler memory)"
                     );
-                    in_memory = true;
                     continue;
                 }
                 let (key, uid) = (v.key.clone(), v.uid.clone());
@@ -220,9 +218,6 @@ impl Scheduler {
             let ready = running.actuated(ticket, &no_event);
             if !ready.is_empty() {
                 queue.activate(ready.iter());
-            }
-            if in_memory {
-                tracing::debug!(preemptor = %preemptor.key, "victims removed in memory");
             }
             in_flight.fetch_sub(1, Ordering::AcqRel);
         });
