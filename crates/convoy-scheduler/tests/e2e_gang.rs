@@ -749,7 +749,17 @@ async fn high_priority_gang_preempts_a_whole_low_priority_gang() -> Result<()> {
 
     let uid = groups(&cp, UP, ns).get("high").await?.metadata.uid.unwrap_or_default();
     let note = format!("Preempted by podgroup {uid} on node cluster");
-    let preempted = events(&cp.client, ns, "Preempted").await?;
+    // Events are written off the loop: the gang may bind before both are
+    // visible.
+    let preempted = eventually(Duration::from_secs(15), || async {
+        let e = events(&cp.client, ns, "Preempted").await.ok()?;
+        (e.len() >= 2).then_some(e)
+    })
+    .await;
+    let preempted = match preempted {
+        Some(e) => e,
+        None => events(&cp.client, ns, "Preempted").await?,
+    };
     ensure!(
         preempted.len() == 2 && preempted.iter().all(|e| e.note.as_deref() == Some(&note)),
         "Preempted events: {:?}",
