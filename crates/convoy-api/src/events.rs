@@ -33,13 +33,20 @@ pub enum EventResource {
     CSIDriver,
     /// A CSIStorageCapacity.
     CSIStorageCapacity,
+    /// A DeviceClass.
+    DeviceClass,
+    /// A ResourceSlice.
+    ResourceSlice,
+    /// A ResourceClaim.
+    ResourceClaim,
     /// Any resource (used for the periodic flush and "move all").
     WildCard,
 }
 
 impl EventResource {
     /// The resource of a [`ClusterObject`](crate::ClusterObject) kind whose
-    /// changes the queue hears about (the volume kinds), if it is one.
+    /// changes the queue hears about (the volume and DRA kinds), if it is
+    /// one.
     pub fn of_object(obj: &crate::objects::ClusterObject) -> Option<EventResource> {
         use crate::objects::ClusterObject as O;
         match obj {
@@ -49,6 +56,9 @@ impl EventResource {
             O::CSINode(_) => Some(EventResource::CSINode),
             O::CSIDriver(_) => Some(EventResource::CSIDriver),
             O::CSIStorageCapacity(_) => Some(EventResource::CSIStorageCapacity),
+            O::DeviceClass(_) => Some(EventResource::DeviceClass),
+            O::ResourceSlice(_) => Some(EventResource::ResourceSlice),
+            O::ResourceClaim(_) => Some(EventResource::ResourceClaim),
             _ => None,
         }
     }

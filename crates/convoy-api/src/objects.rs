@@ -5,7 +5,9 @@
 //! spreading constraints; the PodDisruptionBudgets preemption counts; and
 //! the PriorityClasses pods' priorities come from; and the
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
-//! CSIDrivers and CSIStorageCapacities the volume plugins read.
+//! CSIDrivers and CSIStorageCapacities the volume plugins read; and the
+//! DeviceClasses, ResourceSlices and ResourceClaims of Dynamic Resource
+//! Allocation ([`dra`]).
 //!
 //! The scheduler applies every [`ClusterObject`] update to one
 //! [`ClusterObjects`] store, which every profile's plugins share through the
@@ -20,14 +22,18 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::labels::{Labels, Selector};
 
+pub mod dra;
 pub mod trim;
 pub mod volumes;
+
+pub use dra::{AllocatedDevices, DeviceId};
 
 pub use trim::ObjectKind;
 
@@ -62,6 +68,12 @@ pub enum ClusterObject {
     CSIDriver(Arc<CSIDriver>),
     /// A CSIStorageCapacity (namespaced), `storage.k8s.io/v1`.
     CSIStorageCapacity(Arc<CSIStorageCapacity>),
+    /// A DeviceClass (cluster-scoped), `resource.k8s.io/v1`.
+    DeviceClass(Arc<DeviceClass>),
+    /// A ResourceSlice (cluster-scoped), `resource.k8s.io/v1`.
+    ResourceSlice(Arc<ResourceSlice>),
+    /// A ResourceClaim (namespaced), `resource.k8s.io/v1`.
+    ResourceClaim(Arc<ResourceClaim>),
 }
 
 impl ClusterObject {
@@ -81,6 +93,9 @@ impl ClusterObject {
             ClusterObject::CSINode(_) => "CSINode",
             ClusterObject::CSIDriver(_) => "CSIDriver",
             ClusterObject::CSIStorageCapacity(_) => "CSIStorageCapacity",
+            ClusterObject::DeviceClass(_) => "DeviceClass",
+            ClusterObject::ResourceSlice(_) => "ResourceSlice",
+            ClusterObject::ResourceClaim(_) => "ResourceClaim",
         }
     }
 
@@ -100,11 +115,15 @@ impl ClusterObject {
             ClusterObject::CSINode(o) => &o.metadata,
             ClusterObject::CSIDriver(o) => &o.metadata,
             ClusterObject::CSIStorageCapacity(o) => &o.metadata,
+            ClusterObject::DeviceClass(o) => &o.metadata,
+            ClusterObject::ResourceSlice(o) => &o.metadata,
+            ClusterObject::ResourceClaim(o) => &o.metadata,
         }
     }
 
     /// `namespace/name`, or `name` for a cluster-scoped kind (Namespace,
-    /// PriorityClass, PersistentVolume, StorageClass, CSINode, CSIDriver).
+    /// PriorityClass, PersistentVolume, StorageClass, CSINode, CSIDriver,
+    /// DeviceClass, ResourceSlice).
     pub fn key(&self) -> String {
         let m = self.metadata();
         let name = m.name.as_deref().unwrap_or("");
@@ -114,7 +133,9 @@ impl ClusterObject {
             | ClusterObject::PersistentVolume(_)
             | ClusterObject::StorageClass(_)
             | ClusterObject::CSINode(_)
-            | ClusterObject::CSIDriver(_) => name.to_string(),
+            | ClusterObject::CSIDriver(_)
+            | ClusterObject::DeviceClass(_)
+            | ClusterObject::ResourceSlice(_) => name.to_string(),
             _ => format!("{}/{name}", m.namespace.as_deref().unwrap_or("default")),
         }
     }
@@ -329,6 +350,14 @@ struct Inner {
     csi_drivers: HashMap<Arc<str>, Arc<CSIDriver>>,
     /// Sorted by namespace and name.
     csi_storage_capacities: BTreeMap<NsName, Arc<CSIStorageCapacity>>,
+    device_classes: HashMap<Arc<str>, Arc<DeviceClass>>,
+    /// Sorted by name.
+    resource_slices: BTreeMap<Arc<str>, Arc<ResourceSlice>>,
+    /// Bumped on every ResourceSlice added, changed or deleted.
+    resource_slices_version: u64,
+    resource_claims: HashMap<NsName, Arc<ResourceClaim>>,
+    /// The devices the held claims' allocations hold.
+    allocated: Arc<AllocatedDevices>,
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
@@ -362,7 +391,8 @@ impl ClusterObjects {
 
     /// An object was added or changed. Returns the version it replaces
     /// for the volume kinds (PersistentVolumeClaim, PersistentVolume,
-    /// StorageClass, CSINode, CSIDriver, CSIStorageCapacity), whose changes
+    /// StorageClass, CSINode, CSIDriver, CSIStorageCapacity) and the DRA
+    /// kinds (DeviceClass, ResourceSlice, ResourceClaim), whose changes
     /// the queue hears about;
     /// `None` for the others, and for an object not held before.
     pub fn apply(&self, obj: &ClusterObject) -> Option<ClusterObject> {
@@ -398,6 +428,28 @@ impl ClusterObjects {
                     .csi_storage_capacities
                     .insert(ns_name(m), o.clone())
                     .map(ClusterObject::CSIStorageCapacity);
+            }
+            ClusterObject::DeviceClass(o) => {
+                return st
+                    .device_classes
+                    .insert(ns_name(m).1, o.clone())
+                    .map(ClusterObject::DeviceClass);
+            }
+            ClusterObject::ResourceSlice(o) => {
+                st.resource_slices_version += 1;
+                return st
+                    .resource_slices
+                    .insert(ns_name(m).1, o.clone())
+                    .map(ClusterObject::ResourceSlice);
+            }
+            ClusterObject::ResourceClaim(o) => {
+                let old = st.resource_claims.insert(ns_name(m), o.clone());
+                let allocated = Arc::make_mut(&mut st.allocated);
+                if let Some(old) = &old {
+                    allocated.remove(old);
+                }
+                allocated.add(o);
+                return old.map(ClusterObject::ResourceClaim);
             }
             ClusterObject::Namespace(ns) => {
                 let labels = ns.metadata.labels.clone().unwrap_or_default();
@@ -490,7 +542,50 @@ impl ClusterObjects {
             ClusterObject::CSIStorageCapacity(_) => {
                 st.csi_storage_capacities.remove(&key);
             }
+            ClusterObject::DeviceClass(_) => {
+                st.device_classes.remove(&key.1);
+            }
+            ClusterObject::ResourceSlice(_) => {
+                st.resource_slices_version += 1;
+                st.resource_slices.remove(&key.1);
+            }
+            ClusterObject::ResourceClaim(_) => {
+                if let Some(old) = st.resource_claims.remove(&key) {
+                    Arc::make_mut(&mut st.allocated).remove(&old);
+                }
+            }
         }
+    }
+
+    /// A DeviceClass by name.
+    pub fn device_class(&self, name: &str) -> Option<Arc<DeviceClass>> {
+        self.read().device_classes.get(name).cloned()
+    }
+
+    /// Every ResourceSlice, sorted by name, with
+    /// [`resource_slices_version`](Self::resource_slices_version) at the
+    /// time they were read.
+    pub fn resource_slices(&self) -> (Vec<Arc<ResourceSlice>>, u64) {
+        let st = self.read();
+        (st.resource_slices.values().cloned().collect(), st.resource_slices_version)
+    }
+
+    /// A number that changes whenever a ResourceSlice is added, changed or
+    /// deleted.
+    pub fn resource_slices_version(&self) -> u64 {
+        self.read().resource_slices_version
+    }
+
+    /// A ResourceClaim by namespace and name.
+    pub fn resource_claim(&self, namespace: &str, name: &str) -> Option<Arc<ResourceClaim>> {
+        self.read().resource_claims.get(&(Arc::from(namespace), Arc::from(name))).cloned()
+    }
+
+    /// The devices held by the allocations of the claims in the store
+    /// (upstream's allocated-devices tracker). Shared: cheap to take once
+    /// per cycle.
+    pub fn allocated_devices(&self) -> Arc<AllocatedDevices> {
+        self.read().allocated.clone()
     }
 
     /// A PersistentVolumeClaim by namespace and name (upstream's PVC
@@ -626,6 +721,9 @@ impl ClusterObjects {
             ("CSINode", st.csi_nodes.len()),
             ("CSIDriver", st.csi_drivers.len()),
             ("CSIStorageCapacity", st.csi_storage_capacities.len()),
+            ("DeviceClass", st.device_classes.len()),
+            ("ResourceSlice", st.resource_slices.len()),
+            ("ResourceClaim", st.resource_claims.len()),
         ])
     }
 }

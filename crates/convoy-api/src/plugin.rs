@@ -343,6 +343,65 @@ pub enum VolumeWrite {
     },
 }
 
+/// One of DynamicResources' writes to a ResourceClaim (upstream
+/// `bindClaim` in PreBind, `unreserve`, and PostFilter's deallocation).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimWrite {
+    /// PreBind: adds the finalizer
+    /// [`CLAIM_FINALIZER`](crate::objects::dra::CLAIM_FINALIZER), sets
+    /// `status.allocation` when `allocation` is given (refused if the claim
+    /// was allocated meanwhile: `claim ns/x got allocated elsewhere in the
+    /// meantime`, or deleted: `claim ns/x got deleted in the meantime`),
+    /// and adds the pod to `status.reservedFor`.
+    Reserve {
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+        /// The claim's UID when it was read (a claim deleted and created
+        /// again under the same name is another claim).
+        uid: String,
+        /// The allocation to write; `None` when the claim is allocated
+        /// already and only the reservation is added.
+        allocation: Option<k8s_openapi::api::resource::v1::AllocationResult>,
+        /// The pod's name.
+        pod_name: String,
+        /// The pod's UID.
+        pod_uid: String,
+    },
+    /// Unreserve: removes the pod from `status.reservedFor`.
+    Unreserve {
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+        /// The pod's UID.
+        pod_uid: String,
+    },
+    /// PostFilter: clears `status.allocation`, `status.reservedFor` and
+    /// `status.devices` of a claim no pod uses any more (upstream
+    /// deallocates so that the pod can be placed elsewhere).
+    Deallocate {
+        /// The claim's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+        /// The claim's UID when it was read.
+        uid: String,
+    },
+}
+
+impl ClaimWrite {
+    /// `namespace/name` of the claim written.
+    pub fn claim_key(&self) -> String {
+        match self {
+            ClaimWrite::Reserve { namespace, name, .. }
+            | ClaimWrite::Unreserve { namespace, name, .. }
+            | ClaimWrite::Deallocate { namespace, name, .. } => format!("{namespace}/{name}"),
+        }
+    }
+}
+
 /// Writes a binding to wherever pods live: the API server, the embedded
 /// cluster, or a benchmark sink.
 pub trait Binder: Send + Sync + 'static {
@@ -363,6 +422,21 @@ pub trait Binder: Send + Sync + 'static {
         };
         Box::pin(std::future::ready(Err(BindError::Failed(format!(
             "this binder cannot update {what}"
+        )))))
+    }
+
+    /// Writes one of DynamicResources' ResourceClaim updates and returns
+    /// the claim as written (the plugin uses it until the watch catches
+    /// up, as upstream's assume cache). The default refuses: a binder that
+    /// does not hold claims cannot allocate them.
+    fn write_claim(
+        &self,
+        write: ClaimWrite,
+    ) -> BoxFuture<'static, Result<Arc<k8s_openapi::api::resource::v1::ResourceClaim>, BindError>>
+    {
+        Box::pin(std::future::ready(Err(BindError::Failed(format!(
+            "this binder cannot update resourceclaim {:?}",
+            write.claim_key()
         )))))
     }
 }

@@ -1,0 +1,234 @@
+//! The Dynamic Resource Allocation kinds (`resource.k8s.io/v1`) the
+//! DynamicResources plugin reads: DeviceClasses, ResourceSlices and
+//! ResourceClaims (upstream `plugins/dynamicresources`, v1.37.2).
+//!
+//! They are kept whole but for metadata: a class's selectors and config, a
+//! slice's devices and a claim's spec and status are what the allocator
+//! reads. Metadata keeps [`trim_meta`]'s fields, `deletionTimestamp` and
+//! `finalizers` (a claim being deleted cannot be used; PreBind adds the
+//! delete-protection finalizer).
+//!
+//! [`AllocatedDevices`] is the set of devices allocated by the claims the
+//! store holds (upstream `allocatedDevices`), kept up to date as claims
+//! change so that a scheduling cycle does not walk every claim.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::ClusterObject;
+use super::trim::{ObjectKind, trim_meta};
+
+/// The finalizer a claim allocated by the scheduler carries (upstream
+/// `resourceapi.Finalizer`).
+pub const CLAIM_FINALIZER: &str = "resource.kubernetes.io/delete-protection";
+
+fn trim_dra_meta(meta: &mut ObjectMeta) {
+    let deletion = meta.deletion_timestamp.take();
+    let finalizers = meta.finalizers.take();
+    let annotations = meta.annotations.take();
+    let generation = meta.generation.take();
+    trim_meta(meta);
+    meta.deletion_timestamp = deletion;
+    meta.finalizers = finalizers;
+    meta.generation = generation;
+    // Claims generated for a pod name it here (upstream
+    // `resource.kubernetes.io/pod-claim-name`); other annotations go.
+    meta.annotations = annotations
+        .map(|mut a| {
+            a.retain(|k, _| k == ANN_POD_CLAIM_NAME);
+            a
+        })
+        .filter(|a| !a.is_empty());
+}
+
+/// `resource.kubernetes.io/pod-claim-name`: the pod's `spec.resourceClaims`
+/// entry a generated claim was made for.
+pub const ANN_POD_CLAIM_NAME: &str = "resource.kubernetes.io/pod-claim-name";
+
+fn same_but_version<T: Clone + PartialEq>(
+    a: &T,
+    b: &T,
+    meta: impl Fn(&mut T) -> &mut ObjectMeta,
+) -> bool {
+    let (mut a, mut b) = (a.clone(), b.clone());
+    meta(&mut a).resource_version = None;
+    meta(&mut b).resource_version = None;
+    a == b
+}
+
+impl ObjectKind for DeviceClass {
+    const KIND: &'static str = "DeviceClass";
+    fn trim(&mut self) {
+        trim_dra_meta(&mut self.metadata);
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::DeviceClass(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        same_but_version(self, other, |o| &mut o.metadata)
+    }
+}
+
+impl ObjectKind for ResourceSlice {
+    const KIND: &'static str = "ResourceSlice";
+    fn trim(&mut self) {
+        trim_dra_meta(&mut self.metadata);
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::ResourceSlice(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        same_but_version(self, other, |o| &mut o.metadata)
+    }
+}
+
+impl ObjectKind for ResourceClaim {
+    const KIND: &'static str = "ResourceClaim";
+    fn trim(&mut self) {
+        trim_dra_meta(&mut self.metadata);
+        // Drivers' per-device status is not read by scheduling.
+        if let Some(s) = self.status.as_mut() {
+            s.devices = None;
+        }
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::ResourceClaim(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        // A claim's resourceVersion matters: PreBind writes it and waits for
+        // the watch to catch up.
+        self == other
+    }
+}
+
+/// A device, as allocation results name it: driver, pool and device name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceId {
+    /// `spec.driver` of its slice.
+    pub driver: Arc<str>,
+    /// `spec.pool.name` of its slice.
+    pub pool: Arc<str>,
+    /// `spec.devices[].name`.
+    pub device: Arc<str>,
+}
+
+impl DeviceId {
+    /// Builds an id.
+    pub fn new(driver: &str, pool: &str, device: &str) -> Self {
+        Self { driver: Arc::from(driver), pool: Arc::from(pool), device: Arc::from(device) }
+    }
+}
+
+impl std::fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.driver, self.pool, self.device)
+    }
+}
+
+/// The devices a claim's allocation holds exclusively (results with
+/// `adminAccess: true` do not hold their device, as upstream).
+pub fn claim_devices(claim: &ResourceClaim) -> Vec<DeviceId> {
+    let Some(alloc) = claim.status.as_ref().and_then(|s| s.allocation.as_ref()) else {
+        return Vec::new();
+    };
+    let Some(devices) = alloc.devices.as_ref() else { return Vec::new() };
+    devices
+        .results
+        .iter()
+        .flatten()
+        .filter(|r| r.admin_access != Some(true))
+        .map(|r| DeviceId::new(&r.driver, &r.pool, &r.device))
+        .collect()
+}
+
+/// How many allocated claims hold each device (a count, so that two
+/// claims written with the same device, which the API server does not
+/// prevent, are both forgotten only when both are gone).
+#[derive(Debug, Default, Clone)]
+pub struct AllocatedDevices {
+    held: HashMap<DeviceId, u32>,
+}
+
+impl AllocatedDevices {
+    /// Whether some allocated claim holds the device.
+    pub fn contains(&self, id: &DeviceId) -> bool {
+        self.held.contains_key(id)
+    }
+
+    /// How many devices are held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Whether no device is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// The held devices, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &DeviceId> {
+        self.held.keys()
+    }
+
+    pub(super) fn add(&mut self, claim: &ResourceClaim) {
+        for id in claim_devices(claim) {
+            *self.held.entry(id).or_default() += 1;
+        }
+    }
+
+    pub(super) fn remove(&mut self, claim: &ResourceClaim) {
+        for id in claim_devices(claim) {
+            if let Some(n) = self.held.get_mut(&id) {
+                *n -= 1;
+                if *n == 0 {
+                    self.held.remove(&id);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn claim(devices: serde_json::Value) -> ResourceClaim {
+        serde_json::from_value(json!({
+            "metadata": {"name": "c", "namespace": "n", "annotations": {"a": "b"},
+                         "finalizers": [CLAIM_FINALIZER]},
+            "spec": {"devices": {"requests": []}},
+            "status": {"allocation": {"devices": {"results": devices}},
+                       "devices": [{"driver": "d", "pool": "p", "device": "x"}]}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn trims_metadata_and_driver_status_only() {
+        let mut c = claim(json!([]));
+        c.trim();
+        assert_eq!(c.metadata.finalizers.as_deref(), Some(&[CLAIM_FINALIZER.to_string()][..]));
+        assert!(c.metadata.annotations.is_none());
+        assert!(c.status.as_ref().unwrap().devices.is_none());
+        assert!(c.status.as_ref().unwrap().allocation.is_some());
+    }
+
+    #[test]
+    fn counts_devices_held_by_allocated_claims_without_admin_access() {
+        let r = |dev: &str, admin: bool| json!({"request": "r", "driver": "d", "pool": "p", "device": dev, "adminAccess": admin});
+        let a = claim(json!([r("gpu-0", false), r("gpu-1", true)]));
+        let b = claim(json!([r("gpu-0", false)]));
+        let mut held = AllocatedDevices::default();
+        held.add(&a);
+        held.add(&b);
+        assert_eq!(held.len(), 1, "admin access holds no device");
+        held.remove(&a);
+        assert!(held.contains(&DeviceId::new("d", "p", "gpu-0")), "b still holds it");
+        held.remove(&b);
+        assert!(held.is_empty());
+    }
+}
