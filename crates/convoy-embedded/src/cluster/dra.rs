@@ -53,8 +53,8 @@ fn claim_name(c: &ResourceClaim) -> (&str, &str) {
     (c.metadata.namespace.as_deref().unwrap_or("default"), c.metadata.name.as_deref().unwrap_or(""))
 }
 
-fn gone(namespace: &str, name: &str) -> BindError {
-    BindError::Failed(format!("resourceclaims.resource.k8s.io {name:?} not found (in {namespace})"))
+fn gone(name: &str) -> BindError {
+    BindError::Failed(format!("resourceclaims.resource.k8s.io {name:?} not found"))
 }
 
 fn has_finalizer(c: &ResourceClaim) -> bool {
@@ -72,7 +72,7 @@ fn is_allocated(c: &ResourceClaim) -> bool {
 /// Whether a `reservedFor` entry is the pod with that UID (upstream:
 /// `apiGroup: ""`, `resource: pods`).
 fn is_pod_entry(r: &ResourceClaimConsumerReference, pod_uid: &str) -> bool {
-    r.api_group.as_deref().unwrap_or("") == "" && r.resource == "pods" && r.uid == pod_uid
+    r.api_group.as_deref().unwrap_or("").is_empty() && r.resource == "pods" && r.uid == pod_uid
 }
 
 fn pod_uid(pod: &Pod) -> &str {
@@ -476,7 +476,20 @@ impl EmbeddedCluster {
         let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
         let uid = pod_uid(pod);
         let pod_name = pod.metadata.name.as_deref().unwrap_or("");
-        for name in pod_claims(pod) {
+        let mut names = pod_claims(pod);
+        if deleted {
+            // Claims made for entries not yet recorded (the pod waited for
+            // another template): the garbage collector deletes them too.
+            let entries = pod.spec.as_ref().and_then(|s| s.resource_claims.as_deref());
+            for e in entries.unwrap_or(&[]) {
+                if entry_claim(pod, e) == EntryClaim::NotRecorded
+                    && let Some(c) = s.orphan_claim(pod, &e.name)
+                {
+                    names.push(claim_name(&c).1.to_string());
+                }
+            }
+        }
+        for name in names {
             let Some(claim) = s.claim(&ns, &name) else { continue };
             let before = reserved_for(&claim);
             let remaining: Vec<_> =
@@ -579,8 +592,7 @@ impl EmbeddedCluster {
                     .get_or_insert_with(Default::default)
                     .reserved_for
                     .get_or_insert_with(Vec::new);
-                if let Some(i) = list.iter().position(|r| r.uid == pod_uid) {
-                    let _ = i;
+                if list.iter().any(|r| r.uid == pod_uid) {
                     return Err(invalid(format!(
                         "status.reservedFor[{}]: Duplicate value: {pod_uid:?}",
                         list.len()
@@ -596,7 +608,7 @@ impl EmbeddedCluster {
                 Ok(self.store_claim(&mut s, claim))
             }
             ClaimWrite::Unreserve { namespace, name, pod_uid } => {
-                let claim = s.claim(&namespace, &name).ok_or_else(|| gone(&namespace, &name))?;
+                let claim = s.claim(&namespace, &name).ok_or_else(|| gone(&name))?;
                 if !reserved_for(&claim).iter().any(|r| r.uid == pod_uid) {
                     // Nothing to remove: the patch changes nothing.
                     return Ok(claim);
@@ -610,13 +622,11 @@ impl EmbeddedCluster {
                     }
                 }
                 let written = self.store_claim(&mut s, claim);
-                if has_finalizer(&written) {
-                    self.finish_deletion(&mut s, &written);
-                }
+                self.finish_deletion(&mut s, &written);
                 Ok(written)
             }
             ClaimWrite::Deallocate { namespace, name, uid } => {
-                let claim = s.claim(&namespace, &name).ok_or_else(|| gone(&namespace, &name))?;
+                let claim = s.claim(&namespace, &name).ok_or_else(|| gone(&name))?;
                 if !uid.is_empty() && claim.metadata.uid.as_deref() != Some(uid.as_str()) {
                     return Err(BindError::Failed(format!(
                         "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",

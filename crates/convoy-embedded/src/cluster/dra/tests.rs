@@ -381,3 +381,46 @@ fn the_binders_write_claims() {
     let again = Binder::write_claim(&*c, reserve(&claim, Some("gpu-1"), "q")).now_or_never();
     assert!(again.unwrap().is_err());
 }
+
+fn claim_count(c: &EmbeddedCluster) -> usize {
+    c.objects().iter().filter(|o| matches!(o, ClusterObject::ResourceClaim(_))).count()
+}
+
+/// A pod with two template entries, the second template missing: the
+/// first claim is made but not recorded (upstream's sync fails at the
+/// second); it is found again, not made twice, once the template comes,
+/// and deleted with the pod if the pod goes first.
+#[test]
+fn claims_made_before_a_missing_template_are_found_again_or_deleted_with_the_pod() {
+    let two = |name: &str| {
+        let mut p = pod(name);
+        p.spec.as_mut().unwrap().resource_claims.as_mut().unwrap().push(PodResourceClaim {
+            name: "later".into(),
+            resource_claim_template_name: Some("later".into()),
+            ..Default::default()
+        });
+        p
+    };
+    let (c, _rx) = cluster();
+    c.add_pod(two("p")).unwrap();
+    assert_eq!(claim_count(&c), 1);
+    assert!(
+        c.pod("ns", "p")
+            .unwrap()
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.as_ref())
+            .is_none()
+    );
+    c.apply_resource_claim_template(template("later")).unwrap();
+    assert_eq!(claim_count(&c), 2, "the first claim is reused");
+    let p = c.pod("ns", "p").unwrap();
+    let statuses = p.status.as_ref().unwrap().resource_claim_statuses.as_ref().unwrap();
+    assert_eq!(statuses.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["gpu", "later"]);
+
+    let (c, _rx) = cluster();
+    c.add_pod(two("p")).unwrap();
+    assert_eq!(claim_count(&c), 1);
+    c.delete_pod("ns", "p").unwrap();
+    assert_eq!(claim_count(&c), 0);
+}
