@@ -324,7 +324,7 @@ impl EmbeddedCluster {
         let template = Arc::new(template);
         s.templates.insert((ns.clone(), name.clone()), template.clone());
         // Upstream `enqueueResourceClaimTemplate`: the pods that name it.
-        let waiting: Vec<Arc<Pod>> = s
+        let mut waiting: Vec<Arc<Pod>> = s
             .pods
             .values()
             .filter(|p| {
@@ -335,6 +335,8 @@ impl EmbeddedCluster {
             })
             .cloned()
             .collect();
+        // In a fixed order: the generated names depend on it.
+        waiting.sort_unstable_by_key(|p| convoy_api::PodKey::of(p));
         for pod in waiting {
             self.sync_pod_claims(&mut s, &pod, true);
         }
