@@ -282,6 +282,7 @@ mod tests {
         p.metadata.name = Some("p".into());
         p.metadata.namespace = Some("ns".into());
         p.metadata.uid = Some("u".into());
+        p.spec = Some(Default::default());
         p.status = Some(PodStatus {
             resource_claim_statuses: claims.map(|c| {
                 c.into_iter()
