@@ -78,10 +78,12 @@ impl Binder for ApiBinder {
     /// delete-protection finalizer with an update, then writes the
     /// allocation and the pod's `reservedFor` entry with a status update,
     /// reading again and retrying on a conflict (5 times). Unreserve is a
-    /// strategic merge patch of the status deleting the pod's entry.
-    /// Deallocate clears allocation, reservations and device status with a
-    /// status update (the finalizer stays, as upstream; a claim reserved
-    /// for more than one consumer is refused).
+    /// strategic merge patch of the status deleting the pod's entry (a
+    /// claim gone is reported as deleted in the meantime). Deallocate
+    /// clears allocation, reservations and device status with a status
+    /// update (the finalizer stays, as upstream; a claim reserved for more
+    /// than one consumer, or for a pod bound to a node, is refused: `claim
+    /// ns/x is in use by other consumers`).
     fn write_claim(
         &self,
         write: ClaimWrite,

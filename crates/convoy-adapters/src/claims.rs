@@ -9,6 +9,7 @@ use std::sync::Arc;
 use convoy_api::objects::ObjectKind;
 use convoy_api::objects::dra::CLAIM_FINALIZER;
 use convoy_api::{BindError, ClaimWrite};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
 };
@@ -44,8 +45,11 @@ pub(crate) async fn write_claim(
             unreserve(&api, &name, &pod_uid, &key).await?
         }
         ClaimWrite::Deallocate { namespace, name, uid } => {
-            let api = Api::namespaced(client, &namespace);
-            with_retries(&api, &name, &uid, &key, |api, claim| deallocate(api, claim, &key)).await?
+            let api = Api::namespaced(client.clone(), &namespace);
+            with_retries(&api, &name, &uid, &key, |api, claim| {
+                deallocate(&client, api, claim, &key)
+            })
+            .await?
         }
     };
     claim.trim();
@@ -139,21 +143,18 @@ async fn reserve(
     Ok(api.replace_status(&name, &PostParams::default(), &claim).await?)
 }
 
-/// Upstream `Unreserve`: a strategic merge patch of the status removing the
-/// pod's entry, which needs no fresh copy of the claim; the claim's UID is
-/// a precondition.
+/// Upstream `Unreserve`: a strategic merge patch of the status deleting
+/// the pod's entry (`reservedFor` merges on `uid`), which needs no fresh
+/// copy of the claim. Upstream also sends the claim's UID as a
+/// precondition; [`ClaimWrite::Unreserve`] does not carry it, and a claim
+/// recreated under the name holds no entry of the pod to remove.
 async fn unreserve(
     api: &Api<ResourceClaim>,
     name: &str,
     pod_uid: &str,
     key: &str,
 ) -> Result<ResourceClaim, BindError> {
-    let get = api.get_opt(name).await.map_err(|e| BindError::Failed(format!("claim {key}: {e}")));
-    let Some(claim) = get? else {
-        return Err(BindError::Failed(format!("claim {key} got deleted in the meantime")));
-    };
     let patch = serde_json::json!({
-        "metadata": {"uid": claim.metadata.uid},
         "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
     });
     match api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
@@ -169,17 +170,38 @@ async fn unreserve(
 /// status cleared in one status update. As upstream, the delete-protection
 /// finalizer stays (the resourceclaim controller removes it when the claim
 /// is deleted; PreBind finds it in place when the claim is allocated
-/// again). A claim reserved for more than one consumer is refused: the
-/// plugin deallocates only a claim no other pod uses.
+/// again).
+///
+/// Upstream writes the copy its PostFilter checked (unused, or reserved
+/// for the pod being scheduled alone), so a claim changed since is a
+/// conflict. [`ClaimWrite::Deallocate`] carries neither that version nor
+/// the pod, so the claim is checked again as read: reserved for more than
+/// one consumer, or for a pod bound to a node (one that runs), it is
+/// refused.
 async fn deallocate(
+    client: &kube::Client,
     api: &Api<ResourceClaim>,
     mut claim: ResourceClaim,
     key: &str,
 ) -> Result<ResourceClaim, StepError> {
     let name = claim.metadata.name.clone().unwrap_or_default();
+    let namespace = claim.metadata.namespace.clone().unwrap_or_default();
     let status = claim.status.get_or_insert_with(ResourceClaimStatus::default);
-    if status.reserved_for.as_ref().is_some_and(|r| r.len() > 1) {
-        return Err(StepError::Refused(format!("claim {key} is in use by other consumers")));
+    let in_use = || StepError::Refused(format!("claim {key} is in use by other consumers"));
+    match status.reserved_for.as_deref().unwrap_or_default() {
+        [] => {}
+        [only] if only.resource == "pods" && only.api_group.as_deref().unwrap_or("").is_empty() => {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+            let pod = pods.get_opt(&only.name).await?;
+            let bound = pod.is_some_and(|p| {
+                p.metadata.uid.as_deref() == Some(&*only.uid)
+                    && p.spec.and_then(|s| s.node_name).is_some_and(|n| !n.is_empty())
+            });
+            if bound {
+                return Err(in_use());
+            }
+        }
+        _ => return Err(in_use()),
     }
     status.allocation = None;
     status.reserved_for = None;

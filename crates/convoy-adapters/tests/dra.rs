@@ -310,6 +310,43 @@ async fn dra_objects_are_watched_and_claims_written_as_upstream() -> Result<()> 
     uids.sort();
     ensure!(uids == ["uid-p3", "uid-q0", "uid-q1", "uid-q2", "uid-q3", "uid-q4"], "{uids:?}");
 
+    // A claim reserved for a pod that runs is not deallocated.
+    let held = create_in::<ResourceClaim>(
+        &admin,
+        ns,
+        json!({"metadata": {"name": "held"},
+               "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                   "deviceClassName": "adapters-dra-gpu"}}]}}}),
+    )
+    .await?;
+    let held_uid = held.metadata.uid.clone().context("uid")?;
+    let mut runner = common::pod("runner");
+    runner.spec.as_mut().context("spec")?.node_name = Some("adapters-dra-node".into());
+    let runner =
+        Api::<Pod>::namespaced(admin.clone(), ns).create(&PostParams::default(), &runner).await?;
+    binder
+        .write_claim(ClaimWrite::Reserve {
+            namespace: ns.into(),
+            name: "held".into(),
+            uid: held_uid.clone(),
+            allocation: Some(allocation("gpu-0")?),
+            pod_name: "runner".into(),
+            pod_uid: runner.metadata.uid.clone().context("pod uid")?,
+        })
+        .await?;
+    let m = failure(
+        binder
+            .write_claim(ClaimWrite::Deallocate {
+                namespace: ns.into(),
+                name: "held".into(),
+                uid: held_uid,
+            })
+            .await,
+    )?;
+    ensure!(m == "claim adapters-dra/held is in use by other consumers", "{m}");
+    let held = claims.get("held").await?;
+    ensure!(held.status.as_ref().is_some_and(|s| s.allocation.is_some()), "{held:?}");
+
     // Gone.
     let m = failure(
         binder
