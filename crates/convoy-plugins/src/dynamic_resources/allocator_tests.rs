@@ -799,3 +799,112 @@ fn cel_runtime_error_is_an_error() {
         "claim default/c: selector #0 on device driver-a/pool-1/d1: CEL runtime error: "
     ));
 }
+
+#[test]
+fn claim_configs_with_subrequests() {
+    let opaque = |p: &str| json!({"driver": DRIVER, "parameters": {"p": p}});
+    let req0 = json!({"name": "req-0", "firstAvailable": [
+        {"name": "sub-0", "deviceClassName": "class-a", "count": 1},
+        {"name": "sub-1", "deviceClassName": "class-a", "count": 1},
+    ]});
+    let slices = vec![slice("pool-1", on_node1(), vec![dev("d0"), dev("d1")])];
+    let run = |requests: Value| {
+        let c = Case::new(
+            slices.clone(),
+            vec![claim(
+                "c",
+                json!([req0.clone(), exact("req-1", 1)]),
+                json!({"config": [{"requests": requests, "opaque": opaque("x")}]}),
+            )],
+        );
+        let r = c.run().unwrap().unwrap();
+        serde_json::to_value(r[0].devices.as_ref().unwrap()).unwrap()
+    };
+    // "claim-config-scoped-to-subrequests-of-one-request"
+    assert_eq!(
+        run(json!(["req-0/sub-0", "req-0/sub-1"])),
+        json!({
+            "results": [
+                {"request": "req-0/sub-0", "driver": DRIVER, "pool": "pool-1", "device": "d0"},
+                {"request": "req-1", "driver": DRIVER, "pool": "pool-1", "device": "d1"},
+            ],
+            "config": [{"source": "FromClaim", "requests": ["req-0/sub-0", "req-0/sub-1"], "opaque": opaque("x")}],
+        })
+    );
+    // "claim-config-covering-all-requests-is-cleared"
+    assert_eq!(run(json!(["req-0/sub-0", "req-1"]))["config"], json!([{"source": "FromClaim", "opaque": opaque("x")}]));
+}
+
+#[test]
+fn node_selector_of_mixed_devices() {
+    let zone = |z: &str| {
+        json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}]}]})
+    };
+    let rack = json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Exists"}]}]});
+    let two = json!([exact("req-0", 1), exact("req-1", 1)]);
+    // Two selector slices: their requirements are merged into one term, without duplicates.
+    let mut c = Case::new(
+        vec![
+            slice("pool-1", json!({"nodeSelector": zone("z1")}), vec![dev("d1")]),
+            slice("pool-2", json!({"nodeSelector": rack.clone()}), vec![dev("d2")]),
+            slice("pool-3", json!({"nodeSelector": zone("z1")}), vec![dev("d3")]),
+        ],
+        vec![claim("c", json!([exact("req-0", 1), exact("req-1", 1), exact("req-2", 1)]), json!({}))],
+    );
+    c.node = node("node-1", json!({"zone": "z1", "rack": "r1"}));
+    let r = c.run().unwrap().unwrap();
+    assert_eq!(
+        serde_json::to_value(r[0].node_selector.as_ref().unwrap()).unwrap(),
+        json!({"nodeSelectorTerms": [{"matchExpressions": [
+            {"key": "zone", "operator": "In", "values": ["z1"]},
+            {"key": "rack", "operator": "Exists"},
+        ]}]})
+    );
+    // "local-and-network-attached-devices": a node-local device pins the claim to the node.
+    let c = Case::new(
+        vec![
+            slice("pool-1", json!({"allNodes": true}), vec![dev("d1")]),
+            slice("pool-2", on_node1(), vec![dev("d2")]),
+        ],
+        vec![claim("c", two, json!({}))],
+    );
+    let r = c.run().unwrap().unwrap();
+    let ns = serde_json::to_value(r[0].node_selector.as_ref().unwrap()).unwrap();
+    assert_eq!(ns["nodeSelectorTerms"][0]["matchFields"][0]["values"], json!(["node-1"]));
+}
+
+#[test]
+fn incomplete_pool_does_not_block_other_pools() {
+    // ExactCount skips the incomplete pool and takes a device elsewhere.
+    let c = Case::new(
+        vec![
+            slice_gen("a", "pool-a", (1, 2), on_node1(), vec![dev("a1")]),
+            slice("pool-b", on_node1(), vec![dev("b1")]),
+        ],
+        vec![claim("c", json!([exact("req-0", 1)]), json!({}))],
+    );
+    assert_eq!(c.devices(), Some(vec![pairs(&[("req-0", "b1")])]));
+    let index = SliceIndex::build(&c.slices);
+    let pools = index.pools_for_node(&node1());
+    assert!(pools[0].incomplete && pools[0].devices.is_empty());
+    // The missing slice exists for another node: the pool is complete, and
+    // only the devices of this node's slice are offered.
+    let c = Case::new(
+        vec![
+            slice_gen("a", "pool-a", (1, 2), on_node1(), vec![dev("a1")]),
+            slice_gen("a2", "pool-a", (1, 2), json!({"nodeName": "node-2"}), vec![dev("a2")]),
+        ],
+        vec![claim("c", json!([all_req("req-0")]), json!({}))],
+    );
+    assert_eq!(c.devices(), Some(vec![pairs(&[("req-0", "a1")])]));
+    // A newer generation on another node makes this node's slice obsolete.
+    let c = Case::new(
+        vec![
+            slice_gen("a", "pool-a", (1, 2), on_node1(), vec![dev("a1")]),
+            slice_gen("a2", "pool-a", (2, 2), json!({"nodeName": "node-2"}), vec![dev("a2")]),
+        ],
+        vec![claim("c", json!([all_req("req-0")]), json!({}))],
+    );
+    assert_eq!(c.devices(), None);
+    assert!(SliceIndex::build(&c.slices).pools_for_node(&node1()).is_empty());
+}
