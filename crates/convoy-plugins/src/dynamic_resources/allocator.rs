@@ -27,6 +27,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Instant;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm};
 use k8s_openapi::api::resource::v1::{
@@ -57,12 +58,17 @@ pub enum AllocateError {
     /// and some of its pools are invalid; the plugin reports the text as
     /// unschedulable on this node.
     FailedOnNode(String),
+    /// The deadline given to [`ClaimAllocator::allocate_until`] passed
+    /// (upstream: the plugin reports `node <n>: timed out trying to allocate
+    /// devices` as an error, so the pod goes through backoff).
+    TimedOut,
 }
 
 impl std::fmt::Display for AllocateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             AllocateError::Error(m) | AllocateError::FailedOnNode(m) => f.write_str(m),
+            AllocateError::TimedOut => f.write_str("timed out trying to allocate devices"),
         }
     }
 }
@@ -327,6 +333,19 @@ impl ClaimAllocator {
         pools: &[Arc<Pool>],
         in_use: &dyn Fn(&DeviceId) -> bool,
     ) -> Result<Option<Vec<AllocationResult>>, AllocateError> {
+        self.allocate_until(node, pools, in_use, None)
+    }
+
+    /// [`Self::allocate`], giving up with [`AllocateError::TimedOut`] once
+    /// `deadline` has passed (upstream's `filterTimeout`; the clock is read
+    /// every 256 search steps).
+    pub fn allocate_until(
+        &self,
+        node: &Node,
+        pools: &[Arc<Pool>],
+        in_use: &dyn Fn(&DeviceId) -> bool,
+        deadline: Option<Instant>,
+    ) -> Result<Option<Vec<AllocationResult>>, AllocateError> {
         let mut offsets = Vec::with_capacity(pools.len());
         let mut total = 0;
         let mut natural = Vec::new();
@@ -356,6 +375,8 @@ impl ClaimAllocator {
                 .collect(),
             results: vec![Vec::new(); self.claims.len()],
             selected_sub: self.data.iter().map(|c| vec![0; c.requests.len()]).collect(),
+            deadline,
+            steps: 0,
         };
         s.prepare()?;
         match s.allocate_one(Slot::default(), false, 0) {
@@ -451,6 +472,8 @@ struct Search<'a> {
     constraints: Vec<Vec<ConstraintState<'a>>>,
     results: Vec<Vec<Chosen>>,
     selected_sub: Vec<Vec<usize>>,
+    deadline: Option<Instant>,
+    steps: u64,
 }
 
 fn lookup_attribute<'d>(
@@ -712,6 +735,10 @@ impl<'a> Search<'a> {
         allocate_sub: bool,
         start: usize,
     ) -> Result<bool, SearchError> {
+        self.steps += 1;
+        if self.steps.is_multiple_of(256) && self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(SearchError::Fail(AllocateError::TimedOut));
+        }
         let a = self.a;
         if r.claim >= a.data.len() {
             return Ok(true);

@@ -832,14 +832,15 @@ fn claim_configs_with_subrequests() {
         })
     );
     // "claim-config-covering-all-requests-is-cleared"
-    assert_eq!(run(json!(["req-0/sub-0", "req-1"]))["config"], json!([{"source": "FromClaim", "opaque": opaque("x")}]));
+    assert_eq!(
+        run(json!(["req-0/sub-0", "req-1"]))["config"],
+        json!([{"source": "FromClaim", "opaque": opaque("x")}])
+    );
 }
 
 #[test]
 fn node_selector_of_mixed_devices() {
-    let zone = |z: &str| {
-        json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}]}]})
-    };
+    let zone = |z: &str| json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", "values": [z]}]}]});
     let rack = json!({"nodeSelectorTerms": [{"matchExpressions": [{"key": "rack", "operator": "Exists"}]}]});
     let two = json!([exact("req-0", 1), exact("req-1", 1)]);
     // Two selector slices: their requirements are merged into one term, without duplicates.
@@ -849,7 +850,11 @@ fn node_selector_of_mixed_devices() {
             slice("pool-2", json!({"nodeSelector": rack.clone()}), vec![dev("d2")]),
             slice("pool-3", json!({"nodeSelector": zone("z1")}), vec![dev("d3")]),
         ],
-        vec![claim("c", json!([exact("req-0", 1), exact("req-1", 1), exact("req-2", 1)]), json!({}))],
+        vec![claim(
+            "c",
+            json!([exact("req-0", 1), exact("req-1", 1), exact("req-2", 1)]),
+            json!({}),
+        )],
     );
     c.node = node("node-1", json!({"zone": "z1", "rack": "r1"}));
     let r = c.run().unwrap().unwrap();
@@ -907,4 +912,32 @@ fn incomplete_pool_does_not_block_other_pools() {
     );
     assert_eq!(c.devices(), None);
     assert!(SliceIndex::build(&c.slices).pools_for_node(&node1()).is_empty());
+}
+
+#[test]
+fn deadline_stops_a_long_search() {
+    // 12 devices with 5 distinct values, 6 distinct ones wanted: no
+    // solution, found only after trying many combinations.
+    let devices =
+        (0..12).map(|i| dev_attr(&format!("d{i}"), json!({"v": {"int": i % 5}}))).collect();
+    let c = Case::new(
+        vec![slice("pool-1", on_node1(), devices)],
+        vec![claim(
+            "c",
+            json!([exact("req-0", 6)]),
+            json!({"constraints": [{"distinctAttribute": "driver-a/v"}]}),
+        )],
+    );
+    assert_eq!(c.devices(), None);
+    let classes = c.classes.clone();
+    let lookup =
+        move |n: &str| classes.iter().find(|k| k.metadata.name.as_deref() == Some(n)).cloned();
+    let alloc = ClaimAllocator::new(c.claims.clone(), &lookup, &SelectorCache::default()).unwrap();
+    let index = SliceIndex::build(&c.slices);
+    let pools = index.pools_for_node(&c.node);
+    let past = std::time::Instant::now();
+    assert_eq!(
+        alloc.allocate_until(&c.node, &pools, &|_| false, Some(past)),
+        Err(AllocateError::TimedOut)
+    );
 }
