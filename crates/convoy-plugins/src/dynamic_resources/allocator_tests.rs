@@ -941,3 +941,41 @@ fn deadline_stops_a_long_search() {
         Err(AllocateError::TimedOut)
     );
 }
+
+#[test]
+#[ignore = "timing report, run by hand"]
+fn timing_500_nodes() {
+    let slices: Vec<_> = (0..500)
+        .map(|n| {
+            let devices = (0..8)
+                .map(|i| dev_attr(&format!("gpu-{i}"), json!({"clique": {"int": i / 4}})))
+                .collect();
+            slice_gen(
+                &format!("s{n}"),
+                &format!("pool-{n}"),
+                (1, 1),
+                json!({"nodeName": format!("node-{n}")}),
+                devices,
+            )
+        })
+        .collect();
+    let nodes: Vec<Node> = (0..500).map(|n| node(&format!("node-{n}"), json!({}))).collect();
+    let c = Case::new(slices, vec![claim("c", json!([exact("req-0", 2)]), json!({}))]);
+    let classes = c.classes.clone();
+    let lookup =
+        move |n: &str| classes.iter().find(|k| k.metadata.name.as_deref() == Some(n)).cloned();
+    let index = SliceIndex::build(&c.slices);
+    for round in 0..3 {
+        let start = std::time::Instant::now();
+        let alloc = ClaimAllocator::new(c.claims.clone(), &lookup, &SelectorCache::default())
+            .unwrap()
+            .with_options(AllocatorOptions { domain_attribute: Some("clique".into()) });
+        let mut ok = 0;
+        for n in &nodes {
+            let pools = index.pools_for_node(n);
+            ok += alloc.allocate(n, &pools, &|_| false).unwrap().is_some() as usize;
+        }
+        assert_eq!(ok, 500);
+        eprintln!("round {round}: {:?} for 500 nodes", start.elapsed());
+    }
+}

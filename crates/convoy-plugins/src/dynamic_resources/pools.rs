@@ -286,24 +286,29 @@ impl SliceIndex {
     pub fn pools_for_node(&self, node: &Node) -> Vec<Arc<Pool>> {
         let name = node.metadata.name.as_deref().unwrap_or("");
         let local = self.on_node.get(name).map(Vec::as_slice).unwrap_or(&[]);
-        // Pool number -> (generation, slices of that generation).
-        let mut found: Vec<(u32, i64, Vec<u32>)> = Vec::new();
+        // Relevant slices as (pool number, generation, slice), grouped by
+        // pool; within a pool only the highest generation counts.
+        let mut relevant: Vec<(u32, i64, u32)> = Vec::new();
         for &i in local.iter().chain(self.shared.iter()) {
             let e = &self.entries[i as usize];
-            if e.uses_compat_groups || !self.relevant(e, node) {
-                continue;
-            }
-            match found.iter_mut().find(|f| f.0 == e.pool_no) {
-                None => found.push((e.pool_no, e.generation, vec![i])),
-                Some(f) if e.generation > f.1 => *f = (e.pool_no, e.generation, vec![i]),
-                Some(f) if e.generation == f.1 => f.2.push(i),
-                Some(_) => {}
+            if !e.uses_compat_groups && self.relevant(e, node) {
+                relevant.push((e.pool_no, e.generation, i));
             }
         }
-        found.sort_unstable_by_key(|f| f.0);
+        relevant.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        let mut found: Vec<(u32, i64, Vec<u32>)> = Vec::new();
+        for (pool_no, generation, i) in relevant {
+            match found.last_mut() {
+                Some(f) if f.0 == pool_no => {
+                    if f.1 == generation {
+                        f.2.push(i);
+                    }
+                }
+                _ => found.push((pool_no, generation, vec![i])),
+            }
+        }
         let mut out = Vec::with_capacity(found.len());
-        for (pool_no, generation, mut targeting) in found {
-            targeting.sort_unstable();
+        for (pool_no, generation, targeting) in found {
             let key = (pool_no, targeting);
             if let Some(p) = self.cache.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
                 out.push(p.clone());
