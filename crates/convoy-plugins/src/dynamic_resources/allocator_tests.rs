@@ -979,3 +979,72 @@ fn timing_500_nodes() {
         eprintln!("round {round}: {:?} for 500 nodes", start.elapsed());
     }
 }
+
+#[test]
+fn admin_access_across_claims() {
+    let admin = |name: &str| {
+        claim(
+            name,
+            json!([{"name": "req-0", "exactly": {"deviceClassName": "class-a", "adminAccess": true}}]),
+            json!({}),
+        )
+    };
+    let slices = vec![slice("pool-1", on_node1(), vec![dev("d1"), dev("d2")])];
+    // "separate-claims-share-device-admin-access"
+    let c = Case::new(slices.clone(), vec![admin("c0"), admin("c1")]);
+    assert_eq!(c.devices(), Some(vec![pairs(&[("req-0", "d1")]), pairs(&[("req-0", "d1")])]));
+    // "admin-access-claims-device-allocating-for-non-admin-access"
+    let c = Case::new(
+        slices.clone(),
+        vec![claim("c0", json!([exact("req-0", 1)]), json!({})), admin("c1")],
+    );
+    let r = c.run().unwrap().unwrap();
+    let first = |i: usize| r[i].devices.as_ref().unwrap().results.as_ref().unwrap()[0].clone();
+    assert_eq!((first(0).device.as_str(), first(0).admin_access), ("d1", None));
+    assert_eq!((first(1).device.as_str(), first(1).admin_access), ("d1", Some(true)));
+    // "all-devices-some-allocating-admin-access": the All request would need
+    // d1 a second time in the same claim.
+    let c = Case::new(
+        slices,
+        vec![claim(
+            "c",
+            json!([
+                {"name": "req-0", "exactly": {"deviceClassName": "class-a", "adminAccess": true}},
+                {"name": "req-1", "exactly": {"deviceClassName": "class-a", "adminAccess": true, "allocationMode": "All"}},
+            ]),
+            json!({}),
+        )],
+    );
+    assert_eq!(c.devices(), None);
+}
+
+#[test]
+fn several_different_drivers() {
+    let mut b = (*slice("pool-b", on_node1(), vec![dev("b1")])).clone();
+    b.spec.driver = "driver-b".into();
+    let class_b: Arc<DeviceClass> = Arc::new(
+        serde_json::from_value(json!({"metadata": {"name": "class-b"},
+            "spec": {"selectors": [{"cel": {"expression": "device.driver == \"driver-b\""}}]}}))
+        .unwrap(),
+    );
+    let mut c = Case::new(
+        vec![slice("pool-a", on_node1(), vec![dev("a1")]), Arc::new(b)],
+        vec![claim(
+            "c",
+            json!([{"name": "req-b", "exactly": {"deviceClassName": "class-b"}}, exact("req-a", 1)]),
+            json!({}),
+        )],
+    );
+    c.classes.push(class_b);
+    let r = c.run().unwrap().unwrap();
+    let got: Vec<_> = r[0]
+        .devices
+        .as_ref()
+        .unwrap()
+        .results
+        .iter()
+        .flatten()
+        .map(|d| (d.request.as_str(), d.driver.as_str(), d.device.as_str()))
+        .collect();
+    assert_eq!(got, [("req-b", "driver-b", "b1"), ("req-a", DRIVER, "a1")]);
+}
