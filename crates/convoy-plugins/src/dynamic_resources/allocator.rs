@@ -325,7 +325,14 @@ impl ClaimAllocator {
     /// Allocates every claim on `node` from `pools`
     /// ([`super::pools::SliceIndex::pools_for_node`]), skipping devices for
     /// which `in_use(id)` is true (allocated cluster-wide or in flight).
-    /// `Ok(Some(results))` = one AllocationResult per claim, in order;
+    /// `Ok(Some(results))` = one AllocationResult per claim, in order:
+    /// `devices.results` in allocation order (request `<req>` or
+    /// `<req>/<sub>`, driver, pool, device, `adminAccess`, the request's
+    /// tolerations), `devices.config` = class configs (`FromClass`) then the
+    /// claim configs covering an allocated request (`FromClaim`), requests
+    /// cleared when a config covers them all, and `nodeSelector` as upstream
+    /// (a node-local device: `matchFields metadata.name In [node]`; only
+    /// `allNodes` devices: none; slice selectors: their requirements merged).
     /// `Ok(None)` = cannot allocate on this node.
     pub fn allocate(
         &self,

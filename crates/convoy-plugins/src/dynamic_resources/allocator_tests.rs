@@ -1048,3 +1048,11 @@ fn several_different_drivers() {
         .collect();
     assert_eq!(got, [("req-b", "driver-b", "b1"), ("req-a", DRIVER, "a1")]);
 }
+
+#[test]
+fn shared_between_filter_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<ClaimAllocator>();
+    send_sync::<SliceIndex>();
+    send_sync::<crate::dynamic_resources::pools::Pool>();
+}
