@@ -22,6 +22,7 @@ use convoy_api::{Plugin, Registry, names};
 
 pub mod default_binder;
 pub mod default_preemption;
+pub mod dynamic_resources;
 pub mod gpu_placement;
 pub mod helper;
 pub mod image_locality;

@@ -1,0 +1,3 @@
+//! DynamicResources: Dynamic Resource Allocation (DRA) for the scheduler.
+
+pub mod cel;
