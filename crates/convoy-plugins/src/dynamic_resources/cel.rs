@@ -25,6 +25,9 @@
 //!   list attribute, or equality with a scalar one);
 //! - the string extension (`lowerAscii`, `upperAscii`, `split`, `replace`,
 //!   `trim`, `substring`, `indexOf`, `join`, ...);
+//! - cel-go's lists extension (`slice`, `flatten`, `distinct`, `reverse`,
+//!   `sort`, `sortBy`, `lists.range`) and optional values (`m.?k`), as the
+//!   crate provides them;
 //! - Kubernetes' semver library: `semver(s)`, `semver(s, normalize)`,
 //!   `isSemver(s)`, `isSemver(s, normalize)`, and on a semver `compareTo`,
 //!   `isGreaterThan`, `isLessThan`, `major`, `minor`, `patch` and `==`;
@@ -1009,8 +1012,10 @@ fn bind_macro() -> Macro {
         let var = match &args[0].expr {
             Expr::Ident(name) => name.clone(),
             _ => {
-                return Err(helper
-                    .new_error(args[0].id, "cel.bind() variable names must be simple identifiers"));
+                return Err(helper.new_error(
+                    args[0].id,
+                    "cel.bind() variable names must be simple identifiers",
+                ));
             }
         };
         let result = args.pop().expect("three arguments");
@@ -1034,6 +1039,7 @@ fn bind_macro() -> Macro {
 fn build_env() -> Env {
     let mut env = Env::stdlib();
     env.add_extension(cel::extensions::strings).expect("strings extension");
+    env.add_extension(cel::extensions::lists).expect("lists extension");
     env.add_macro(bind_macro()).expect("cel.bind macro");
     let string = || types::STRING_TYPE.to_owned();
     let boolean = || types::BOOL_TYPE.to_owned();

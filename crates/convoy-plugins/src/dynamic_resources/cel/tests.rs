@@ -376,6 +376,21 @@ fn domains_ids_and_types() {
 }
 
 #[test]
+fn other_library_features() {
+    let t = |e: &'static str| case(e, e, Match(true));
+    run(vec![
+        t("[3, 1, 2].sort() == [1, 2, 3] && [1, 1].distinct() == [1]"),
+        // Two-variable comprehensions (upstream ext.TwoVarComprehensions) are
+        // not supported by the crate.
+        case("two-var", "{'a': 1}.all(k, v, v > 0)", Eval("Undeclared reference")),
+        t("1 < 1.5"),
+        t(r#"!device.attributes["d"].?x.hasValue()"#),
+        case("undeclared", "nope == 1", Eval("Undeclared reference to 'nope'")),
+        case("no-such-function", "device.driver.nope()", Eval("nope")),
+    ]);
+}
+
+#[test]
 fn gpu_example() {
     let expr = r#"device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA A100") &&
         device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0"#;
