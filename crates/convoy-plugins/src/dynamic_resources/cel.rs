@@ -356,9 +356,19 @@ impl Val for DeviceRef<'_> {
     }
 
     fn equals(&self, other: &dyn Val) -> bool {
-        // Only the device is of this type; two borrows of one device are equal.
+        // Two borrows of one device are equal: the other value (of this type,
+        // so a `DeviceRef`, which cannot be downcast as it borrows) hands out
+        // the very same attributes map.
         other.get_type() == &DEVICE_TYPE
-            && std::ptr::eq(self as *const _ as *const u8, other as *const dyn Val as *const u8)
+            && other
+                .as_indexer()
+                .and_then(|i| i.get(&CelString::from("attributes")).ok())
+                .is_some_and(|a| {
+                    std::ptr::eq(
+                        a.as_ref() as *const dyn Val as *const u8,
+                        &self.0.attributes as *const DomainMap as *const u8,
+                    )
+                })
     }
 
     fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>

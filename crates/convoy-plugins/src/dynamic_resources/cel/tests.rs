@@ -326,6 +326,12 @@ fn domains_ids_and_types() {
         .driver("gpu.example.com")
         .attr("model", string("a")),
         case("unknown-device-field", "device.nope == 1", Eval("no such key: nope")),
+        case(
+            "device-equals-itself",
+            "device == device && [device].exists(d, d == device)",
+            Match(true),
+        ),
+        case("device-not-a-string", r#"device != "x""#, Match(true)),
         case("bool-attr", r#"device.attributes["dra.example.com"].b == true"#, Match(true))
             .attr("b", boolean(true)),
         case("int-attr-compare", r#"device.attributes["dra.example.com"].i >= 8"#, Match(false))
