@@ -182,12 +182,15 @@ mod tests {
         }))
         .unwrap();
         let before = convoy_api::unevaluated_fields(pod.spec.as_ref().unwrap());
-        assert_eq!(before.len(), 9, "{before:?}");
+        assert_eq!(before.len(), 6, "{before:?}");
         let volumes = pod.spec.as_ref().unwrap().volumes.clone();
+        let claims = pod.spec.as_ref().unwrap().resource_claims.clone();
         trim_pod(&mut pod);
         assert_eq!(convoy_api::unevaluated_fields(pod.spec.as_ref().unwrap()), before);
-        // The volume plugins read the claims.
+        // The volume plugins read the claims, DynamicResources the
+        // resource claims.
         assert_eq!(pod.spec.as_ref().unwrap().volumes, volumes);
+        assert_eq!(pod.spec.as_ref().unwrap().resource_claims, claims);
     }
 
     #[test]
