@@ -35,11 +35,13 @@
 //!   NodeVolumeLimits, VolumeBinding, VolumeZone (no pod has a volume
 //!   claim: they skip), NodeResourcesBalancedAllocation (1), DefaultBinder,
 //!   and PodTopologySpread (2), InterPodAffinity (2),
-//!   ImageLocality (1) when their feature is on (`generate::IMPLEMENTED`).
+//!   ImageLocality (1) when their feature is on (`generate::IMPLEMENTED`),
+//!   and DynamicResources (1; no pod of the generated scenarios has a claim: it
+//!   skips Filter and scores 0 everywhere, on both sides).
 //!   Disabled: the features that are off, DefaultPreemption (on both
 //!   sides: preemption is not what this test compares), and the upstream
-//!   plugins Convoy does not have: DynamicResources (no resource claims),
-//!   NodeDeclaredFeatures (no pod needs a declared feature). GangScheduling is not in upstream's profile
+//!   plugin Convoy does not have, NodeDeclaredFeatures (no pod needs a
+//!   declared feature). GangScheduling is not in upstream's profile
 //!   (the GenericWorkload gate is off in kube-scheduler). Feature gate
 //!   `OpportunisticBatching=false`: on by default in v1.37, it would place a
 //!   pod with the same signature as the previous one from that cycle's
@@ -57,6 +59,15 @@
 //! nothing is evicted, and the FitErrors compared end with the preemption
 //! part (`preemption: 0/6 nodes are available: ...`).
 //!
+//! A third test runs the fixed DRA scenario of `parity/dra.rs`
+//! (DynamicResources: template and shared claims, CEL selectors on
+//! attributes and capacity, `All` and `firstAvailable` requests, a
+//! `matchAttribute` constraint, claims no device or no class satisfies)
+//! on control planes with kube-controller-manager (the resourceclaim
+//! controller), DefaultPreemption on: where both bound a pod to the same
+//! node, its claims must be allocated from the same pool with as many
+//! devices, carry the finalizer and be reserved for it, on both sides.
+//!
 //! Seeds: `CONVOY_PARITY_SEEDS=1,2,3` overrides the defaults;
 //! `CONVOY_PARITY_FEATURES=all` (or a list) overrides
 //! `generate::IMPLEMENTED`. Every failure line starts with `parity seed N`
@@ -66,6 +77,10 @@
 mod common;
 #[path = "parity/compare.rs"]
 mod compare;
+#[path = "parity/dra.rs"]
+mod dra;
+#[path = "common/dra.rs"]
+mod dra_fixtures;
 #[path = "parity/generate.rs"]
 mod generate;
 #[path = "parity/logs.rs"]
@@ -81,9 +96,10 @@ use convoy_api::names;
 use convoy_testenv::TestProvisioner;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
-    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service,
+    Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Service, ServiceAccount,
 };
 use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
@@ -101,7 +117,7 @@ const CONVOY: &str = "convoy-scheduler";
 const NOT_COMPARED: [&str; 1] = ["DefaultPreemption"];
 /// Upstream default plugins Convoy does not have, disabled upstream (and
 /// DefaultPreemption, see [`NOT_COMPARED`]).
-const UPSTREAM_ONLY: [&str; 3] = ["DefaultPreemption", "DynamicResources", "NodeDeclaredFeatures"];
+const UPSTREAM_ONLY: [&str; 2] = ["DefaultPreemption", "NodeDeclaredFeatures"];
 /// How long one scheduler may take to decide about one pod.
 const DECIDE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A seed stops after this many pods without a decision.
@@ -756,6 +772,223 @@ async fn convoy_places_pods_with_volumes_like_upstream() {
     let (summary, findings) = check_volumes().await.unwrap_or_else(|e| panic!("{e:#}"));
     eprintln!("parity volumes [{:.1?}]:\n  {}", started.elapsed(), summary.join("\n  "));
     assert!(findings.is_empty(), "parity volumes:\n{}", findings.join("\n"));
+}
+
+// ---------------------------------------------------------------- DRA
+
+/// A pod of one side and its claims, in `spec.resourceClaims` order
+/// (`None`: a template's claim not made yet).
+async fn pod_claims(
+    client: &kube::Client,
+    pod: &Value,
+) -> Result<(Pod, Vec<Option<ResourceClaim>>)> {
+    let p = pods_api(client, pod).get(name_of(pod)).await?;
+    let api: Api<ResourceClaim> = Api::namespaced(client.clone(), dra::NAMESPACE);
+    let mut claims = Vec::new();
+    for name in dra_fixtures::claim_names(&p) {
+        claims.push(match name {
+            Some(n) => api.get_opt(&n).await?,
+            None => None,
+        });
+    }
+    Ok((p, claims))
+}
+
+/// Deletes the pod from one side and waits until the resourceclaim
+/// controller has released its claims: a claim made from a template is
+/// deleted, a named claim is no longer reserved for the pod.
+async fn delete_releasing(side: &Side, pod: &Value) -> Result<()> {
+    let (p, claims) = pod_claims(&side.client, pod).await?;
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    side.delete(pod).await?;
+    let api: Api<ResourceClaim> = Api::namespaced(side.client.clone(), dra::NAMESPACE);
+    let entries = p.spec.iter().flat_map(|s| s.resource_claims.iter().flatten());
+    for (entry, claim) in entries.zip(claims) {
+        let Some(claim) = claim else { continue };
+        let name = claim.metadata.name.clone().unwrap_or_default();
+        let generated = entry.resource_claim_template_name.is_some();
+        let released = common::eventually(Duration::from_secs(30), || async {
+            let done = match api.get_opt(&name).await.ok()? {
+                None => true,
+                Some(c) => {
+                    !generated
+                        && !c
+                            .status
+                            .iter()
+                            .flat_map(|s| s.reserved_for.iter().flatten())
+                            .any(|r| r.uid == uid)
+                }
+            };
+            done.then_some(())
+        })
+        .await;
+        released.with_context(|| {
+            format!(
+                "{}: claim {name} of {} not released 30 s after the pod's deletion",
+                side.label,
+                name_of(pod)
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// What differs between the claims of a pod both sides bound to the same
+/// node; and the allocations, summarised (`pool×devices`).
+fn compare_claims(
+    up: &(Pod, Vec<Option<ResourceClaim>>),
+    ours: &(Pod, Vec<Option<ResourceClaim>>),
+) -> (Vec<String>, Vec<String>) {
+    let (mut findings, mut summary) = (Vec::new(), Vec::new());
+    for (i, (u, o)) in up.1.iter().zip(&ours.1).enumerate() {
+        let side = |c: &Option<ResourceClaim>,
+                    p: &Pod|
+         -> Result<dra_fixtures::Allocated, String> {
+            let c = c.as_ref().ok_or("no claim")?;
+            let a = dra_fixtures::allocated(c).ok_or("not allocated")?;
+            let uid = p.metadata.uid.clone().unwrap_or_default();
+            if !a.reserved_for.contains(&uid) {
+                return Err(format!("not reserved for the pod: {:?}", a.reserved_for));
+            }
+            let finalizers = c.metadata.finalizers.clone().unwrap_or_default();
+            if !finalizers.iter().any(|f| f == dra_fixtures::FINALIZER) {
+                return Err(format!("no finalizer {}: {finalizers:?}", dra_fixtures::FINALIZER));
+            }
+            Ok(a)
+        };
+        match (side(u, &up.0), side(o, &ours.0)) {
+            (Ok(a), Ok(b)) => {
+                let pools = |a: &dra_fixtures::Allocated| {
+                    a.pools.iter().map(|(_, p)| p.as_str()).collect::<Vec<_>>().join("+")
+                };
+                summary.push(format!("{}×{}", pools(&a), a.devices.len()));
+                if a.pools != b.pools || a.devices.len() != b.devices.len() || a.nodes != b.nodes {
+                    findings.push(format!(
+                        "claim #{i}: upstream allocated {:?} (node selector {:?}), convoy {:?} \
+                         (node selector {:?})",
+                        a.devices, a.nodes, b.devices, b.nodes
+                    ));
+                }
+            }
+            (a, b) => findings.push(format!("claim #{i}: upstream {a:?}, convoy {b:?}")),
+        }
+    }
+    (findings, summary)
+}
+
+/// Creates the DRA scenario's namespace and objects, and waits for the
+/// namespace's ServiceAccount (pods are admitted once it exists).
+async fn populate_dra(cp: &ControlPlane, sc: &dra::Objects) -> Result<()> {
+    cp.namespace(dra::NAMESPACE).await?;
+    for v in &sc.cluster {
+        dra_fixtures::create(&cp.client, v).await?;
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(cp.client.clone(), dra::NAMESPACE);
+    common::eventually(Duration::from_secs(20), || async {
+        accounts.get_opt("default").await.ok()?
+    })
+    .await
+    .context("no default ServiceAccount")?;
+    Ok(())
+}
+
+/// Runs the DRA scenario; returns the summary of each pod and the
+/// findings.
+async fn check_dra() -> Result<(Vec<String>, Vec<String>)> {
+    let features = Features::of(generate::IMPLEMENTED);
+    let sc = dra::objects();
+    let (up_cp, our_cp) =
+        tokio::try_join!(ControlPlane::start_cluster(), ControlPlane::start_cluster())?;
+    tokio::try_join!(populate_dra(&up_cp, &sc), populate_dra(&our_cp, &sc))
+        .context("creating the DRA scenario")?;
+    let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
+        &upstream_config(&up_cp, &features, Preemption::On)?,
+        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+    )?;
+    let mut convoy = Scheduler::start_with_options(
+        &our_cp.env,
+        "convoy",
+        &convoy_config(&features, Preemption::On),
+        &["--log-format", "json"],
+        "info,convoy::scores=trace",
+    )?;
+    convoy.wait_ready(Duration::from_secs(30)).await?;
+    let mut up = Side {
+        label: "upstream",
+        scheduler: UPSTREAM,
+        client: up_cp.client.clone(),
+        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
+    };
+    let mut ours = Side {
+        label: "convoy",
+        scheduler: CONVOY,
+        client: our_cp.client.clone(),
+        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
+    };
+    let (mut summary, mut findings, mut known) = (Vec::new(), Vec::new(), 0);
+    for pod in &sc.pods {
+        let key = key_of(pod);
+        tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
+        let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
+        let (Some(u), Some(o)) = (u, o) else {
+            bail!("{key}: no decision in {DECIDE_TIMEOUT:?} on one side{}", convoy.tail());
+        };
+        for (side, d) in [("upstream", &u), ("convoy", &o)] {
+            for e in &d.errors {
+                findings.push(format!("{key}: {side} failed an attempt before deciding: {e}"));
+            }
+        }
+        let mut upstream = u.attempt.clone();
+        if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
+            (&u.attempt.ending, &o.attempt.ending)
+            && without_prefilter_preemption(a) == Some(b.as_str())
+        {
+            known += 1;
+            upstream.ending = o.attempt.ending.clone();
+        }
+        let cmp = compare(&upstream, &o.attempt);
+        findings.extend(cmp.findings.iter().map(|f| format!("{key}: {}", f.text)));
+        let scores: Vec<String> = u
+            .attempt
+            .cycle
+            .scores
+            .iter()
+            .filter_map(|(n, s)| Some(format!("{n}={}", s.get(names::DYNAMIC_RESOURCES)?)))
+            .collect();
+        let mut line = format!(
+            "{key}: upstream {}, convoy {}; DynamicResources scores [{}]",
+            u.attempt.ending,
+            o.attempt.ending,
+            scores.join(" ")
+        );
+        match (&u.attempt.ending, &o.attempt.ending) {
+            (Ending::Bound(a), Ending::Bound(b)) if a == b => {
+                let (uc, oc) =
+                    tokio::try_join!(pod_claims(&up.client, pod), pod_claims(&ours.client, pod))?;
+                let (differ, allocated) = compare_claims(&uc, &oc);
+                findings.extend(differ.into_iter().map(|f| format!("{key}: {f}")));
+                line += &format!("; claims [{}]", allocated.join(" "));
+            }
+            _ => {
+                tokio::try_join!(delete_releasing(&up, pod), delete_releasing(&ours, pod))?;
+            }
+        }
+        summary.push(line);
+    }
+    summary.push(format!(
+        "{known} FitError(s) equal but for upstream's preemption part after a PreFilter \
+         rejection (docs/configuration.md: Convoy runs no PostFilter then)"
+    ));
+    Ok((summary, findings))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convoy_places_pods_with_claims_like_upstream() {
+    let _alone = ONE_TEST_AT_A_TIME.lock().await;
+    let started = std::time::Instant::now();
+    let (summary, findings) = check_dra().await.unwrap_or_else(|e| panic!("{e:#}"));
+    eprintln!("parity DRA [{:.1?}]:\n  {}", started.elapsed(), summary.join("\n  "));
+    assert!(findings.is_empty(), "parity DRA:\n{}", findings.join("\n"));
 }
 
 #[test]
