@@ -372,16 +372,17 @@ async fn gangs_of_gpu_pods_bind_whole_in_one_clique_or_not_at_all() -> Result<()
     };
     let (on0, on1, on2) = (on("gpu-0")?, on("gpu-1")?, on("gpu-2")?);
     let claim_of = |name: &str| dra::claim_names(&all[name]).remove(0).unwrap_or_default();
-    let attempts = sched.count("pod group dra-gang/second is unschedulable");
     delete_pods(&pods, &[&on0, &on2]).await?;
     wait_claims_gone(&cp, ns, &[claim_of(&on0), claim_of(&on2)]).await?;
+    // An attempt that saw both free nodes: one member fits in each clique.
+    let both_free = "[clique-a: 1/2 fit, clique-b: 1/2 fit]";
     let retried = eventually(Duration::from_secs(30), || async {
-        (sched.count("pod group dra-gang/second is unschedulable") > attempts).then_some(())
+        (sched.count(both_free) > 0).then_some(())
     })
     .await;
     ensure!(
         retried.is_some(),
-        "second not tried again after gpu-0 and gpu-2 were freed{}",
+        "no attempt of second saw gpu-0 and gpu-2 free ({both_free}){}",
         sched.tail()
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
