@@ -336,6 +336,9 @@ struct SeedReport {
     ties: usize,
     /// Pods re-created in Convoy's cluster on upstream's node.
     recreated: usize,
+    /// FitErrors equal but for upstream's PostFilter part after a
+    /// PreFilter rejection.
+    known: usize,
     agreement: BTreeMap<String, (usize, usize)>,
     /// Per kind of request ([`resources::shapes`]): the pods of that kind
     /// whose scores were compared.
@@ -359,7 +362,8 @@ impl SeedReport {
         let shapes: Vec<String> = self.shapes.iter().map(|(s, n)| format!("{s} {n}")).collect();
         format!(
             "parity seed {} (features {features}): {} nodes, {} pods: {} bound, {} unschedulable, \
-             {} with ties, {} re-created in Convoy's cluster on upstream's node, {} findings; \
+             {} with ties, {} re-created in Convoy's cluster on upstream's node, {} FitErrors \
+             equal but for upstream's PostFilter part after a PreFilter rejection, {} findings; \
              node scores equal per plugin: {}; pods scored with: {}",
             self.seed,
             self.nodes,
@@ -368,6 +372,7 @@ impl SeedReport {
             self.unschedulable,
             self.ties,
             self.recreated,
+            self.known,
             self.findings.len(),
             agreement.join(", "),
             shapes.join(", ")
@@ -525,7 +530,17 @@ async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scena
                 }
             }
         }
-        let cmp: Comparison = compare(&u.attempt, &o.attempt);
+        // The one known difference: upstream's PostFilter part after a
+        // PreFilter rejection (see `without_prefilter_postfilter`).
+        let mut upstream = u.attempt.clone();
+        if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
+            (&u.attempt.ending, &o.attempt.ending)
+            && without_prefilter_postfilter(a) == Some(b.as_str())
+        {
+            report.known += 1;
+            upstream.ending = o.attempt.ending.clone();
+        }
+        let cmp: Comparison = compare(&upstream, &o.attempt);
         if !u.attempt.cycle.totals.is_empty() {
             for shape in resources::shapes(pod) {
                 *report.shapes.entry(shape).or_default() += 1;
@@ -715,7 +730,7 @@ async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
         let mut upstream = u.attempt.clone();
         if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
             (&u.attempt.ending, &o.attempt.ending)
-            && without_prefilter_preemption(a) == Some(b.as_str())
+            && without_prefilter_postfilter(a) == Some(b.as_str())
         {
             known += 1;
             upstream.ending = o.attempt.ending.clone();
@@ -745,24 +760,39 @@ async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
         }
     }
     summary.push(format!(
-        "{known} FitError(s) equal but for upstream's preemption part after a PreFilter \
+        "{known} FitError(s) equal but for upstream's PostFilter part after a PreFilter \
          rejection (docs/configuration.md: Convoy runs no PostFilter then)"
     ));
     Ok((summary, findings))
 }
 
 /// Upstream's FitError `message` without the part its PostFilter adds
-/// after a PreFilter rejection (` preemption: 0/N nodes are available: N
-/// Preemption is not helpful for scheduling.`), when it is one: the
-/// reason is PreFilter's message, not a histogram of node counts.
-fn without_prefilter_preemption(message: &str) -> Option<&str> {
-    let (head, tail) = message.split_once(" preemption: ")?;
-    let n = head.strip_prefix("0/")?.split_once(' ')?.0;
+/// after a PreFilter rejection, when it is one (the reason is PreFilter's
+/// message, not a histogram of node counts) and that part is either
+/// - DefaultPreemption's ` preemption: 0/N nodes are available: N
+///   Preemption is not helpful for scheduling.`, or
+/// - ` not found`: in v1.37.2, when a PreFilter before DynamicResources'
+///   (VolumeBinding's, say) rejects the pod, DynamicResources' PreFilter
+///   never runs, and its PostFilter, first in the list, fails reading the
+///   state PreFilter did not write (the cycle state's `not found`), which
+///   ends PostFilter before DefaultPreemption (`schedule_one.go` takes the
+///   error's message as the PostFilter part).
+///
+/// Convoy runs no PostFilter after a PreFilter rejection
+/// (docs/configuration.md).
+fn without_prefilter_postfilter(message: &str) -> Option<&str> {
+    let head = match message.split_once(" preemption: ") {
+        Some((head, tail)) => {
+            let n = head.strip_prefix("0/")?.split_once(' ')?.0;
+            let not_helpful =
+                format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling.");
+            (tail == not_helpful).then_some(head)?
+        }
+        None => message.strip_suffix(" not found").filter(|h| h.ends_with('.'))?,
+    };
     let reason = head.split_once("nodes are available: ")?.1;
     let histogram = reason.starts_with(|c: char| c.is_ascii_digit());
-    let not_helpful =
-        format!("0/{n} nodes are available: {n} Preemption is not helpful for scheduling.");
-    (!histogram && tail == not_helpful).then_some(head)
+    (!histogram).then_some(head)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -941,7 +971,7 @@ async fn check_dra() -> Result<(Vec<String>, Vec<String>)> {
         let mut upstream = u.attempt.clone();
         if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
             (&u.attempt.ending, &o.attempt.ending)
-            && without_prefilter_preemption(a) == Some(b.as_str())
+            && without_prefilter_postfilter(a) == Some(b.as_str())
         {
             known += 1;
             upstream.ending = o.attempt.ending.clone();
@@ -976,7 +1006,7 @@ async fn check_dra() -> Result<(Vec<String>, Vec<String>)> {
         summary.push(line);
     }
     summary.push(format!(
-        "{known} FitError(s) equal but for upstream's preemption part after a PreFilter \
+        "{known} FitError(s) equal but for upstream's PostFilter part after a PreFilter \
          rejection (docs/configuration.md: Convoy runs no PostFilter then)"
     ));
     Ok((summary, findings))
@@ -1002,15 +1032,23 @@ fn profiles_disable_the_same_features_on_both_sides() {
     let up = "0/6 nodes are available: pod has unbound immediate PersistentVolumeClaims. \
               preemption: 0/6 nodes are available: 6 Preemption is not helpful for scheduling.";
     assert_eq!(
-        without_prefilter_preemption(up),
+        without_prefilter_postfilter(up),
         Some("0/6 nodes are available: pod has unbound immediate PersistentVolumeClaims.")
     );
     let other = up.replace("6 Preemption", "5 Preemption");
-    assert_eq!(without_prefilter_preemption(&other), None);
+    assert_eq!(without_prefilter_postfilter(&other), None);
     let filtered = "0/6 nodes are available: 6 node(s) had no available volume zone. \
                     preemption: 0/6 nodes are available: 6 Preemption is not helpful for \
                     scheduling.";
-    assert_eq!(without_prefilter_preemption(filtered), None, "Filter rejections run PostFilter");
+    assert_eq!(without_prefilter_postfilter(filtered), None, "Filter rejections run PostFilter");
+    let dra = "0/6 nodes are available: persistentvolumeclaim \"absent\" not found. not found";
+    assert_eq!(
+        without_prefilter_postfilter(dra),
+        Some("0/6 nodes are available: persistentvolumeclaim \"absent\" not found.")
+    );
+    assert_eq!(without_prefilter_postfilter(dra.trim_end_matches(". not found")), None);
+    let filtered_dra = "0/6 nodes are available: 6 node(s) had no available volume zone. not found";
+    assert_eq!(without_prefilter_postfilter(filtered_dra), None);
     let with = convoy_config(&features, Preemption::On);
     assert!(!with.contains("DefaultPreemption"), "{with}");
     let all = profile_yaml(CONVOY, &[]);
