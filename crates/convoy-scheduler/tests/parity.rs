@@ -101,7 +101,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
 use common::{ControlPlane, Scheduler};
@@ -314,6 +314,18 @@ impl Side {
                 return Ok(None);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits up to [`DECIDE_TIMEOUT`] for the pod to be bound; its node.
+    async fn wait_node(&self, pod: &Value) -> Result<Option<String>> {
+        let deadline = tokio::time::Instant::now() + DECIDE_TIMEOUT;
+        loop {
+            let node = self.node_of(pod).await?;
+            if node.is_some() || tokio::time::Instant::now() >= deadline {
+                return Ok(node);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -806,6 +818,9 @@ async fn convoy_places_pods_with_volumes_like_upstream() {
 
 // ---------------------------------------------------------------- DRA
 
+/// DynamicResources' PostFilter message after deallocating a claim.
+const DEALLOCATED: &str = "deallocation of ResourceClaim completed";
+
 /// A pod of one side and its claims, in `spec.resourceClaims` order
 /// (`None`: a template's claim not made yet).
 async fn pod_claims(
@@ -910,8 +925,16 @@ fn compare_claims(
 /// namespace's ServiceAccount (pods are admitted once it exists).
 async fn populate_dra(cp: &ControlPlane, sc: &dra::Objects) -> Result<()> {
     cp.namespace(dra::NAMESPACE).await?;
+    let claims: Api<ResourceClaim> = Api::namespaced(cp.client.clone(), dra::NAMESPACE);
     for v in &sc.cluster {
         dra_fixtures::create(&cp.client, v).await?;
+        if v["kind"] == "ResourceClaim" && v.get("status").is_some() {
+            let status = Patch::Merge(json!({ "status": v["status"] }));
+            claims
+                .patch_status(name_of(v), &PatchParams::default(), &status)
+                .await
+                .with_context(|| format!("writing the status of {v}"))?;
+        }
     }
     let accounts: Api<ServiceAccount> = Api::namespaced(cp.client.clone(), dra::NAMESPACE);
     common::eventually(Duration::from_secs(20), || async {
@@ -998,6 +1021,26 @@ async fn check_dra() -> Result<(Vec<String>, Vec<String>)> {
                 let (differ, allocated) = compare_claims(&uc, &oc);
                 findings.extend(differ.into_iter().map(|f| format!("{key}: {f}")));
                 line += &format!("; claims [{}]", allocated.join(" "));
+            }
+            (Ending::Unschedulable(a), Ending::Unschedulable(_)) if a.contains(DEALLOCATED) => {
+                // The deallocation requeues the pod: its next attempt
+                // allocates the claim anew, on both sides.
+                let (bu, bo) = tokio::try_join!(up.wait_node(pod), ours.wait_node(pod))?;
+                line += &format!("; then upstream on {bu:?}, convoy on {bo:?}");
+                if bu.is_none() || bu != bo {
+                    findings.push(format!(
+                        "{key}: after the deallocation, upstream bound it to {bu:?}, convoy to {bo:?}"
+                    ));
+                } else {
+                    let (uc, oc) = tokio::try_join!(
+                        pod_claims(&up.client, pod),
+                        pod_claims(&ours.client, pod)
+                    )?;
+                    let (differ, allocated) = compare_claims(&uc, &oc);
+                    findings.extend(differ.into_iter().map(|f| format!("{key}: {f}")));
+                    line += &format!("; claims [{}]", allocated.join(" "));
+                }
+                tokio::try_join!(delete_releasing(&up, pod), delete_releasing(&ours, pod))?;
             }
             _ => {
                 tokio::try_join!(delete_releasing(&up, pod), delete_releasing(&ours, pod))?;

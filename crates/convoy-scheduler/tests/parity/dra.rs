@@ -28,7 +28,12 @@
 //!   (PreFilter);
 //! - `clique-pair`: two 40GB devices with `matchAttribute` on `cliqueId`:
 //!   whichever of `n0`, `n3` still has two free;
-//! - `no-claim`: no claim at all (DynamicResources skips it).
+//! - `no-claim`: no claim at all (DynamicResources skips it);
+//! - `realloc`: the claim `preallocated`, allocated from the start on `n0`
+//!   (as by another allocator) and reserved for nobody, with a node
+//!   selector for `n3`: the claim is not available there, PostFilter
+//!   deallocates it (`deallocation of ResourceClaim completed`), and the
+//!   next attempt allocates it on `n3`.
 //!
 //! A pod both schedulers bound to the same node keeps its claims; any
 //! other outcome (unschedulable, a tie broken differently, a divergence)
@@ -68,7 +73,7 @@ const fn case(name: &'static str, uses: &'static [Uses<'static>]) -> PodCase {
 }
 
 /// The pods to schedule, in order.
-pub const PODS: [PodCase; 12] = [
+pub const PODS: [PodCase; 13] = [
     case("a100-80-pair", &[Uses::Template("a100-80-pair")]),
     case("h100-all", &[Uses::Template("h100-all")]),
     case("three-big", &[Uses::Template("three-big")]),
@@ -81,13 +86,15 @@ pub const PODS: [PodCase; 12] = [
     case("wrong-class", &[Uses::Claim("wrong-class")]),
     case("clique-pair", &[Uses::Template("clique-pair")]),
     case("no-claim", &[]),
+    case("realloc", &[Uses::Claim("preallocated")]),
 ];
 
 /// The scenario's objects, as JSON with `apiVersion` and `kind`.
 #[derive(Debug, Clone, Default)]
 pub struct Objects {
     /// Nodes, the DeviceClass, ResourceSlices, ResourceClaims and
-    /// ResourceClaimTemplates, in creation order.
+    /// ResourceClaimTemplates, in creation order (a claim's `status` is
+    /// written after its creation).
     pub cluster: Vec<Value>,
     /// The pods to schedule, in the order of [`PODS`], without
     /// `schedulerName`.
@@ -116,6 +123,18 @@ pub fn objects() -> Objects {
     let forty = product_is(A100_40.product);
     cluster.extend([
         claim(ns, "shared-b", vec![request("gpu", 1, &[&fx::clique_is("clique-b"), &forty])]),
+        {
+            let mut c = claim(ns, "preallocated", vec![request("gpu", 1, &[&forty])]);
+            c["status"] = json!({ "allocation": {
+                "devices": { "results": [
+                    { "request": "gpu", "driver": fx::DRIVER, "pool": "n0", "device": "gpu-0" }
+                ] },
+                "nodeSelector": { "nodeSelectorTerms": [{ "matchFields": [
+                    { "key": "metadata.name", "operator": "In", "values": ["n0"] }
+                ] }] },
+            } });
+            c
+        },
         claim(
             ns,
             "wrong-class",
@@ -143,6 +162,8 @@ pub fn objects() -> Objects {
     let elsewhere =
         pods.iter_mut().find(|p| p["metadata"]["name"] == "shared-elsewhere").expect("listed");
     elsewhere["spec"]["nodeSelector"] = json!({ HOSTNAME: "n0" });
+    let realloc = pods.iter_mut().find(|p| p["metadata"]["name"] == "realloc").expect("listed");
+    realloc["spec"]["nodeSelector"] = json!({ HOSTNAME: "n3" });
     Objects { cluster, pods }
 }
 
