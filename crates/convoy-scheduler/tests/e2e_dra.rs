@@ -200,11 +200,15 @@ async fn claims_are_allocated_shared_and_freed_on_gpu_nodes() -> Result<()> {
     let want = "False/Unschedulable: 0/4 nodes are available: 4 cannot allocate all claims. \
                 preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.";
     wait_message(&pods, "nowhere", want, &sched).await?;
-    let failed = events(&cp.client, ns, "FailedScheduling").await?;
-    let note = failed
-        .iter()
-        .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nowhere"))
-        .and_then(|e| e.note.clone());
+    // The Event is written off the scheduling loop: wait for it.
+    let note = eventually(Duration::from_secs(10), || async {
+        let failed = events(&cp.client, ns, "FailedScheduling").await.ok()?;
+        failed
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("nowhere"))
+            .and_then(|e| e.note)
+    })
+    .await;
     ensure!(
         note.as_deref() == want.strip_prefix("False/Unschedulable: "),
         "FailedScheduling of nowhere: {note:?}"
