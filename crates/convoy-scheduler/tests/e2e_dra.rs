@@ -18,8 +18,8 @@
 //!   FitError and a `FailedScheduling` Event.
 //! - Two pods sharing one claim are bound to the claim's node; the claim is
 //!   reserved for both.
-//! - A pod wanting all eight 80Gi devices waits while the first pod holds
-//!   two; when that pod is deleted, the controller deletes its claim, the
+//! - After a restart of the scheduler, a pod wanting all eight 80Gi
+//!   devices waits while the first pod holds two; when that pod is deleted, the controller deletes its claim, the
 //!   devices are free again and the waiting pod binds.
 //! - Gangs (upstream's PodGroup) of pods with eight devices each: four
 //!   members bind, one per node; a second gang of two that must share
@@ -247,6 +247,12 @@ async fn claims_are_allocated_shared_and_freed_on_gpu_nodes() -> Result<()> {
         "shared reserved for {:?}",
         a.reserved_for
     );
+
+    // A new scheduler process knows the allocated devices from the
+    // claims it lists.
+    drop(sched);
+    let mut sched = Scheduler::start(&cp.env, "convoy-2", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
 
     // (e) All eight 80Gi devices: gpu-1 has six free while big holds two.
     let eight =
