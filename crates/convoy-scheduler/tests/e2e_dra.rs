@@ -15,7 +15,8 @@
 //!   there (two results of pool `gpu-1`, node selector `gpu-1`), reserved
 //!   for it, and carries the delete-protection finalizer.
 //! - A claim no device satisfies keeps its pod pending with upstream's
-//!   FitError and a `FailedScheduling` Event.
+//!   FitError and a `FailedScheduling` Event, until a node whose slice has
+//!   such devices joins (at the end).
 //! - Two pods sharing one claim are bound to the claim's node; the claim is
 //!   reserved for both.
 //! - After a restart of the scheduler, a pod wanting all eight 80Gi
@@ -273,6 +274,19 @@ async fn claims_are_allocated_shared_and_freed_on_gpu_nodes() -> Result<()> {
     ensure!(a.pools == pool("gpu-1") && a.devices.len() == 8, "all-big's allocation: {a:?}");
     let nowhere = pods.get("nowhere").await?;
     ensure!(node_of(&nowhere).is_none(), "nowhere bound to {:?}", node_of(&nowhere));
+
+    // (f) A node with H200s joins and publishes its slice: the pending pod
+    // is tried again and binds there.
+    create_nodes(&cp.client, vec![gpu_node("gpu-4", "clique-c")]).await?;
+    let h200 = Gpu { product: "NVIDIA H200", memory: "141Gi" };
+    dra::create(&cp.client, &dra::slice("gpu-4", h200, "clique-c", 8)).await?;
+    let all = wait_bound(&pods, &["nowhere".to_string()], Duration::from_secs(30))
+        .await
+        .with_context(|| sched.tail())?;
+    ensure!(node_of(&all["nowhere"]) == Some("gpu-4"), "nowhere on {:?}", node_of(&all["nowhere"]));
+    let c = claims_of(&cp, ns, "nowhere").await?.remove(0);
+    let a = dra::allocated(&c).with_context(|| format!("nowhere's claim: {c:?}"))?;
+    ensure!(a.pools == pool("gpu-4") && a.devices.len() == 1, "nowhere's allocation: {a:?}");
     println!("DRA scenarios done in {:.1?}", started.elapsed());
     ensure!(sched.count("panicked") == 0, "the scheduler panicked{}", sched.tail());
     Ok(())
