@@ -171,3 +171,38 @@ async fn no_device_is_allocated_twice() {
     }
     assert_eq!(seen.len(), 16);
 }
+
+/// With GpuPlacement (config/gpu-cluster.yaml), devices from ResourceSlices
+/// are placed to strand the fewest: a 2-GPU pod goes to the node whose
+/// last 2 free GPUs it takes (6 are held by an allocated claim), although
+/// NodeResourcesFit's MostAllocated prefers the node whose CPUs a pod
+/// without GPUs fills; an 8-GPU pod then still finds an empty node.
+#[tokio::test]
+async fn gpu_placement_packs_devices_from_resource_slices() {
+    let mut yaml = String::from(CLASS);
+    for n in ["a", "b", "c"] {
+        yaml += &node(n, 8, "80Gi", "x");
+    }
+    let results: Vec<String> = (0..6)
+        .map(|i| format!("{{request: gpus, driver: {DRIVER}, pool: b, device: gpu-{i}}}"))
+        .collect();
+    yaml += &format!(
+        "---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {{name: held}}\n\
+         spec: {{devices: {{requests: [{{name: gpus, exactly: {{deviceClassName: {DRIVER}, count: 6}}}}]}}}}\n\
+         status: {{allocation: {{devices: {{results: [{}]}}}}}}\n",
+        results.join(", ")
+    );
+    yaml += "---\napiVersion: v1\nkind: Pod\nmetadata: {name: cpu-hog}\nspec:\n  nodeName: a\n  \
+             containers: [{name: c, resources: {requests: {cpu: \"48\"}}}]\n";
+    yaml += &template("two", 2, "");
+    yaml += &template("eight", 8, "");
+    let with_scheduler = |p: String| p.replace("convoy-scheduler", "convoy-gpu");
+    yaml += &with_scheduler(pod("two", Some("two"), None));
+    yaml += &with_scheduler(pod("eight", Some("eight"), None));
+    let objects = parse_objects(&yaml, "dra.yaml").unwrap();
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/gpu-cluster.yaml");
+    let config = convoy_scheduler::load_config(Some(std::path::Path::new(path))).unwrap();
+    let r = simulate(config, objects, false).await.unwrap();
+    assert_eq!(outcome(&r, "two").0.as_deref(), Some("b"), "{}", r.to_text());
+    assert!(outcome(&r, "eight").0.is_some(), "{}", r.to_text());
+}
