@@ -33,7 +33,7 @@ pub mod dra;
 pub mod trim;
 pub mod volumes;
 
-pub use dra::{AllocatedDevices, DeviceId};
+pub use dra::{AllocatedDevices, DeviceId, DraStats};
 
 pub use trim::ObjectKind;
 

@@ -470,6 +470,9 @@ pub struct Handle {
     /// The preemptors whose victims are being preempted (shared by every
     /// profile and the scheduler, which fills it).
     pub running_preemptions: Arc<crate::preemption::RunningPreemptions>,
+    /// DynamicResources' counters (shared by every profile; the
+    /// scheduler's metrics read them).
+    pub dra_stats: Arc<crate::objects::DraStats>,
 }
 
 /// Builds a plugin from its (already validated) args.

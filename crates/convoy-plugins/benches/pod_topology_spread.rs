@@ -149,6 +149,7 @@ fn pod_topology_spread(c: &mut Criterion) {
                 objects: Arc::new(convoy_api::ClusterObjects::new()),
                 groups: None,
                 running_preemptions: Default::default(),
+                dra_stats: Default::default(),
             };
             handle.objects.apply(&rs);
             let mut c = cluster();

@@ -105,6 +105,7 @@ pub(crate) mod testing {
             objects: Arc::new(convoy_api::ClusterObjects::new()),
             groups: None,
             running_preemptions: Default::default(),
+            dra_stats: Default::default(),
         }
     }
 

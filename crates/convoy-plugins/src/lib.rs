@@ -111,8 +111,12 @@ pub fn registry() -> Registry {
         Ok(Arc::new(DefaultPreemption::new(args, handle)?) as Arc<dyn Plugin>)
     });
     r.register(names::DYNAMIC_RESOURCES, |args, handle| {
-        Ok(Arc::new(DynamicResources::new(args, handle.objects.clone(), handle.binder.clone())?)
-            as Arc<dyn Plugin>)
+        Ok(Arc::new(DynamicResources::with_stats(
+            args,
+            handle.objects.clone(),
+            handle.binder.clone(),
+            handle.dra_stats.clone(),
+        )?) as Arc<dyn Plugin>)
     });
     r.register(names::GPU_PLACEMENT, |args, _| {
         Ok(Arc::new(GpuPlacement::new(args)?) as Arc<dyn Plugin>)

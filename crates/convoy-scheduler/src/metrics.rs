@@ -18,6 +18,8 @@
 //! | `scheduler_preemption_attempts_total` | | [`DecisionSink::record_preemption`] |
 //! | `scheduler_preemption_victims` | | [`DecisionSink::record_preemption`] |
 //! | `convoy_status_writes_dropped_total` | | [`Metrics::sync_status_writes_dropped`] or [`Metrics::status_write_dropped`] |
+//! | `convoy_dra_allocation_attempts_total` | `result` (`allocated`, `unschedulable`, `error`) | [`Metrics::sync_dra`]: DynamicResources' per-node searches |
+//! | `convoy_dra_claim_writes_total` | `write` (`allocate`, `deallocate`) | [`Metrics::sync_dra`] |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
 //! observation allocates nothing once its series exists; the only locks are
@@ -92,6 +94,16 @@ struct PluginLabels {
     status: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DraResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DraWriteLabels {
+    write: &'static str,
+}
+
 /// A histogram family whose buckets are fixed by a plain function.
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -111,6 +123,8 @@ pub struct Metrics {
     extension_point_duration: HistogramFamily<ExtensionPointLabels>,
     plugin_duration: HistogramFamily<PluginLabels>,
     status_writes_dropped: Counter,
+    dra_allocation_attempts: Family<DraResultLabels, Counter>,
+    dra_claim_writes: Family<DraWriteLabels, Counter>,
     preemption_attempts: Counter,
     preemption_victims: Histogram,
     cycles: AtomicU64,
@@ -219,6 +233,21 @@ impl Metrics {
              writer's queue was full",
             status_writes_dropped.clone(),
         );
+        let dra_allocation_attempts = Family::default();
+        registry.register(
+            "convoy_dra_allocation_attempts",
+            "DynamicResources' searches for devices on one node, by the result: 'allocated' \
+             found devices for every claim, 'unschedulable' found none, 'error' failed (a CEL \
+             error, the filter timeout)",
+            dra_allocation_attempts.clone(),
+        );
+        let dra_claim_writes = Family::default();
+        registry.register(
+            "convoy_dra_claim_writes",
+            "ResourceClaim allocations written in PreBind ('allocate') and deallocations \
+             written in PostFilter ('deallocate')",
+            dra_claim_writes.clone(),
+        );
 
         let preemption_attempts = Counter::default();
         registry.register(
@@ -246,6 +275,8 @@ impl Metrics {
             extension_point_duration,
             plugin_duration,
             status_writes_dropped,
+            dra_allocation_attempts,
+            dra_claim_writes,
             preemption_attempts,
             preemption_victims,
             cycles: AtomicU64::new(0),
@@ -318,6 +349,31 @@ impl Metrics {
     /// Use this or [`Metrics::status_write_dropped`], not both.
     pub fn sync_status_writes_dropped(&self, total: u64) {
         self.status_writes_dropped.inner().fetch_max(total, Ordering::Relaxed);
+    }
+
+    /// Advances the DRA counters to DynamicResources' cumulative counts
+    /// (the scheduler's [`DraStats`](convoy_api::objects::DraStats)), for
+    /// the refresh hook; never moves them back.
+    pub fn sync_dra(&self, stats: &convoy_api::objects::DraStats) {
+        use convoy_api::objects::DraStats;
+        for (result, counter) in [
+            ("allocated", &stats.allocations_found),
+            ("unschedulable", &stats.allocations_not_found),
+            ("error", &stats.allocation_errors),
+        ] {
+            if DraStats::get(counter) > 0 {
+                let c = self.dra_allocation_attempts.get_or_create(&DraResultLabels { result });
+                c.inner().fetch_max(DraStats::get(counter), Ordering::Relaxed);
+            }
+        }
+        for (write, counter) in
+            [("allocate", &stats.claims_allocated), ("deallocate", &stats.claims_deallocated)]
+        {
+            if DraStats::get(counter) > 0 {
+                let c = self.dra_claim_writes.get_or_create(&DraWriteLabels { write });
+                c.inner().fetch_max(DraStats::get(counter), Ordering::Relaxed);
+            }
+        }
     }
 
     /// Copies the queue's state in: sets `scheduler_pending_pods` and
@@ -591,5 +647,30 @@ mod tests {
         assert_eq!(buckets("scheduler_framework_extension_point_duration_seconds_bucket"), 13);
         assert_eq!(buckets("scheduler_plugin_execution_duration_seconds_bucket"), 21);
         assert_eq!(buckets("scheduler_pod_scheduling_sli_duration_seconds_bucket"), 21);
+    }
+
+    #[test]
+    fn dra_counters_follow_the_plugins_counts() {
+        use convoy_api::objects::DraStats;
+        let m = Metrics::new();
+        let stats = DraStats::default();
+        m.sync_dra(&stats);
+        assert!(!m.encode().contains("convoy_dra_allocation_attempts_total{"), "no series yet");
+        DraStats::inc(&stats.allocations_found);
+        DraStats::inc(&stats.allocations_found);
+        DraStats::inc(&stats.allocations_not_found);
+        DraStats::inc(&stats.claims_allocated);
+        m.sync_dra(&stats);
+        m.sync_dra(&stats);
+        let text = m.encode();
+        assert!(
+            text.contains("convoy_dra_allocation_attempts_total{result=\"allocated\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("convoy_dra_allocation_attempts_total{result=\"unschedulable\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("convoy_dra_claim_writes_total{write=\"allocate\"} 1"), "{text}");
     }
 }

@@ -91,6 +91,8 @@ pub struct Scheduler {
     /// The preemptions not over yet (DefaultPreemption's PreEnqueue holds
     /// their preemptors back meanwhile).
     pub(crate) running_preemptions: Arc<RunningPreemptions>,
+    /// DynamicResources' counters, for the metrics.
+    pub(crate) dra_stats: Arc<convoy_api::objects::DraStats>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -131,6 +133,7 @@ impl Scheduler {
         let nominator = Arc::new(Nominator::new());
         // Filled by `spawn_preemption`, read by DefaultPreemption's PreEnqueue.
         let running_preemptions = Arc::new(RunningPreemptions::new(opts.clock.clone()));
+        let dra_stats = Arc::new(convoy_api::objects::DraStats::default());
         for p in &cfg.profiles {
             let handle = Handle {
                 binder: opts.binder.clone(),
@@ -139,6 +142,7 @@ impl Scheduler {
                 objects: objects.clone(),
                 groups: Some(gang.clone()),
                 running_preemptions: running_preemptions.clone(),
+                dra_stats: dra_stats.clone(),
             };
             let fwk = Framework::new(
                 p,
@@ -207,7 +211,13 @@ impl Scheduler {
             actuator: opts.actuator,
             preemptions_in_flight: Arc::new(AtomicUsize::new(0)),
             running_preemptions,
+            dra_stats,
         }))
+    }
+
+    /// DynamicResources' counters (allocation searches, claim writes).
+    pub fn dra_stats(&self) -> &convoy_api::objects::DraStats {
+        &self.dra_stats
     }
 
     /// The scheduling queue.

@@ -149,6 +149,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         Arc::new(move || {
             m.sync_queue(s.queue().pending_counts(), &s.queue().incoming());
             m.sync_status_writes_dropped(w.dropped());
+            m.sync_dra(s.dra_stats());
         })
     };
     let (http_addr, _http) = crate::http::start(

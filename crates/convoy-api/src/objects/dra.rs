@@ -191,6 +191,36 @@ impl AllocatedDevices {
     }
 }
 
+/// What DynamicResources counts, for the scheduler's metrics: one
+/// instance per scheduler, shared by its profiles through the
+/// [`Handle`](crate::Handle). Counters only go up.
+#[derive(Debug, Default)]
+pub struct DraStats {
+    /// Filter's allocation searches that found devices on a node.
+    pub allocations_found: std::sync::atomic::AtomicU64,
+    /// Filter's allocation searches that found none (`cannot allocate all
+    /// claims`, an invalid pool).
+    pub allocations_not_found: std::sync::atomic::AtomicU64,
+    /// Filter's allocation searches that failed (a CEL error, a timeout).
+    pub allocation_errors: std::sync::atomic::AtomicU64,
+    /// Claims whose allocation PreBind wrote.
+    pub claims_allocated: std::sync::atomic::AtomicU64,
+    /// Claims PostFilter deallocated.
+    pub claims_deallocated: std::sync::atomic::AtomicU64,
+}
+
+impl DraStats {
+    /// Adds one to a counter.
+    pub fn inc(counter: &std::sync::atomic::AtomicU64) {
+        counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Reads a counter.
+    pub fn get(counter: &std::sync::atomic::AtomicU64) -> u64 {
+        counter.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

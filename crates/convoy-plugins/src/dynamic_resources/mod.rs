@@ -40,7 +40,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim};
 
 use convoy_api::objects::dra::claim_devices;
-use convoy_api::objects::{AllocatedDevices, DeviceId};
+use convoy_api::objects::{AllocatedDevices, DeviceId, DraStats};
 use convoy_api::{
     ActionType, Binder, ClaimWrite, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
     EventResource, FilterPlugin, NodeInfo, NodeInfoLister, NodeToStatus, Plugin, PodInfo,
@@ -87,6 +87,7 @@ pub struct DynamicResources {
     /// The slice index and the slices version it was built from.
     slices: Mutex<Option<(u64, Arc<SliceIndex>)>>,
     in_flight: Arc<InFlight>,
+    stats: Arc<DraStats>,
 }
 
 impl std::fmt::Debug for DynamicResources {
@@ -164,6 +165,17 @@ impl DynamicResources {
         objects: Arc<ClusterObjects>,
         binder: Arc<dyn Binder>,
     ) -> Result<Self, String> {
+        Self::with_stats(args, objects, binder, Arc::default())
+    }
+
+    /// [`new`](Self::new), counting into `stats` (the handle's, which the
+    /// scheduler's metrics read).
+    pub fn with_stats(
+        args: Option<&PluginArgs>,
+        objects: Arc<ClusterObjects>,
+        binder: Arc<dyn Binder>,
+        stats: Arc<DraStats>,
+    ) -> Result<Self, String> {
         let args = match args {
             None => DynamicResourcesArgs::default(),
             Some(PluginArgs::DynamicResources(a)) => a.clone(),
@@ -176,6 +188,7 @@ impl DynamicResources {
             selectors: SelectorCache::default(),
             slices: Mutex::new(None),
             in_flight: Arc::new(InFlight::default()),
+            stats,
         })
     }
 
@@ -659,7 +672,13 @@ impl FilterPlugin for DynamicResources {
         let in_use = |id: &DeviceId| search.allocated.contains(id) || search.in_flight.contains(id);
         let deadline = (!self.args.filter_timeout.is_zero())
             .then(|| std::time::Instant::now() + self.args.filter_timeout);
-        match search.allocator.allocate_until(k8s_node, &pools, &in_use, deadline) {
+        let found = search.allocator.allocate_until(k8s_node, &pools, &in_use, deadline);
+        DraStats::inc(match &found {
+            Ok(Some(_)) => &self.stats.allocations_found,
+            Ok(None) | Err(AllocateError::FailedOnNode(_)) => &self.stats.allocations_not_found,
+            Err(_) => &self.stats.allocation_errors,
+        });
+        match found {
             Ok(Some(results)) => {
                 let room = DeviceRoom::of(node.name(), &pools, &results, &in_use);
                 s.rooms
@@ -799,6 +818,7 @@ impl PreBindPlugin for DynamicResources {
         let binder = self.binder.clone();
         let objects = self.objects.clone();
         let in_flight = self.in_flight.clone();
+        let stats = self.stats.clone();
         Box::pin(async move {
             let Some(s) = state.read::<PreFilterState>() else { return Status::success() };
             for (i, claim) in s.claims.iter().enumerate() {
@@ -815,6 +835,7 @@ impl PreBindPlugin for DynamicResources {
                     ));
                 }
                 let (namespace, name) = key_of(claim);
+                let allocates = allocation.is_some();
                 let write = ClaimWrite::Reserve {
                     namespace: namespace.clone(),
                     name: name.clone(),
@@ -825,6 +846,9 @@ impl PreBindPlugin for DynamicResources {
                 };
                 if let Err(e) = binder.write_claim(write).await {
                     return Status::error(e.to_string());
+                }
+                if allocates {
+                    DraStats::inc(&stats.claims_allocated);
                 }
                 s.written.lock().unwrap_or_else(|e| e.into_inner()).push(i);
                 // The allocation stays in flight until the watched claim
@@ -879,9 +903,11 @@ impl PostFilterPlugin for DynamicResources {
             let key = write.claim_key();
             tracing::info!(pod = %pod.key, claim = %key, "Deallocation of ResourceClaim");
             let binder = self.binder.clone();
+            let stats = self.stats.clone();
             runtime.spawn(async move {
-                if let Err(e) = binder.write_claim(write).await {
-                    tracing::warn!(claim = %key, error = %e, "deallocating");
+                match binder.write_claim(write).await {
+                    Ok(_) => DraStats::inc(&stats.claims_deallocated),
+                    Err(e) => tracing::warn!(claim = %key, error = %e, "deallocating"),
                 }
             });
             return (None, Status::unschedulable(MSG_DEALLOCATED));
