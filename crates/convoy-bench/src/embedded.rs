@@ -429,6 +429,9 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+            Step::AllocResourceClaims { namespace } => {
+                self.alloc_resource_claims(namespace.as_deref()).await?
+            }
             Step::CreateGpuJobs(s) => {
                 self.ensure_namespace(&s.namespace)?;
                 if s.collect_metrics {
@@ -644,6 +647,14 @@ impl Exec {
         selector: Option<Selector>,
     ) -> Result<(), String> {
         self.tracker.state.lock().start_window(name, namespaces, selector)
+    }
+
+    /// `allocResourceClaims`: not run yet (needs the DRA allocator).
+    async fn alloc_resource_claims(&mut self, namespace: Option<&str>) -> Result<(), String> {
+        Err(format!(
+            "allocResourceClaims (namespace {}): not supported yet on this target",
+            namespace.unwrap_or("<all>")
+        ))
     }
 
     fn stop_window(&mut self) -> Result<(), String> {
