@@ -1,12 +1,13 @@
 //! Binding through the `pods/{name}/binding` subresource, as upstream's
 //! `DefaultBinder`, and VolumeBinding's PreBind writes (a
 //! PersistentVolume's `spec.claimRef`, a claim's selected node) as
-//! upstream's volume binder makes them.
+//! upstream's volume binder makes them, and DynamicResources'
+//! ResourceClaim writes ([`crate::claims`]).
 
 use std::sync::Arc;
 
 use convoy_api::objects::volumes::{ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
-use convoy_api::{BindError, Binder, PodInfo, VolumeWrite};
+use convoy_api::{BindError, Binder, ClaimWrite, PodInfo, VolumeWrite};
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{
     Binding, ObjectReference, PersistentVolume, PersistentVolumeClaim, Pod,
@@ -67,6 +68,33 @@ impl Binder for ApiBinder {
             let _slot =
                 slots.acquire_owned().await.map_err(|e| BindError::Failed(e.to_string()))?;
             write_volume(client, write).await
+        })
+    }
+
+    /// As upstream's DynamicResources (v1.37.2): Reserve reads the claim
+    /// (gone, another UID or being deleted: `claim ns/x got deleted in the
+    /// meantime`; allocated meanwhile when an allocation is given: `claim
+    /// ns/x got allocated elsewhere in the meantime`), adds the
+    /// delete-protection finalizer with an update, then writes the
+    /// allocation and the pod's `reservedFor` entry with a status update,
+    /// reading again and retrying on a conflict (5 times). Unreserve is a
+    /// strategic merge patch of the status deleting the pod's entry (a
+    /// claim gone is reported as deleted in the meantime). Deallocate
+    /// clears allocation, reservations and device status with a status
+    /// update (the finalizer stays, as upstream; a claim reserved for more
+    /// than one consumer, or for a pod bound to a node, is refused: `claim
+    /// ns/x is in use by other consumers`).
+    fn write_claim(
+        &self,
+        write: ClaimWrite,
+    ) -> BoxFuture<'static, Result<Arc<k8s_openapi::api::resource::v1::ResourceClaim>, BindError>>
+    {
+        let client = self.client.clone();
+        let slots = Arc::clone(&self.slots);
+        Box::pin(async move {
+            let _slot =
+                slots.acquire_owned().await.map_err(|e| BindError::Failed(e.to_string()))?;
+            crate::claims::write_claim(client, write).await
         })
     }
 }

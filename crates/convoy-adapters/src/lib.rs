@@ -6,10 +6,11 @@
 //!   service account, with a client-go-style QPS/burst limit.
 //! - [`cluster_updates`]: watches Nodes, Pods, PodGroups (both APIs,
 //!   through the dynamic API; [`pod_groups`]), Namespaces, Services,
-//!   workload controllers, PodDisruptionBudgets and PriorityClasses
-//!   ([`objects`]), and yields the same
+//!   workload controllers, PodDisruptionBudgets, PriorityClasses, the
+//!   volume kinds and the DRA kinds ([`objects`]), and yields the same
 //!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster.
-//! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`.
+//! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`,
+//!   and writing VolumeBinding's and DynamicResources' PreBind updates.
 //! - [`ApiActuator`]: the [`convoy_api::PreemptionActuator`]: victims'
 //!   `DisruptionTarget` condition, DELETE and Event; nominations.
 //! - [`StatusWriter`]: Events, the `PodScheduled` condition and PodGroup
@@ -20,6 +21,7 @@
 //! tower's traits. Scheduling logic lives elsewhere; nothing here decides.
 
 pub mod binder;
+mod claims;
 pub mod client;
 pub mod error;
 pub mod group_status;

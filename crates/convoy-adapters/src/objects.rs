@@ -2,12 +2,13 @@
 //! ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets
 //! (`policy/v1`), PriorityClasses (`scheduling.k8s.io/v1`),
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
-//! CSIDrivers and CSIStorageCapacities (`storage.k8s.io/v1`), all
-//! namespaces, as upstream kube-scheduler's
+//! CSIDrivers and CSIStorageCapacities (`storage.k8s.io/v1`), and
+//! DeviceClasses, ResourceSlices and ResourceClaims (`resource.k8s.io/v1`),
+//! all namespaces, as upstream kube-scheduler's
 //! informers. Plugins read their labels (namespaces, for pod affinity's
 //! `namespaceSelector`), selectors (the default topology spreading
-//! constraints), budgets (preemption) and the volume objects (the volume
-//! plugins).
+//! constraints), budgets (preemption), the volume objects (the volume
+//! plugins) and the DRA objects (DynamicResources).
 //!
 //! Each kind has its own watcher and [`Translator`], with the same relist
 //! bookkeeping as nodes and pods. Objects are trimmed
@@ -27,6 +28,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
@@ -70,7 +72,10 @@ watched_object!(
     StorageClass,
     CSINode,
     CSIDriver,
-    CSIStorageCapacity
+    CSIStorageCapacity,
+    DeviceClass,
+    ResourceSlice,
+    ResourceClaim
 );
 
 /// One event of one of the object watchers.
@@ -89,9 +94,12 @@ pub(crate) enum ObjectEvent {
     CSINode(watcher::Result<Event<CSINode>>),
     CSIDriver(watcher::Result<Event<CSIDriver>>),
     CSIStorageCapacity(watcher::Result<Event<CSIStorageCapacity>>),
+    DeviceClass(watcher::Result<Event<DeviceClass>>),
+    ResourceSlice(watcher::Result<Event<ResourceSlice>>),
+    ResourceClaim(watcher::Result<Event<ResourceClaim>>),
 }
 
-/// The thirteen watchers, one stream each (merged by the caller).
+/// The sixteen watchers, one stream each (merged by the caller).
 pub(crate) fn object_streams(
     client: &kube::Client,
     cfg: &watcher::Config,
@@ -123,10 +131,13 @@ pub(crate) fn object_streams(
         watch(client, cfg, ObjectEvent::CSINode),
         watch(client, cfg, ObjectEvent::CSIDriver),
         watch(client, cfg, ObjectEvent::CSIStorageCapacity),
+        watch(client, cfg, ObjectEvent::DeviceClass),
+        watch(client, cfg, ObjectEvent::ResourceSlice),
+        watch(client, cfg, ObjectEvent::ResourceClaim),
     ]
 }
 
-/// The translators of the thirteen kinds, and whether each has been listed.
+/// The translators of the sixteen kinds, and whether each has been listed.
 #[derive(Default)]
 pub(crate) struct ObjectTranslators {
     namespaces: Translator<Namespace>,
@@ -142,7 +153,10 @@ pub(crate) struct ObjectTranslators {
     csi_nodes: Translator<CSINode>,
     csi_drivers: Translator<CSIDriver>,
     csi_storage_capacities: Translator<CSIStorageCapacity>,
-    listed: [bool; 13],
+    device_classes: Translator<DeviceClass>,
+    resource_slices: Translator<ResourceSlice>,
+    resource_claims: Translator<ResourceClaim>,
+    listed: [bool; 16],
 }
 
 impl ObjectTranslators {
@@ -166,6 +180,9 @@ impl ObjectTranslators {
             ObjectEvent::CSIStorageCapacity(e) => {
                 (12, self.csi_storage_capacities.handle_result(e, out))
             }
+            ObjectEvent::DeviceClass(e) => (13, self.device_classes.handle_result(e, out)),
+            ObjectEvent::ResourceSlice(e) => (14, self.resource_slices.handle_result(e, out)),
+            ObjectEvent::ResourceClaim(e) => (15, self.resource_claims.handle_result(e, out)),
         };
         self.listed[i] |= first_list_done;
     }
@@ -301,6 +318,9 @@ mod tests {
             ObjectEvent::CSINode(Ok(Event::InitDone)),
             ObjectEvent::CSIDriver(Ok(Event::InitDone)),
             ObjectEvent::CSIStorageCapacity(Ok(Event::InitDone)),
+            ObjectEvent::DeviceClass(Ok(Event::InitDone)),
+            ObjectEvent::ResourceSlice(Ok(Event::InitDone)),
+            ObjectEvent::ResourceClaim(Ok(Event::InitDone)),
         ];
         for e in done {
             t.handle(e, &mut out);

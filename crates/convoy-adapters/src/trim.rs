@@ -17,8 +17,10 @@ pub fn trim_node(node: &mut Node) {
 /// containers' env, envFrom, volumeMounts (unless one has
 /// `bindMountOptions`, a field Convoy refuses: see `convoy_api::pod_fields`),
 /// command, args, probes and lifecycle; and its status except phase,
-/// conditions, nominatedNodeName and startTime (preemption spares the
-/// pods that started first).
+/// conditions, nominatedNodeName, startTime (preemption spares the
+/// pods that started first), and resourceClaimStatuses and
+/// extendedResourceClaimStatus (the names of the ResourceClaims generated
+/// for the pod, which DynamicResources reads).
 pub fn trim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(spec) = pod.spec.as_mut() {
@@ -33,6 +35,8 @@ pub fn trim_pod(pod: &mut Pod) {
             conditions: status.conditions,
             nominated_node_name: status.nominated_node_name,
             start_time: status.start_time,
+            resource_claim_statuses: status.resource_claim_statuses,
+            extended_resource_claim_status: status.extended_resource_claim_status,
             ..Default::default()
         });
     }
@@ -107,6 +111,13 @@ mod tests {
                 "hostIP": "10.0.0.1",
                 "podIP": "10.1.0.1",
                 "startTime": "2026-01-01T00:00:00Z",
+                "resourceClaimStatuses": [{ "name": "gpu", "resourceClaimName": "p-gpu-x7k2q" }],
+                "extendedResourceClaimStatus": {
+                    "resourceClaimName": "p-extended-resources-abcde",
+                    "requestMappings": [{ "containerName": "main",
+                                          "resourceName": "example.com/gpu",
+                                          "requestName": "container-0-request-0" }]
+                },
                 "containerStatuses": [{ "name": "main", "image": "img:1", "imageID": "",
                                         "ready": false, "restartCount": 0 }],
                 "qosClass": "Burstable"
@@ -129,7 +140,14 @@ mod tests {
                 "phase": "Pending",
                 "conditions": [{ "type": "PodScheduled", "status": "False" }],
                 "nominatedNodeName": "n1",
-                "startTime": "2026-01-01T00:00:00Z"
+                "startTime": "2026-01-01T00:00:00Z",
+                "resourceClaimStatuses": [{ "name": "gpu", "resourceClaimName": "p-gpu-x7k2q" }],
+                "extendedResourceClaimStatus": {
+                    "resourceClaimName": "p-extended-resources-abcde",
+                    "requestMappings": [{ "containerName": "main",
+                                          "resourceName": "example.com/gpu",
+                                          "requestName": "container-0-request-0" }]
+                }
             }
         });
         assert_eq!(serde_json::to_value(&pod).unwrap(), want);

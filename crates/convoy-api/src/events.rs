@@ -102,10 +102,15 @@ impl ActionType {
     pub const UPDATE_POD_SCHEDULING_GATES_ELIMINATED: ActionType = ActionType(1 << 10);
     /// Any other update.
     pub const UPDATE_OTHER: ActionType = ActionType(1 << 11);
+    /// The pod's `status.resourceClaimStatuses` or
+    /// `status.extendedResourceClaimStatus` changed (the ResourceClaims
+    /// generated for it from templates; upstream
+    /// `UpdatePodGeneratedResourceClaim`).
+    pub const UPDATE_POD_GENERATED_RESOURCE_CLAIM: ActionType = ActionType(1 << 12);
     /// Any update.
-    pub const UPDATE: ActionType = ActionType((1 << 12) - 1 - 0b11);
+    pub const UPDATE: ActionType = ActionType((1 << 13) - 1 - 0b11);
     /// Anything.
-    pub const ALL: ActionType = ActionType((1 << 12) - 1);
+    pub const ALL: ActionType = ActionType((1 << 13) - 1);
 
     /// Whether the two sets share an action.
     pub fn intersects(self, other: ActionType) -> bool {
@@ -128,7 +133,7 @@ impl std::ops::BitOrAssign for ActionType {
 
 impl fmt::Debug for ActionType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const NAMES: [&str; 12] = [
+        const NAMES: [&str; 13] = [
             "Add",
             "Delete",
             "UpdateNodeAllocatable",
@@ -141,9 +146,10 @@ impl fmt::Debug for ActionType {
             "UpdatePodToleration",
             "UpdatePodSchedulingGatesEliminated",
             "UpdateOther",
+            "UpdatePodGeneratedResourceClaim",
         ];
         let names: Vec<&str> =
-            (0..12).filter(|i| self.0 & (1 << i) != 0).map(|i| NAMES[i]).collect();
+            (0..NAMES.len()).filter(|i| self.0 & (1 << i) != 0).map(|i| NAMES[i]).collect();
         write!(f, "{}", names.join("|"))
     }
 }
@@ -265,5 +271,9 @@ mod tests {
         assert_eq!(format!("{:?}", ActionType::ADD | ActionType::DELETE), "Add|Delete");
         assert!(ActionType::UPDATE.intersects(ActionType::UPDATE_NODE_LABEL));
         assert!(!ActionType::UPDATE.intersects(ActionType::ADD));
+        let claims = ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM;
+        assert!(ActionType::UPDATE.intersects(claims) && ActionType::ALL.intersects(claims));
+        assert!(!ActionType::UPDATE_OTHER.intersects(claims));
+        assert_eq!(format!("{claims:?}"), "UpdatePodGeneratedResourceClaim");
     }
 }

@@ -142,7 +142,12 @@ pub const FIELDS: &[FieldRule] = &[
         NONE,
         "API defaulting copies a limit into an unset request.",
     ),
-    rule("spec.{containers,initContainers}[].resources.claims", Refused, DRA, ""),
+    rule(
+        "spec.{containers,initContainers}[].resources.claims",
+        Ignored,
+        NONE,
+        "Names entries of `spec.resourceClaims` for the kubelet; placement reads the claims.",
+    ),
     rule(
         "spec.initContainers[].restartPolicy",
         Evaluated,
@@ -159,8 +164,19 @@ pub const FIELDS: &[FieldRule] = &[
          the containers' sum.",
     ),
     rule("spec.resources.limits", Ignored, NONE, ""),
-    rule("spec.resources.claims", Refused, DRA, ""),
-    rule("spec.resourceClaims", Refused, DRA, ""),
+    rule(
+        "spec.resources.claims",
+        Ignored,
+        NONE,
+        "Names entries of `spec.resourceClaims` for the kubelet; placement reads the claims.",
+    ),
+    rule(
+        "spec.resourceClaims",
+        Evaluated,
+        DRA,
+        "ResourceClaims by name or from a ResourceClaimTemplate; devices allocated with \
+         structured parameters (docs/dra.md).",
+    ),
     rule(
         "spec.runtimeClassName",
         Ignored,
@@ -417,9 +433,6 @@ fn container_uses(kind: &str, i: usize, c: &Container, out: &mut Vec<Unevaluated
                 });
             }
         }
-        if r.claims.as_ref().is_some_and(|c| !c.is_empty()) {
-            out.push(UnevaluatedField { path: at("resources.claims".into()), plugins: DRA });
-        }
     }
     for (j, rule) in c.restart_policy_rules.iter().flatten().enumerate() {
         if rule.action == "RestartAllContainers" {
@@ -457,12 +470,6 @@ pub fn unevaluated_fields(spec: &PodSpec) -> Vec<UnevaluatedField> {
         if let Some((source, plugins)) = unevaluated_volume(v) {
             out.push(UnevaluatedField { path: format!("spec.volumes[{i}].{source}"), plugins });
         }
-    }
-    for (i, _) in spec.resource_claims.iter().flatten().enumerate() {
-        out.push(UnevaluatedField { path: format!("spec.resourceClaims[{i}]"), plugins: DRA });
-    }
-    if spec.resources.as_ref().and_then(|r| r.claims.as_ref()).is_some_and(|c| !c.is_empty()) {
-        out.push(UnevaluatedField { path: "spec.resources.claims".into(), plugins: DRA });
     }
     for (i, c) in spec.containers.iter().enumerate() {
         container_uses("containers", i, c, &mut out);

@@ -30,6 +30,8 @@ pub enum PluginArgs {
     DefaultPreemption(DefaultPreemptionArgs),
     /// `VolumeBindingArgs`.
     VolumeBinding(VolumeBindingArgs),
+    /// `DynamicResourcesArgs`.
+    DynamicResources(DynamicResourcesArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -48,6 +50,7 @@ impl PluginArgs {
             names::POD_TOPOLOGY_SPREAD => Some(Self::PodTopologySpread(Default::default())),
             names::DEFAULT_PREEMPTION => Some(Self::DefaultPreemption(Default::default())),
             names::VOLUME_BINDING => Some(Self::VolumeBinding(Default::default())),
+            names::DYNAMIC_RESOURCES => Some(Self::DynamicResources(Default::default())),
             _ => None,
         }
     }
@@ -63,6 +66,7 @@ impl PluginArgs {
             Self::PodTopologySpread(args) => args.validate(),
             Self::DefaultPreemption(args) => args.validate(),
             Self::VolumeBinding(args) => args.validate(),
+            Self::DynamicResources(args) => args.validate(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -137,6 +141,15 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
                     .bind_timeout_seconds
                     .unwrap_or(defaults.bind_timeout_seconds),
                 shape: raw.shape.filter(|s| !s.is_empty()).unwrap_or(defaults.shape),
+            })
+        }
+        names::DYNAMIC_RESOURCES => {
+            let raw =
+                Option::<DynamicResourcesArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            let defaults = DynamicResourcesArgs::default();
+            PluginArgs::DynamicResources(DynamicResourcesArgs {
+                filter_timeout: raw.filter_timeout.unwrap_or(defaults.filter_timeout),
+                binding_timeout: raw.binding_timeout.unwrap_or(defaults.binding_timeout),
             })
         }
         _ => PluginArgs::Other(
@@ -596,7 +609,79 @@ impl VolumeBindingArgs {
     }
 }
 
+/// `DynamicResourcesArgs` (upstream v1.37.2 defaults under default feature
+/// gates: `DRASchedulerFilterTimeout`, `DRADeviceBindingConditions` and
+/// `DRAResourceClaimDeviceStatus` are on).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DynamicResourcesArgs {
+    /// How long Filter may search for an allocation on one node before the
+    /// node is given up (`timed out trying to allocate devices`); zero:
+    /// no limit. Default 10 s.
+    #[serde(serialize_with = "serialize_duration")]
+    pub filter_timeout: std::time::Duration,
+    /// How long PreBind waits for devices' binding conditions; at least
+    /// 1 s, default 600 s. Convoy does not allocate devices with binding
+    /// conditions (they are not selectable), so nothing waits on it yet.
+    #[serde(serialize_with = "serialize_duration")]
+    pub binding_timeout: std::time::Duration,
+}
+
+impl Default for DynamicResourcesArgs {
+    fn default() -> Self {
+        Self {
+            filter_timeout: std::time::Duration::from_secs(10),
+            binding_timeout: std::time::Duration::from_secs(600),
+        }
+    }
+}
+
+impl DynamicResourcesArgs {
+    fn validate(&self) -> Vec<(String, String)> {
+        // Negative durations fail at decoding, with their position.
+        let mut problems = Vec::new();
+        if self.binding_timeout < std::time::Duration::from_secs(1) {
+            problems.push((
+                "bindingTimeout".to_owned(),
+                format!(
+                    "{}: must be at least 1 second",
+                    crate::duration::format_go_duration(self.binding_timeout)
+                ),
+            ));
+        }
+        problems
+    }
+}
+
+fn serialize_duration<S: serde::Serializer>(
+    d: &std::time::Duration,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::duration::format_go_duration(*d))
+}
+
+fn optional_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    crate::duration::deserialize(d).map(Some)
+}
+
 // Raw forms of the top-level args: they accept `apiVersion` and `kind`.
+
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+struct DynamicResourcesArgsRaw {
+    #[serde(deserialize_with = "api_version")]
+    #[allow(dead_code)]
+    api_version: (),
+    #[serde(deserialize_with = "kind_dynamic_resources")]
+    #[allow(dead_code)]
+    kind: (),
+    #[serde(deserialize_with = "optional_duration")]
+    filter_timeout: Option<std::time::Duration>,
+    #[serde(deserialize_with = "optional_duration")]
+    binding_timeout: Option<std::time::Duration>,
+}
 
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
@@ -729,4 +814,8 @@ fn kind_spread<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
 
 fn kind_volume_binding<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "kind", "VolumeBindingArgs")
+}
+
+fn kind_dynamic_resources<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+    expect_str(d, "kind", "DynamicResourcesArgs")
 }

@@ -82,6 +82,9 @@ pub fn default_multi_point() -> Vec<PluginRef> {
         PluginRef::new(VOLUME_ZONE),
         PluginRef::weighted(POD_TOPOLOGY_SPREAD, 2),
         PluginRef::weighted(INTER_POD_AFFINITY, 2),
+        // Before DefaultPreemption, as upstream: deallocating an idle claim
+        // beats evicting a pod.
+        PluginRef::weighted(DYNAMIC_RESOURCES, 2),
         PluginRef::new(DEFAULT_PREEMPTION),
         PluginRef::weighted(NODE_RESOURCES_BALANCED_ALLOCATION, 1),
         PluginRef::weighted(IMAGE_LOCALITY, 1),
@@ -93,8 +96,7 @@ pub fn default_multi_point() -> Vec<PluginRef> {
 /// Disabling them is accepted and kept in the profile's `disabled` lists: the pods whose fields
 /// only they read are then scheduled without them, as upstream would (see
 /// `convoy_api::pod_fields`). Enabling them is an error (unless the registry knows them).
-pub const UPSTREAM_ONLY_DEFAULTS: &[&str] =
-    &[names::DYNAMIC_RESOURCES, names::NODE_DECLARED_FEATURES];
+pub const UPSTREAM_ONLY_DEFAULTS: &[&str] = &[names::NODE_DECLARED_FEATURES];
 
 /// Upstream's `mergePluginSet`: the user's `disabled` entries remove defaults (`*` all of them);
 /// user `enabled` entries naming a default replace it in place; the others are appended in the

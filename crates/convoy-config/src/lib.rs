@@ -26,10 +26,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 pub use args::{
-    DEFAULT_HARD_POD_AFFINITY_WEIGHT, DefaultPreemptionArgs, InterPodAffinityArgs,
-    NodeAffinityArgs, NodeResourcesBalancedAllocationArgs, NodeResourcesFitArgs, PluginArgs,
-    RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy, ScoringStrategyType,
-    UtilizationShapePoint, VolumeBindingArgs,
+    DEFAULT_HARD_POD_AFFINITY_WEIGHT, DefaultPreemptionArgs, DynamicResourcesArgs,
+    InterPodAffinityArgs, NodeAffinityArgs, NodeResourcesBalancedAllocationArgs,
+    NodeResourcesFitArgs, PluginArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
+    ScoringStrategyType, UtilizationShapePoint, VolumeBindingArgs,
 };
 pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
 pub use duration::{format_go_duration, parse_go_duration};

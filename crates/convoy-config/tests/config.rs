@@ -42,7 +42,7 @@ fn enabled(set: &convoy_config::PluginSet) -> Vec<String> {
         .collect()
 }
 
-const DEFAULT_MULTI_POINT: [&str; 19] = [
+const DEFAULT_MULTI_POINT: [&str; 20] = [
     "SchedulingGates",
     "PrioritySort",
     "GangScheduling",
@@ -58,6 +58,7 @@ const DEFAULT_MULTI_POINT: [&str; 19] = [
     "VolumeZone",
     "PodTopologySpread:2",
     "InterPodAffinity:2",
+    "DynamicResources:2",
     "DefaultPreemption",
     "NodeResourcesBalancedAllocation:1",
     "ImageLocality:1",
@@ -144,6 +145,7 @@ fn minimal_upstream_config_gets_defaults() {
         profile.plugin_args.keys().collect::<Vec<_>>(),
         [
             names::DEFAULT_PREEMPTION,
+            names::DYNAMIC_RESOURCES,
             names::INTER_POD_AFFINITY,
             names::NODE_AFFINITY,
             names::NODE_RESOURCES_BALANCED_ALLOCATION,
@@ -193,6 +195,7 @@ fn merges_plugins_with_defaults() {
                 "VolumeZone",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
+                "DynamicResources:2",
                 "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
                 "ImageLocality:1",
@@ -201,7 +204,7 @@ fn merges_plugins_with_defaults() {
         ),
         (
             "disable upstream plugins Convoy lacks",
-            "multiPoint: {disabled: [{name: NodeDeclaredFeatures}, {name: DynamicResources}]}",
+            "multiPoint: {disabled: [{name: NodeDeclaredFeatures}]}",
             "multiPoint",
             &DEFAULT_MULTI_POINT,
         ),
@@ -224,6 +227,7 @@ fn merges_plugins_with_defaults() {
                 "VolumeBinding",
                 "VolumeZone",
                 "InterPodAffinity:2",
+                "DynamicResources:2",
                 "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
                 "ImageLocality:1",
@@ -255,6 +259,7 @@ fn merges_plugins_with_defaults() {
                 "VolumeZone",
                 "PodTopologySpread:2",
                 "InterPodAffinity:2",
+                "DynamicResources:2",
                 "DefaultPreemption",
                 "NodeResourcesBalancedAllocation:1",
                 "ImageLocality:1",
@@ -541,15 +546,15 @@ fn errors_name_file_position_and_field() {
             "unknown plugin enabled",
             "profiles:\n- plugins:\n    score:\n      enabled: [{name: NodeResourcesFit}, {name: X}, {name: Foo}]\n",
             &[
-                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, NodeVolumeLimits, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration, VolumeBinding, VolumeRestrictions, VolumeZone"#,
+                r#"config.yaml:6:61: profiles[0].plugins.score.enabled[2]: unknown plugin "Foo"; known plugins: Coscheduling, DefaultBinder, DefaultPreemption, DynamicResources, GangScheduling, ImageLocality, InterPodAffinity, NodeAffinity, NodeName, NodePorts, NodeResourcesBalancedAllocation, NodeResourcesFit, NodeUnschedulable, NodeVolumeLimits, PodTopologySpread, PrioritySort, SchedulingGates, TaintToleration, VolumeBinding, VolumeRestrictions, VolumeZone"#,
                 r#"profiles[0].plugins.score.enabled[1]: unknown plugin "X""#,
             ],
         ),
         (
             "upstream plugin Convoy lacks enabled",
-            "profiles:\n- plugins: {preFilter: {enabled: [{name: DynamicResources}]}}\n",
+            "profiles:\n- plugins: {preFilter: {enabled: [{name: NodeDeclaredFeatures}]}}\n",
             &[
-                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "DynamicResources"; known plugins: Coscheduling"#,
+                r#"profiles[0].plugins.preFilter.enabled[0]: unknown plugin "NodeDeclaredFeatures"; known plugins: Coscheduling"#,
             ],
         ),
         (
@@ -562,9 +567,9 @@ fn errors_name_file_position_and_field() {
         ),
         (
             "args for unknown plugin",
-            "profiles:\n- pluginConfig: [{name: DynamicResources, args: {filterTimeout: 10s}}]\n",
+            "profiles:\n- pluginConfig: [{name: NodeDeclaredFeatures, args: {}}]\n",
             &[
-                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "DynamicResources"; known plugins:"#,
+                r#"config.yaml:4:25: profiles[0].pluginConfig[0].name: unknown plugin "NodeDeclaredFeatures"; known plugins:"#,
             ],
         ),
         (
@@ -800,7 +805,7 @@ fn print_summary() {
 fn disabled_upstream_plugins_are_kept() {
     let cases: &[(&str, &[&str])] = &[
         ("{}", &[]),
-        ("{multiPoint: {disabled: [{name: DynamicResources}]}}", &["DynamicResources"]),
+        ("{multiPoint: {disabled: [{name: NodeDeclaredFeatures}]}}", &["NodeDeclaredFeatures"]),
         ("{filter: {disabled: [{name: NodeDeclaredFeatures}]}}", &[]),
         (
             "{preFilter: {disabled: [{name: NodeDeclaredFeatures}]}, filter: {disabled: [{name: '*'}]}}",
@@ -821,4 +826,33 @@ fn disabled_upstream_plugins_are_kept() {
             .collect();
         assert_eq!(got, *want, "{plugins}");
     }
+}
+
+/// `DynamicResourcesArgs` decode with upstream's defaults, durations in Go
+/// syntax, and upstream's validation.
+#[test]
+fn dynamic_resources_args_decode() {
+    use convoy_config::{DynamicResourcesArgs, PluginArgs};
+    use std::time::Duration;
+    let args = |body: &str| {
+        let config =
+            ok(&format!("profiles:\n- pluginConfig: [{{name: DynamicResources, args: {body}}}]\n"));
+        match config.profiles[0].plugin_args.get(names::DYNAMIC_RESOURCES) {
+            Some(PluginArgs::DynamicResources(a)) => a.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(args("{}"), DynamicResourcesArgs::default());
+    assert_eq!(DynamicResourcesArgs::default().filter_timeout, Duration::from_secs(10));
+    let a = args("{filterTimeout: 0s, bindingTimeout: 2m}");
+    assert_eq!((a.filter_timeout, a.binding_timeout), (Duration::ZERO, Duration::from_secs(120)));
+    let e = err(
+        "profiles:\n- pluginConfig: [{name: DynamicResources, args: {bindingTimeout: 500ms}}]\n",
+    );
+    assert!(e.contains("bindingTimeout") && e.contains("must be at least 1 second"), "{e}");
+    let e =
+        err("profiles:\n- pluginConfig: [{name: DynamicResources, args: {filterTimeout: -1s}}]\n");
+    assert!(e.contains("must not be negative"), "{e}");
+    let e = err("profiles:\n- pluginConfig: [{name: DynamicResources, args: {timeout: 1s}}]\n");
+    assert!(e.contains("unknown field `timeout`"), "{e}");
 }

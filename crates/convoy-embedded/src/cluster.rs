@@ -9,11 +9,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use convoy_api::objects::{PriorityClassInfo, admit_priority};
 use convoy_api::{
-    BindError, Binder, ClusterObject, ClusterUpdate, GroupKey, PodGroup, PodInfo, PodKey,
-    PreemptionActuator, PreemptionError, VolumeWrite,
+    BindError, Binder, ClaimWrite, ClusterObject, ClusterUpdate, GroupKey, PodGroup, PodInfo,
+    PodKey, PreemptionActuator, PreemptionError, VolumeWrite,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceClaimTemplate};
 use parking_lot::Mutex;
 use tokio::sync::mpsc;
 
@@ -51,6 +52,10 @@ struct State {
     resource_version: u64,
     /// Pods deleted by preemption, in order.
     evictions: Vec<Eviction>,
+    /// ResourceClaimTemplates by namespace and name ([`dra`]).
+    templates: HashMap<(String, String), Arc<ResourceClaimTemplate>>,
+    /// Claim names generated so far ([`dra`]).
+    name_seq: u64,
 }
 
 /// A pod the scheduler preempted (deleted through
@@ -146,9 +151,15 @@ impl EmbeddedCluster {
         {
             let mut s = cluster.state.lock();
             for obj in objects.others {
-                let obj = volumes::admit(obj);
+                let obj = admit(&mut s, obj);
                 s.objects.insert((obj.kind(), obj.key()), obj.clone());
                 cluster.send(ClusterUpdate::ObjectApplied(obj));
+            }
+            for mut t in objects.resource_claim_templates {
+                let ns = t.metadata.namespace.get_or_insert_with(|| "default".into()).clone();
+                let name = t.metadata.name.clone().unwrap_or_default();
+                t.metadata.resource_version = Some(s.next_version());
+                s.templates.insert((ns, name), Arc::new(t));
             }
             let classes = s.priority_classes();
             for mut g in objects.pod_groups {
@@ -179,7 +190,8 @@ impl EmbeddedCluster {
                     s.bound -= usize::from(is_bound(&old));
                 }
                 s.bound += usize::from(is_bound(&pod));
-                cluster.send(ClusterUpdate::PodAdded(pod));
+                cluster.send(ClusterUpdate::PodAdded(pod.clone()));
+                cluster.sync_pod_claims(&mut s, &pod, false);
             }
             cluster.send(ClusterUpdate::Synced);
         }
@@ -218,23 +230,29 @@ impl EmbeddedCluster {
     }
 
     /// Creates or replaces a [`ClusterObject`] (a Namespace, a workload
-    /// controller, a claim, a volume, ...); emits `ObjectApplied`. A
-    /// volume without phase nor claim becomes `Available`, as the PV
-    /// controller makes it.
+    /// controller, a claim, a volume, a DeviceClass, a ResourceSlice, a
+    /// ResourceClaim, ...); emits `ObjectApplied`. A volume without phase
+    /// nor claim becomes `Available`, as the PV controller makes it; a
+    /// ResourceClaim gets a UID when it has none (`sim-claim-<ns>-<name>`,
+    /// or the one of the claim it replaces); the DRA kinds get a new
+    /// resourceVersion.
     pub fn apply_object(&self, obj: ClusterObject) -> Result<(), ClusterError> {
         if obj.metadata().name.as_deref().unwrap_or("").is_empty() {
             return Err(ClusterError::MissingName(obj.kind()));
         }
-        let obj = volumes::admit(obj);
         let mut s = self.state.lock();
+        let obj = admit(&mut s, obj);
         s.objects.insert((obj.kind(), obj.key()), obj.clone());
         self.send(ClusterUpdate::ObjectApplied(obj));
         Ok(())
     }
 
     /// Deletes an object applied with [`apply_object`](Self::apply_object)
-    /// by kind and key (`namespace/name`, or `name` for a Namespace); emits
-    /// `ObjectDeleted`.
+    /// by kind and key (`namespace/name`, or `name` for a cluster-scoped
+    /// kind); emits `ObjectDeleted`. A ResourceClaim with the
+    /// delete-protection finalizer that pods still use is only marked
+    /// deleted (`deletionTimestamp`, `ObjectApplied`) and goes when they
+    /// are gone, as with the resourceclaim controller.
     pub fn delete_object(&self, kind: &str, key: &str) -> Result<ClusterObject, ClusterError> {
         let mut s = self.state.lock();
         let k = s
@@ -243,6 +261,10 @@ impl EmbeddedCluster {
             .find(|(k, n)| *k == kind && n == key)
             .cloned()
             .ok_or_else(|| ClusterError::NotFound(format!("{kind} {key}")))?;
+        if let Some(ClusterObject::ResourceClaim(c)) = s.objects.get(&k).cloned() {
+            self.delete_claim(&mut s, &c);
+            return Ok(ClusterObject::ResourceClaim(c));
+        }
         let obj = s.objects.remove(&k).expect("found above");
         self.send(ClusterUpdate::ObjectDeleted(obj.clone()));
         Ok(obj)
@@ -331,6 +353,7 @@ impl EmbeddedCluster {
         s.bound += usize::from(is_bound(&pod));
         s.pods.insert(key, Arc::clone(&pod));
         self.send(ClusterUpdate::PodAdded(Arc::clone(&pod)));
+        self.sync_pod_claims(&mut s, &pod, false);
         Ok(pod)
     }
 
@@ -351,6 +374,11 @@ impl EmbeddedCluster {
         s.bound = s.bound - usize::from(is_bound(&old)) + usize::from(is_bound(&pod));
         s.pods.insert(key, Arc::clone(&pod));
         self.send(ClusterUpdate::PodUpdated { old, new: Arc::clone(&pod) });
+        if dra::is_pod_done(&pod) {
+            self.release_pod_claims(&mut s, &pod, false);
+        } else {
+            self.sync_pod_claims(&mut s, &pod, true);
+        }
         Ok(pod)
     }
 
@@ -362,6 +390,7 @@ impl EmbeddedCluster {
             s.pods.remove(&key).ok_or_else(|| ClusterError::NotFound(format!("pod {key}")))?;
         s.bound -= usize::from(is_bound(&pod));
         self.send(ClusterUpdate::PodDeleted(Arc::clone(&pod)));
+        self.release_pod_claims(&mut s, &pod, true);
         Ok(pod)
     }
 
@@ -430,7 +459,8 @@ impl EmbeddedCluster {
             node: left.to_string(),
             preemptor: preemptor.key.clone(),
         });
-        self.send(ClusterUpdate::PodDeleted(pod));
+        self.send(ClusterUpdate::PodDeleted(pod.clone()));
+        self.release_pod_claims(&mut s, &pod, true);
     }
 
     /// Writes a pod's `status.nominatedNodeName` (`None` clears it) as a
@@ -530,6 +560,14 @@ impl Binder for EmbeddedCluster {
     fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
         Box::pin(std::future::ready(self.write_volume_now(write)))
     }
+
+    /// [`EmbeddedCluster::write_claim_now`]; ready immediately.
+    fn write_claim(
+        &self,
+        write: ClaimWrite,
+    ) -> BoxFuture<'static, Result<Arc<ResourceClaim>, BindError>> {
+        Box::pin(std::future::ready(self.write_claim_now(write)))
+    }
 }
 
 impl PreemptionActuator for EmbeddedCluster {
@@ -595,8 +633,38 @@ impl Binder for EmbeddedBinder {
     fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
         self.0.write_volume(write)
     }
+
+    /// As [`EmbeddedCluster`]'s `write_claim`.
+    fn write_claim(
+        &self,
+        write: ClaimWrite,
+    ) -> BoxFuture<'static, Result<Arc<ResourceClaim>, BindError>> {
+        self.0.write_claim(write)
+    }
 }
 
+/// What the API server and the controllers make of an object applied:
+/// see [`EmbeddedCluster::apply_object`].
+fn admit(s: &mut State, obj: ClusterObject) -> ClusterObject {
+    match obj {
+        ClusterObject::ResourceClaim(c) => {
+            ClusterObject::ResourceClaim(Arc::new(EmbeddedCluster::admit_claim(s, &c)))
+        }
+        ClusterObject::DeviceClass(c) => {
+            let mut c = k8s_openapi::api::resource::v1::DeviceClass::clone(&c);
+            c.metadata.resource_version = Some(s.next_version());
+            ClusterObject::DeviceClass(Arc::new(c))
+        }
+        ClusterObject::ResourceSlice(c) => {
+            let mut c = k8s_openapi::api::resource::v1::ResourceSlice::clone(&c);
+            c.metadata.resource_version = Some(s.next_version());
+            ClusterObject::ResourceSlice(Arc::new(c))
+        }
+        other => volumes::admit(other),
+    }
+}
+
+mod dra;
 #[cfg(test)]
 mod tests;
 mod volumes;

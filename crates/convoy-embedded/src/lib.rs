@@ -4,13 +4,17 @@
 //! [`parse_objects`] / [`load_file`] read nodes, pods, PodGroups,
 //! and the other objects plugins read (namespaces, workload controllers,
 //! budgets, PriorityClasses, claims, volumes, StorageClasses, CSINodes,
-//! CSIDrivers, CSIStorageCapacities) from YAML or JSON (single
+//! CSIDrivers, CSIStorageCapacities, and the `resource.k8s.io/v1`
+//! DeviceClasses, ResourceSlices, ResourceClaims and
+//! ResourceClaimTemplates) from YAML or JSON (single
 //! objects, `---` streams, `kind: List` as `kubectl get -o yaml` prints it,
 //! so a dump of a real cluster, whose other kinds are skipped and counted)
 //! and check them up front, with errors naming the document, the object
 //! and the field. [`EmbeddedCluster`] holds them,
 //! produces the same [`ClusterUpdate`](convoy_api::ClusterUpdate) stream as
-//! the API-server adapter (every node, every pod, then `Synced`), and
+//! the API-server adapter (every node, every pod, then `Synced`), emulates
+//! the resourceclaim controller (claims made from templates for pods,
+//! released and deallocated when pods go), and
 //! implements [`Binder`](convoy_api::Binder) as the API server's
 //! `pods/binding` does, in O(1) and without waiting, and
 //! [`PreemptionActuator`](convoy_api::PreemptionActuator) (victims deleted
@@ -29,4 +33,7 @@ pub mod load;
 
 pub use cluster::{ClusterError, EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Eviction};
 pub use create::prepare_pod_for_create;
-pub use load::{InvalidObject, LoadError, Objects, PodGroupObject, load_file, parse_objects};
+pub use load::{
+    InvalidObject, LoadError, Objects, PodGroupObject, RESOURCE_API_VERSION, load_file,
+    parse_objects,
+};

@@ -2,7 +2,10 @@
 //! the Namespaces, Services, ReplicationControllers, ReplicaSets,
 //! StatefulSets, PodDisruptionBudgets, PriorityClasses,
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
-//! CSIDrivers and CSIStorageCapacities plugins read. A StorageClass without `volumeBindingMode` gets
+//! CSIDrivers and CSIStorageCapacities plugins read, and the Dynamic Resource
+//! Allocation kinds (`resource.k8s.io/v1` only: DeviceClasses,
+//! ResourceSlices, ResourceClaims, and the ResourceClaimTemplates the
+//! embedded cluster makes pods' claims from). A StorageClass without `volumeBindingMode` gets
 //! `Immediate`, as API defaulting gives it.
 //! Pods without `spec.priority` get it from their PriorityClass, as the
 //! Priority admission plugin gives it (an unknown class is an error).
@@ -39,6 +42,9 @@ use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
@@ -48,6 +54,11 @@ use serde_json::Value;
 /// scheduler-plugins coscheduling CRD and the upstream gang-scheduling API).
 pub const POD_GROUP_API_VERSIONS: [&str; 2] =
     ["scheduling.x-k8s.io/v1alpha1", "scheduling.k8s.io/v1beta1"];
+
+/// The API version the Dynamic Resource Allocation kinds are read in
+/// (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate);
+/// the beta versions are refused, naming `apiVersion`.
+pub const RESOURCE_API_VERSION: &str = "resource.k8s.io/v1";
 
 /// The namespace of a namespaced object that names none.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -64,6 +75,9 @@ pub struct Objects {
     /// The [`ClusterObject`]s (namespaces, controllers, claims, ...), trimmed to what
     /// scheduling reads ([`ObjectKind::trim`]).
     pub others: Vec<ClusterObject>,
+    /// ResourceClaimTemplates (namespace set), which only the embedded
+    /// cluster's resourceclaim controller reads.
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
     /// How many objects of each kind Convoy does not use were skipped.
     pub skipped: BTreeMap<String, usize>,
 }
@@ -75,6 +89,7 @@ impl Objects {
             && self.pods.is_empty()
             && self.pod_groups.is_empty()
             && self.others.is_empty()
+            && self.resource_claim_templates.is_empty()
     }
 
     /// One line per kind skipped, by kind: `skipped 12 ConfigMap: not
@@ -166,7 +181,8 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
 /// Parses nodes, pods, PodGroups, Namespaces, Services, workload
 /// controllers, PodDisruptionBudgets, PriorityClasses,
 /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
-/// CSIDrivers and CSIStorageCapacities from YAML or JSON text. `source` names the text in error
+/// CSIDrivers, CSIStorageCapacities, DeviceClasses, ResourceSlices,
+/// ResourceClaims and ResourceClaimTemplates from YAML or JSON text. `source` names the text in error
 /// messages (usually the file name).
 ///
 /// Empty documents are skipped, and so are objects of other kinds (counted
@@ -318,6 +334,8 @@ fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
         "PersistentVolume" => ("v1", false),
         "StorageClass" | "CSINode" | "CSIDriver" => ("storage.k8s.io/v1", false),
         "CSIStorageCapacity" => ("storage.k8s.io/v1", true),
+        "DeviceClass" | "ResourceSlice" => (RESOURCE_API_VERSION, false),
+        "ResourceClaim" | "ResourceClaimTemplate" => (RESOURCE_API_VERSION, true),
         _ => return None,
     })
 }
@@ -466,6 +484,18 @@ impl Loader<'_> {
             "CSIStorageCapacity" => {
                 self.add_object::<CSIStorageCapacity>(value, doc, item).map_err(|m| fail(self, m))
             }
+            "DeviceClass" => {
+                self.add_object::<DeviceClass>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "ResourceSlice" => {
+                self.add_object::<ResourceSlice>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "ResourceClaim" => {
+                self.add_object::<ResourceClaim>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "ResourceClaimTemplate" => {
+                self.add_template(value, doc, item).map_err(|m| fail(self, m))
+            }
             "PodGroup" => {
                 let api_version = api_version.unwrap_or_default();
                 if !POD_GROUP_API_VERSIONS.contains(&api_version.as_str()) {
@@ -544,6 +574,32 @@ impl Loader<'_> {
         let obj = ClusterObject::trimmed(convert::<K>(value)?);
         self.first_seen(Kind::Object(K::KIND), obj.key(), doc, item)?;
         self.objects.others.push(obj);
+        Ok(())
+    }
+
+    /// A ResourceClaimTemplate: checked, namespace defaulted, kept whole
+    /// for the embedded cluster's resourceclaim controller.
+    fn add_template(
+        &mut self,
+        value: Value,
+        doc: usize,
+        item: Option<usize>,
+    ) -> Result<(), String> {
+        let mut t = convert::<ResourceClaimTemplate>(value)?;
+        let ns = t.metadata.namespace.get_or_insert_with(String::new);
+        if ns.is_empty() {
+            *ns = DEFAULT_NAMESPACE.to_string();
+        }
+        if t.spec.as_ref().and_then(|s| s.spec.as_ref()).is_none() {
+            return Err("spec.spec: required".to_string());
+        }
+        let key = format!(
+            "{}/{}",
+            t.metadata.namespace.as_deref().unwrap_or(""),
+            t.metadata.name.as_deref().unwrap_or("")
+        );
+        self.first_seen(Kind::Object("ResourceClaimTemplate"), key, doc, item)?;
+        self.objects.resource_claim_templates.push(t);
         Ok(())
     }
 

@@ -22,6 +22,7 @@ use convoy_api::{Plugin, Registry, names};
 
 pub mod default_binder;
 pub mod default_preemption;
+pub mod dynamic_resources;
 pub mod gpu_placement;
 pub mod helper;
 pub mod image_locality;
@@ -43,6 +44,7 @@ pub mod volumes;
 
 pub use default_binder::DefaultBinder;
 pub use default_preemption::DefaultPreemption;
+pub use dynamic_resources::DynamicResources;
 pub use gpu_placement::GpuPlacement;
 pub use image_locality::ImageLocality;
 pub use inter_pod_affinity::InterPodAffinity;
@@ -108,6 +110,10 @@ pub fn registry() -> Registry {
     r.register(names::DEFAULT_PREEMPTION, |args, handle| {
         Ok(Arc::new(DefaultPreemption::new(args, handle)?) as Arc<dyn Plugin>)
     });
+    r.register(names::DYNAMIC_RESOURCES, |args, handle| {
+        Ok(Arc::new(DynamicResources::new(args, handle.objects.clone(), handle.binder.clone())?)
+            as Arc<dyn Plugin>)
+    });
     r.register(names::GPU_PLACEMENT, |args, _| {
         Ok(Arc::new(GpuPlacement::new(args)?) as Arc<dyn Plugin>)
     });
@@ -141,6 +147,7 @@ mod tests {
             names::IMAGE_LOCALITY,
             names::DEFAULT_BINDER,
             names::DEFAULT_PREEMPTION,
+            names::DYNAMIC_RESOURCES,
             names::GPU_PLACEMENT,
         ];
         want.sort();

@@ -246,8 +246,68 @@ pub(crate) fn pod_update_event(old: &PodInfo, new: &PodInfo) -> ClusterEvent {
     if old.spec().tolerations != new.spec().tolerations {
         action |= ActionType::UPDATE_POD_TOLERATION;
     }
+    if generated_claims(old) != generated_claims(new) {
+        action |= ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM;
+    }
     if action.0 == 0 {
         action = ActionType::UPDATE_OTHER;
     }
     ClusterEvent::new(EventResource::UnscheduledPod, action)
+}
+
+/// The pod's `status.resourceClaimStatuses` and
+/// `status.extendedResourceClaimStatus`, an absent list and an empty one
+/// alike (upstream `resourceclaim.PodStatusEqual` and
+/// `PodExtendedStatusEqual`).
+fn generated_claims(
+    pod: &PodInfo,
+) -> (
+    &[convoy_api::k8s_openapi::api::core::v1::PodResourceClaimStatus],
+    Option<&convoy_api::k8s_openapi::api::core::v1::PodExtendedResourceClaimStatus>,
+) {
+    let status = pod.pod.status.as_ref();
+    (
+        status.and_then(|s| s.resource_claim_statuses.as_deref()).unwrap_or_default(),
+        status.and_then(|s| s.extended_resource_claim_status.as_ref()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use convoy_api::k8s_openapi::api::core::v1::{Pod, PodResourceClaimStatus, PodStatus};
+
+    fn pod(claims: Option<Vec<(&str, Option<&str>)>>) -> PodInfo {
+        let mut p = Pod::default();
+        p.metadata.name = Some("p".into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.uid = Some("u".into());
+        p.spec = Some(Default::default());
+        p.status = Some(PodStatus {
+            resource_claim_statuses: claims.map(|c| {
+                c.into_iter()
+                    .map(|(name, claim)| PodResourceClaimStatus {
+                        name: name.into(),
+                        resource_claim_name: claim.map(Into::into),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        });
+        PodInfo::new(Arc::new(p)).unwrap()
+    }
+
+    #[test]
+    fn generated_claim_changes_are_their_own_update() {
+        let generated = ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM;
+        let none = pod(None);
+        let empty = pod(Some(vec![]));
+        let pending = pod(Some(vec![("gpu", None)]));
+        let created = pod(Some(vec![("gpu", Some("p-gpu-x7k2q"))]));
+        assert_eq!(pod_update_event(&none, &empty).action, ActionType::UPDATE_OTHER);
+        assert_eq!(pod_update_event(&none, &pending).action, generated);
+        assert_eq!(pod_update_event(&pending, &created).action, generated);
+        assert_eq!(pod_update_event(&created, &created).action, ActionType::UPDATE_OTHER);
+        assert_eq!(pod_update_event(&created, &created).resource, EventResource::UnscheduledPod);
+    }
 }

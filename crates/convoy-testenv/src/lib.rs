@@ -132,9 +132,10 @@ pub fn kwok_node(name: &str) -> Node {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
     /// Also run kube-controller-manager (disruption, garbage collector,
-    /// ReplicaSet, Deployment, StatefulSet, Job, namespace, PV binder and
-    /// service-account controllers; no node lifecycle) and KWOK as the
-    /// kubelet of nodes annotated [`KWOK_NODE_ANNOTATION`]. Adds half a
+    /// ReplicaSet, Deployment, StatefulSet, Job, namespace, PV binder,
+    /// ResourceClaim and service-account controllers; no node lifecycle)
+    /// and KWOK as the kubelet of nodes annotated [`KWOK_NODE_ANNOTATION`].
+    /// Adds half a
     /// second to the start and two processes (about 95 and 60 MiB). Owner
     /// references are then enforced: the garbage collector deletes objects
     /// whose owner does not exist, and ReplicaSets, StatefulSets and Jobs

@@ -32,6 +32,7 @@ var kcmControllers = []string{
 	"persistentvolume-binder-controller",          // PVCs bind to PVs
 	"persistentvolumeclaim-protection-controller", // lifts the pvc-protection finalizer the admission plugin adds, so PVCs (and their namespace) can go
 	"persistentvolume-protection-controller",      // same for PVs
+	"resourceclaim-controller",                    // claims from pods' ResourceClaimTemplates (pod.status.resourceClaimStatuses); drops gone pods from reservedFor, deallocates unused claims
 	"serviceaccount-controller",                   // the "default" ServiceAccount of each namespace
 	"serviceaccount-token-controller",             // legacy token Secrets, signed with the API server's service-account key
 }

@@ -13,6 +13,7 @@ fn objects() -> Objects {
         ],
         pod_groups: Vec::new(),
         others: Vec::new(),
+        resource_claim_templates: Vec::new(),
         skipped: Default::default(),
     }
 }

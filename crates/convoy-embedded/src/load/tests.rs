@@ -592,3 +592,94 @@ capacity: 10Gi
         "{err}"
     );
 }
+
+/// The Dynamic Resource Allocation kinds load in `resource.k8s.io/v1`
+/// (templates kept aside for the embedded cluster's controller); the beta
+/// versions are refused naming `apiVersion`.
+#[test]
+fn reads_the_dra_kinds() {
+    let text = r#"apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec:
+  selectors: [{cel: {expression: 'device.driver == "gpu.example.com"'}}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceSliceList
+items:
+- metadata: {name: n1-gpu}
+  spec:
+    driver: gpu.example.com
+    nodeName: n1
+    pool: {name: n1, generation: 1, resourceSliceCount: 1}
+    devices: [{name: gpu-0}, {name: gpu-1}]
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: shared}
+spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: one-gpu, namespace: team}
+spec:
+  spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: team}
+spec:
+  containers: [{name: c}]
+  resourceClaims: [{name: gpu, resourceClaimTemplateName: one-gpu}]
+"#;
+    let o = parse_objects(text, "t.yaml").unwrap();
+    assert_eq!(
+        others(&o),
+        ["DeviceClass gpu.example.com", "ResourceSlice n1-gpu", "ResourceClaim default/shared"]
+    );
+    let ClusterObject::ResourceSlice(slice) = &o.others[1] else { panic!() };
+    assert_eq!(slice.spec.devices.as_ref().unwrap().len(), 2);
+    assert_eq!(o.resource_claim_templates.len(), 1);
+    assert_eq!(o.resource_claim_templates[0].metadata.namespace.as_deref(), Some("team"));
+    assert!(o.notes().is_empty(), "{:?}", o.notes());
+
+    // The embedded cluster makes the pod's claim from the template.
+    let (cluster, _rx) = crate::EmbeddedCluster::new(o);
+    let pod = cluster.pod("team", "trainer").unwrap();
+    let statuses = pod.status.as_ref().unwrap().resource_claim_statuses.as_ref().unwrap();
+    let claim = statuses[0].resource_claim_name.as_deref().unwrap();
+    assert!(claim.starts_with("trainer-gpu-"), "{claim}");
+    assert!(cluster.resource_claim("team", claim).is_some());
+    assert!(cluster.resource_claim("default", "shared").unwrap().metadata.uid.is_some());
+
+    for (kind, version) in [
+        ("DeviceClass", "resource.k8s.io/v1beta1"),
+        ("ResourceSlice", "resource.k8s.io/v1beta2"),
+        ("ResourceClaim", "resource.k8s.io/v1beta1"),
+        ("ResourceClaimTemplate", "resource.k8s.io/v1beta2"),
+    ] {
+        let text = format!("apiVersion: {version}\nkind: {kind}\nmetadata: {{name: x}}\n");
+        let err = parse_objects(&text, "t.yaml").unwrap_err().to_string();
+        assert!(
+            err.contains(&format!(
+                "apiVersion: unsupported \"{version}\" for {kind} (expected \"resource.k8s.io/v1\")"
+            )),
+            "{err}"
+        );
+    }
+    let bad = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec: {}\n";
+    let err = parse_objects(bad, "t.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("ResourceClaimTemplate default/t") && err.contains("spec.spec: required"),
+        "{err}"
+    );
+    let bad = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaim\nmetadata: {name: c}\nspec: {devices: {requests: x}}\n";
+    let err = parse_objects(bad, "t.yaml").unwrap_err().to_string();
+    assert!(
+        err.contains("ResourceClaim default/c") && err.contains("spec.devices.requests"),
+        "{err}"
+    );
+    let dup = "apiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\nmetadata: {name: t}\nspec: {spec: {}}\n";
+    let err = parse_objects(&format!("{dup}---\n{dup}"), "t.yaml").unwrap_err().to_string();
+    assert!(err.contains("duplicate ResourceClaimTemplate default/t"), "{err}");
+}
