@@ -1121,7 +1121,6 @@ impl Exec {
     }
 }
 
-
 /// Every object of a cluster-wide list, for `allocResourceClaims`.
 async fn list_all<K>(client: &kube::Client, what: &str) -> Result<Vec<Arc<K>>, String>
 where

@@ -25,12 +25,14 @@ use convoy_plugins::dynamic_resources::allocator::ClaimAllocator;
 use convoy_plugins::dynamic_resources::cel::SelectorCache;
 use convoy_plugins::dynamic_resources::pools::SliceIndex;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceClaimStatus, ResourceSlice};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimStatus, ResourceSlice,
+};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 
 /// Seed of the node order.
-pub const SEED: u64 = 0x5eed_d5a;
+pub const SEED: u64 = 1;
 
 /// What `allocResourceClaims` reads: the cluster's nodes, ResourceSlices,
 /// DeviceClasses and every ResourceClaim (all namespaces: their allocated

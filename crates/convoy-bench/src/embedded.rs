@@ -656,8 +656,7 @@ impl Exec {
     /// are applied to the embedded cluster (the scheduler sees them as
     /// claim updates).
     async fn alloc_resource_claims(&mut self, namespace: Option<&str>) -> Result<(), String> {
-        let mut state =
-            crate::dra::DraState { nodes: self.cluster.nodes(), ..Default::default() };
+        let mut state = crate::dra::DraState { nodes: self.cluster.nodes(), ..Default::default() };
         for o in self.cluster.objects() {
             match o {
                 ClusterObject::ResourceSlice(s) => state.slices.push(s),
@@ -668,7 +667,8 @@ impl Exec {
         }
         // In name order, as an API server lists them.
         state.claims.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name))
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
         });
         state.nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let claims = crate::dra::allocate_claims(&state, namespace)

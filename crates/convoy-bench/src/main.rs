@@ -231,7 +231,9 @@ fn main() -> ExitCode {
                         let labels = tc.labels_of(w).join(",");
                         match convoy_bench::plan::plan(&c, tc, w) {
                             Ok(_) => println!("{}/{}\t[{labels}]", tc.name, w.name),
-                            Err(e) => println!("{}/{}\t[{labels}]\tdoes not plan: {e}", tc.name, w.name),
+                            Err(e) => {
+                                println!("{}/{}\t[{labels}]\tdoes not plan: {e}", tc.name, w.name)
+                            }
                         }
                     }
                 }

@@ -7,12 +7,18 @@
 //! convoy-bench loads the config unchanged and plans every workload but
 //! two, which upstream cannot plan either (see [`UNPLANNABLE`]); every
 //! object a workload's templates render decodes into its
-//! `resource.k8s.io/v1` type.
+//! `resource.k8s.io/v1` type. On the embedded target with Convoy, the
+//! `integration-test` workloads bind every measured pod (but
+//! `selector_fast`, whose CEL selector Convoy's CEL stand-in does not
+//! evaluate yet), and `allocResourceClaims` fills devices as upstream's.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
-use convoy_bench::load_file;
+use convoy_bench::embedded::EmbeddedOptions;
+use convoy_bench::labels::LabelFilter;
 use convoy_bench::plan::{AnyStep, Step, TemplateSource};
+use convoy_bench::{RunOptions, load_file, parse_str, run};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
@@ -123,4 +129,93 @@ fn every_dra_workload_plans_and_renders_typed_objects() {
         }
         assert_eq!(kinds.len(), 4, "{kinds:?}");
     }
+}
+
+fn opts(filter: &str, timeout: Duration) -> RunOptions {
+    RunOptions {
+        filter: Some(filter.into()),
+        labels: LabelFilter::parse(""),
+        topic: "dra".into(),
+        embedded: EmbeddedOptions { timeout, ..Default::default() },
+    }
+}
+
+#[test]
+fn integration_workloads_bind_every_pod_on_the_embedded_target() {
+    let config = load_file(&root().join("benches/config/dra-config.yaml")).unwrap();
+    let want = [
+        ("SchedulingWithResourceClaimTemplate/fast", 10),
+        ("SchedulingWithResourceClaimTemplate/match_fast", 2),
+        ("SchedulingWithResourceClaim/fast", 10),
+    ];
+    for (name, pods) in want {
+        let report = run(
+            &config,
+            &opts(&format!("^{}$", name.replace('/', "$/^")), Duration::from_secs(30)),
+        )
+        .unwrap();
+        assert_eq!(report.results.len(), 1, "{name}");
+        let r = &report.results[0];
+        assert_eq!(r.error, None, "{name}");
+        assert_eq!(r.windows.len(), 1, "{name}");
+        assert_eq!(r.windows[0].pods, pods, "{name}");
+    }
+}
+
+/// A small SchedulingWithResourceClaim: `nodes` nodes with 2 devices each,
+/// `init` claims allocated by `allocResourceClaims`, then 2 pods sharing one
+/// claim (upstream's templates).
+fn alloc_config(nodes: usize, init: usize) -> convoy_bench::Config {
+    let yaml = format!(
+        r#"
+- name: Alloc
+  workloadTemplate:
+  - opcode: createNodes
+    nodeTemplatePath: templates/node-with-dra-test-driver.yaml
+    count: {nodes}
+  - opcode: createAny
+    templatePath: templates/resourceslice-basic-devices.yaml
+    count: {nodes}
+    templateParams:
+      numDevices: 2
+  - opcode: createAny
+    templatePath: templates/deviceclass.yaml
+  - opcode: createAny
+    templatePath: templates/resourceclaim.yaml
+    namespace: init
+    count: {init}
+  - opcode: allocResourceClaims
+    namespace: init
+  - opcode: createAny
+    templatePath: templates/resourceclaim.yaml
+    namespace: test
+    count: 1
+  - opcode: createPods
+    namespace: test
+    count: 2
+    podTemplatePath: templates/pod-with-claim-ref.yaml
+    collectMetrics: true
+  workloads:
+  - name: w
+"#
+    );
+    parse_str(&yaml, "alloc.yaml", fixture_dir()).unwrap()
+}
+
+#[test]
+fn alloc_resource_claims_takes_devices_from_the_pods() {
+    let short = Duration::from_secs(3);
+    // 6 of 8 devices allocated: the pods' claim gets one of the other two.
+    let report = run(&alloc_config(4, 6), &opts("Alloc", short)).unwrap();
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 2);
+    // All 8 allocated: the pods cannot be scheduled.
+    let report = run(&alloc_config(4, 8), &opts("Alloc", short)).unwrap();
+    let e = report.results[0].error.as_deref().expect("no device left");
+    assert!(e.contains("0/2 scheduled") && e.contains("cannot allocate all claims"), "{e}");
+    // More claims than devices: the op fails naming the claim, as upstream's.
+    let report = run(&alloc_config(4, 9), &opts("Alloc", short)).unwrap();
+    let e = report.results[0].error.as_deref().expect("a claim does not fit");
+    assert!(e.contains("allocResourceClaims: could not allocate claim init/test-claim-8"), "{e}");
 }
