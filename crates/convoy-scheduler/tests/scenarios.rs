@@ -348,6 +348,7 @@ async fn cluster_dump_feeds_the_object_store() {
             ("CSIDriver", 0),
             ("CSINode", 0),
             ("CSIStorageCapacity", 0),
+            ("DeviceClass", 0),
             ("Namespace", 3),
             ("PersistentVolume", 0),
             ("PersistentVolumeClaim", 0),
@@ -355,6 +356,8 @@ async fn cluster_dump_feeds_the_object_store() {
             ("PriorityClass", 0),
             ("ReplicaSet", 2),
             ("ReplicationController", 0),
+            ("ResourceClaim", 0),
+            ("ResourceSlice", 0),
             ("Service", 1),
             ("StatefulSet", 1),
             ("StorageClass", 0)
@@ -420,6 +423,10 @@ fn with_ebs(b: PodBuilder) -> PodBuilder {
     b.with_spec(|s| s.volumes = Some(vec![v]))
 }
 
+fn with_device_class_request(b: PodBuilder) -> PodBuilder {
+    b.resource("deviceclass.resource.kubernetes.io/gpu", "1")
+}
+
 fn with_resource_claim(b: PodBuilder) -> PodBuilder {
     let claim =
         serde_json::from_value(serde_json::json!({"name": "gpu", "resourceClaimName": "gpu-0"}));
@@ -427,7 +434,8 @@ fn with_resource_claim(b: PodBuilder) -> PodBuilder {
 }
 
 /// Never a silent wrong answer: an in-tree AWS EBS volume (its attach
-/// limit) and a ResourceClaim are fields Convoy does not evaluate yet, so
+/// limit) and a DeviceClass's implicit extended resource are fields Convoy
+/// does not evaluate yet, so
 /// those pods stay pending with a message naming
 /// the field, and are attempted once (no node or pod event retries them);
 /// the others, volumes upstream ignores included, are placed.
@@ -438,7 +446,7 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
     let pods = vec![
         // Attempted first (priority): the bindings that follow are events.
         with_ebs(PodBuilder::new("ebs").priority(100)).build(),
-        with_resource_claim(PodBuilder::new("claim").priority(100)).build(),
+        with_device_class_request(PodBuilder::new("claim").priority(100)).build(),
         PodBuilder::new("plain-0").cpu("1").build(),
         PodBuilder::new("plain-1").cpu("1").build(),
         PodBuilder::new("scratch").cpu("1").with_spec(|s| s.volumes = Some(vec![scratch])).build(),
@@ -457,8 +465,9 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
     );
     assert_eq!(
         reason_of(&r, "claim"),
-        "0/6 nodes are available: pod uses spec.resourceClaims[0], which this scheduler does not \
-         evaluate yet."
+        "0/6 nodes are available: pod uses \
+         spec.containers[0].resources.requests[deviceclass.resource.kubernetes.io/gpu], which \
+         this scheduler does not evaluate yet."
     );
     assert!(node_of(&r, "scratch").is_some());
     // One attempt per pod: the refused ones did not spin on the bindings.
@@ -476,9 +485,8 @@ async fn pods_using_unevaluated_fields_are_refused_once() {
 }
 
 /// A profile that disables every upstream plugin reading a field ignores
-/// it, as upstream would: the pod with a (missing) PVC and the one with an
-/// EBS volume are placed; the ResourceClaim pod is still refused
-/// (DynamicResources is not disabled).
+/// it, as upstream would: the pod with a (missing) PVC, the one with an
+/// EBS volume and the one with a (missing) ResourceClaim are placed.
 #[tokio::test]
 async fn disabled_upstream_plugins_ignore_their_fields() {
     let yaml = "apiVersion: kubescheduler.config.k8s.io/v1
@@ -487,7 +495,8 @@ profiles:
 - schedulerName: convoy-scheduler
   plugins:
     multiPoint:
-      disabled: [{name: VolumeBinding}, {name: VolumeRestrictions}, {name: NodeVolumeLimits}]
+      disabled: [{name: VolumeBinding}, {name: VolumeRestrictions}, {name: NodeVolumeLimits},
+                 {name: DynamicResources}]
     preFilter:
       disabled: [{name: VolumeZone}]
     filter:
@@ -504,9 +513,5 @@ profiles:
     let r = simulate(config, objects(nodes, pods), false).await.unwrap();
     assert_eq!(node_of(&r, "pvc"), Some("n"));
     assert_eq!(node_of(&r, "ebs"), Some("n"));
-    assert_eq!(
-        reason_of(&r, "claim"),
-        "0/1 nodes are available: pod uses spec.resourceClaims[0], which this scheduler does not \
-         evaluate yet."
-    );
+    assert_eq!(node_of(&r, "claim"), Some("n"));
 }

@@ -748,7 +748,6 @@ fn domain_preference_picks_the_smallest_group() {
 }
 
 #[test]
-#[ignore = "needs the real cel.rs"]
 fn request_selectors_on_attributes() {
     // "small-and-large-backtrack-requests"-like: request selectors on attributes.
     let d = |n: &str, size: &str| dev_attr(n, json!({"size": {"string": size}}));
@@ -769,7 +768,6 @@ fn request_selectors_on_attributes() {
 }
 
 #[test]
-#[ignore = "needs the real cel.rs"]
 fn first_available_with_selectors() {
     // "prioritized-list-subrequests-with-expressions"
     let d = |n: &str, mem: i64| dev_attr(n, json!({"memory": {"int": mem}}));
@@ -787,7 +785,6 @@ fn first_available_with_selectors() {
 }
 
 #[test]
-#[ignore = "needs the real cel.rs"]
 fn cel_runtime_error_is_an_error() {
     let req = json!([{"name": "req-0", "exactly": {"deviceClassName": "class-a",
         "selectors": [{"cel": {"expression": "device.attributes[\"driver-a\"].missing == 1"}}]}}]);

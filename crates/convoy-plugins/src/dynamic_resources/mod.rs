@@ -321,11 +321,69 @@ struct PreFilterState {
     search: Option<Search>,
     /// Filter's allocation per node, for Score and Reserve.
     node_allocations: Mutex<HashMap<Arc<str>, Vec<AllocationResult>>>,
+    /// The node's devices around Filter's allocation, per node.
+    rooms: Mutex<HashMap<Arc<str>, DeviceRoom>>,
     /// Claims found unavailable on some node (PostFilter deallocates one).
     unavailable: Mutex<BTreeSet<usize>>,
     /// The claims PreBind reserved for the pod, by index (Unreserve
     /// removes the reservation).
     written: Mutex<Vec<usize>>,
+}
+
+/// A node's own devices (those of its node-local pools, of the drivers the
+/// pod's allocation uses) around the allocation Filter found there: what
+/// GpuPlacement measures fragmentation on for a pod with claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DeviceRoom {
+    /// Devices on the node.
+    pub capacity: i64,
+    /// Devices no allocated or in-flight claim holds.
+    pub free: i64,
+    /// Devices the pod's allocation takes.
+    pub requested: i64,
+}
+
+impl DeviceRoom {
+    fn of(
+        node: &str,
+        pools: &[Arc<pools::Pool>],
+        results: &[AllocationResult],
+        in_use: &dyn Fn(&DeviceId) -> bool,
+    ) -> Self {
+        let chosen: Vec<_> = results
+            .iter()
+            .flat_map(|a| a.devices.iter().flat_map(|d| d.results.iter().flatten()))
+            .collect();
+        let mut room = DeviceRoom::default();
+        for pool in pools {
+            if !chosen.iter().any(|r| *r.driver == *pool.driver) {
+                continue;
+            }
+            for d in &pool.devices {
+                if d.slice.spec.node_name.as_deref() != Some(node) {
+                    continue;
+                }
+                room.capacity += 1;
+                if !in_use(&d.id) {
+                    room.free += 1;
+                }
+                if chosen.iter().any(|r| {
+                    *r.driver == *d.id.driver && *r.pool == *d.id.pool && *r.device == *d.id.device
+                }) {
+                    room.requested += 1;
+                }
+            }
+        }
+        room
+    }
+}
+
+/// The devices of `node` around the allocation DynamicResources' Filter
+/// found there for the pod of this cycle; `None` when the pod allocates
+/// nothing there (no claims, or claims allocated already).
+pub fn device_room(state: &CycleState, node: &str) -> Option<DeviceRoom> {
+    let s = state.read::<PreFilterState>()?;
+    s.rooms.lock().unwrap_or_else(|e| e.into_inner()).get(node).copied()
 }
 
 /// What Filter allocates with.
@@ -542,6 +600,7 @@ impl PreFilterPlugin for DynamicResources {
             to_allocate,
             search,
             node_allocations: Mutex::default(),
+            rooms: Mutex::default(),
             unavailable: Mutex::default(),
             written: Mutex::default(),
         });
@@ -602,6 +661,11 @@ impl FilterPlugin for DynamicResources {
             .then(|| std::time::Instant::now() + self.args.filter_timeout);
         match search.allocator.allocate_until(k8s_node, &pools, &in_use, deadline) {
             Ok(Some(results)) => {
+                let room = DeviceRoom::of(node.name(), &pools, &results, &in_use);
+                s.rooms
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(node.name_arc().clone(), room);
                 s.node_allocations
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

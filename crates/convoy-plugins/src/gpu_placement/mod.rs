@@ -18,6 +18,11 @@
 //! The view of a node is its allocatable minus the requests of every pod
 //! assigned to it, whichever scheduler placed it, plus the pods assumed in
 //! this scheduler (`allocatable - requested`, as [`NodeInfo::free`]).
+//!
+//! A pod that takes its GPUs through ResourceClaims (DRA) instead of a GPU
+//! resource is measured the same way on the node's devices from its
+//! ResourceSlices ([`DeviceRoom`], which DynamicResources' Filter records
+//! with the allocation it found on the node).
 
 pub mod args;
 pub mod fragmentation;
@@ -34,6 +39,8 @@ use convoy_api::{
     PreFilterResult, PreScorePlugin, ScorePlugin, Status, names,
 };
 use convoy_config::PluginArgs;
+
+use crate::dynamic_resources::{DeviceRoom, device_room};
 
 pub use args::{CpuOnlyPods, GpuPlacementArgs, SizeWeight};
 pub use fragmentation::{RequestSizeLearner, Shape, SizeDistribution};
@@ -72,6 +79,9 @@ struct GpuRequest {
 /// PreScore state: everything Score needs that does not depend on the node.
 struct ScoreState {
     request: Option<GpuRequest>,
+    /// The pod takes devices through ResourceClaims (no GPU resource
+    /// request): the measure runs on DynamicResources' [`DeviceRoom`]s.
+    devices: bool,
     distribution: SizeDistribution,
     /// Largest GPU capacity of a feasible node (the scale of the
     /// fragmentation delta).
@@ -177,6 +187,39 @@ impl GpuPlacement {
         Self::scaled(delta, s.max_capacity, BASIS)
     }
 
+    /// The fragmentation score of a pod taking devices through claims, in
+    /// `0..=BASIS`: the node's devices from its ResourceSlices are the
+    /// capacity, those no claim holds the free room, the pod's allocation
+    /// there the request (CPU and memory as for GPU pods).
+    fn device_fragmentation_score(
+        &self,
+        s: &ScoreState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+        room: DeviceRoom,
+    ) -> i64 {
+        if room.capacity <= 0 || room.free < room.requested {
+            return 0;
+        }
+        if s.spare_fully_free && room.free == room.capacity && room.capacity > room.requested {
+            return 0;
+        }
+        let (alloc, used) = (&node.allocatable, &node.requested);
+        let capacity =
+            Shape { gpus: room.capacity, milli_cpu: alloc.milli_cpu, memory: alloc.memory };
+        let free = Shape {
+            gpus: room.free,
+            milli_cpu: alloc.milli_cpu - used.milli_cpu,
+            memory: alloc.memory - used.memory,
+        };
+        let r = &pod.requests.requests;
+        let request = Shape { gpus: room.requested, milli_cpu: r.milli_cpu, memory: r.memory };
+        let leftover = (room.free - room.requested) as f64;
+        let delta = s.distribution.delta(&free, &capacity, &request)
+            + fragmentation::BEST_FIT_TIE_BREAK * leftover;
+        Self::scaled(delta, s.max_capacity, BASIS)
+    }
+
     /// The score of a CPU-only pod on a node, in `0..=BASIS`: nodes without
     /// GPUs first (with `PreferNonGpuNodes`), fully free GPU nodes last
     /// while another node fits, and among the other GPU nodes those where
@@ -249,19 +292,40 @@ impl PreScorePlugin for GpuPlacement {
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let request = self.gpu_request(pod);
+        // A pod without a GPU resource request may take devices through
+        // its claims: DynamicResources' Filter measured them per node.
+        let rooms: Vec<DeviceRoom> = if request.is_none() {
+            nodes.iter().filter_map(|n| device_room(state, n.name())).collect()
+        } else {
+            Vec::new()
+        };
+        let devices = !rooms.is_empty();
         let distribution = {
             let mut learner = self.learner.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(r) = request {
+            let observed = match request {
+                Some(r) => Some(r.shape),
+                None => rooms.iter().map(|r| r.requested).max().filter(|&g| g > 0).map(|gpus| {
+                    let r = &pod.requests.requests;
+                    Shape { gpus, milli_cpu: r.milli_cpu, memory: r.memory }
+                }),
+            };
+            if let Some(shape) = observed {
                 let id = if pod.uid.is_empty() {
                     Arc::from(pod.key.to_string())
                 } else {
                     pod.uid.clone()
                 };
-                learner.observe(&id, r.shape);
+                learner.observe(&id, shape);
             }
             learner.distribution()
         };
         let (max_capacity, spare_fully_free, fragmentation_applies) = match request {
+            None if devices => {
+                let max = rooms.iter().map(|r| r.capacity).max().unwrap_or(0);
+                let partly_used_fits =
+                    rooms.iter().any(|r| r.free < r.capacity && r.free >= r.requested);
+                (max.max(1), partly_used_fits, true)
+            }
             Some(r) => {
                 let name = &self.args.resource_names[r.resource];
                 // One pass: the largest capacity, and whether a partly used
@@ -306,6 +370,7 @@ impl PreScorePlugin for GpuPlacement {
         };
         let s = ScoreState {
             request,
+            devices,
             distribution,
             max_capacity,
             spare_fully_free,
@@ -342,9 +407,13 @@ impl ScorePlugin for GpuPlacement {
         };
         let (mut total, mut weights) = (0, 0);
         if s.fragmentation_weight > 0 {
-            let part = match s.request {
-                Some(r) => self.gpu_fragmentation_score(s, r, node),
-                None => self.cpu_only_score(s, pod, node),
+            let part = match (s.request, s.devices) {
+                (Some(r), _) => self.gpu_fragmentation_score(s, r, node),
+                (None, true) => match device_room(state, node.name()) {
+                    Some(room) => self.device_fragmentation_score(s, pod, node, room),
+                    None => 0,
+                },
+                (None, false) => self.cpu_only_score(s, pod, node),
             };
             total += s.fragmentation_weight * part;
             weights += s.fragmentation_weight;
