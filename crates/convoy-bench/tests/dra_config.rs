@@ -8,9 +8,8 @@
 //! two, which upstream cannot plan either (see [`UNPLANNABLE`]); every
 //! object a workload's templates render decodes into its
 //! `resource.k8s.io/v1` type. On the embedded target with Convoy, the
-//! `integration-test` workloads bind every measured pod (but
-//! `selector_fast`, whose CEL selector Convoy's CEL stand-in does not
-//! evaluate yet), and `allocResourceClaims` fills devices as upstream's.
+//! `integration-test` workloads bind every measured pod, and
+//! `allocResourceClaims` fills devices as upstream's.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -145,6 +144,7 @@ fn integration_workloads_bind_every_pod_on_the_embedded_target() {
     let config = load_file(&root().join("benches/config/dra-config.yaml")).unwrap();
     let want = [
         ("SchedulingWithResourceClaimTemplate/fast", 10),
+        ("SchedulingWithResourceClaimTemplate/selector_fast", 10),
         ("SchedulingWithResourceClaimTemplate/match_fast", 2),
         ("SchedulingWithResourceClaim/fast", 10),
     ];
