@@ -160,6 +160,13 @@ fn integration_workloads_bind_every_pod_on_the_embedded_target() {
         assert_eq!(r.windows.len(), 1, "{name}");
         assert_eq!(r.windows[0].pods, pods, "{name}");
     }
+    // Selected, a workload upstream cannot plan fails before anything runs.
+    let e = run(
+        &config,
+        &opts("SchedulingWithResourceClaimTemplate/^empty_100nodes$", Duration::from_secs(1)),
+    )
+    .unwrap_err();
+    assert!(e.ends_with("parameter measurePods is undefined"), "{e}");
 }
 
 /// A small SchedulingWithResourceClaim: `nodes` nodes with 2 devices each,
