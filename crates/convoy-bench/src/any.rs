@@ -16,6 +16,7 @@ use convoy_api::ClusterObject;
 use convoy_embedded::PodGroupObject;
 use convoy_embedded::load::POD_GROUP_API_VERSIONS;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use serde_json::{Value, json};
 
 use crate::objects::{name_object, typed};
@@ -137,15 +138,23 @@ pub enum EmbeddedObject {
     Pod(Box<Pod>),
     /// A PodGroup (either supported API version).
     PodGroup(PodGroupObject),
-    /// A Namespace, Service, ReplicationController, ReplicaSet or
-    /// StatefulSet (`EmbeddedCluster::apply_object`).
+    /// A ResourceClaimTemplate (`EmbeddedCluster::apply_resource_claim_template`:
+    /// its resourceclaim-controller emulation makes pods' claims from it).
+    ResourceClaimTemplate(Box<ResourceClaimTemplate>),
+    /// A Namespace, Service, ReplicationController, ReplicaSet,
+    /// StatefulSet, DeviceClass, ResourceSlice or ResourceClaim
+    /// (`EmbeddedCluster::apply_object`).
     Object(ClusterObject),
 }
 
 /// The kinds the embedded target creates, for messages.
 pub const EMBEDDED_KINDS: &str = "Node, Pod, PodGroup (scheduling.x-k8s.io/v1alpha1, \
      scheduling.k8s.io/v1beta1), Namespace, Service, ReplicationController, ReplicaSet and \
-     StatefulSet (apps/v1)";
+     StatefulSet (apps/v1), DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate \
+     (resource.k8s.io/v1)";
+
+/// The API group and version of the DRA kinds the embedded target holds.
+pub const DRA_API_VERSION: &str = "resource.k8s.io/v1";
 
 /// Whether `v`'s kind is namespaced on the embedded target; an error
 /// naming the kind when the embedded cluster cannot hold it.
@@ -155,6 +164,12 @@ pub fn embedded_scope(v: &Value) -> Result<bool, String> {
         ("v1", "Pod" | "Service" | "ReplicationController") => Ok(true),
         ("apps/v1", "ReplicaSet" | "StatefulSet") => Ok(true),
         (a, "PodGroup") if POD_GROUP_API_VERSIONS.contains(&a) => Ok(true),
+        (DRA_API_VERSION, "DeviceClass" | "ResourceSlice") => Ok(false),
+        (DRA_API_VERSION, "ResourceClaim" | "ResourceClaimTemplate") => Ok(true),
+        (a, "DeviceTaintRule") => Err(format!(
+            "kind DeviceTaintRule ({a}) is not supported on the embedded target: Convoy does not \
+             implement DeviceTaintRules (see docs/dra.md)"
+        )),
         (a, k) => Err(format!(
             "kind {k} ({a}) is not supported on the embedded target (it holds {EMBEDDED_KINDS}); \
              run against an API server with --kubeconfig"
@@ -219,6 +234,18 @@ pub fn embedded_object(
         }
         "StatefulSet" => {
             EmbeddedObject::Object(ClusterObject::StatefulSet(Arc::new(typed(v).map_err(at)?)))
+        }
+        "DeviceClass" => {
+            EmbeddedObject::Object(ClusterObject::DeviceClass(Arc::new(typed(v).map_err(at)?)))
+        }
+        "ResourceSlice" => {
+            EmbeddedObject::Object(ClusterObject::ResourceSlice(Arc::new(typed(v).map_err(at)?)))
+        }
+        "ResourceClaim" => {
+            EmbeddedObject::Object(ClusterObject::ResourceClaim(Arc::new(typed(v).map_err(at)?)))
+        }
+        "ResourceClaimTemplate" => {
+            EmbeddedObject::ResourceClaimTemplate(Box::new(typed(v).map_err(at)?))
         }
         _ => EmbeddedObject::PodGroup(PodGroupObject {
             api_version,
@@ -325,6 +352,43 @@ mod tests {
             e.starts_with("kind ConfigMap (v1) is not supported on the embedded target"),
             "{e}"
         );
+        let dra = |kind: &str, extra: Value| {
+            let mut v = json!({"apiVersion": "resource.k8s.io/v1", "kind": kind,
+                "metadata": {"name": "x"}, "spec": {}});
+            if let Value::Object(m) = extra {
+                v.as_object_mut().unwrap().extend(m);
+            }
+            v
+        };
+        for kind in ["DeviceClass", "ResourceSlice"] {
+            let spec = json!({"spec": {"driver": "d", "pool": {"name": "p", "generation": 1,
+                "resourceSliceCount": 1}, "allNodes": true}});
+            let v = dra(kind, if kind == "ResourceSlice" { spec } else { json!({}) });
+            let EmbeddedObject::Object(o) = embedded_object(v.clone(), None, "s", "", 1).unwrap()
+            else {
+                panic!()
+            };
+            assert_eq!((o.kind(), o.key().as_str()), (kind, "x"));
+            let e = embedded_object(v, Some("a"), "s", "", 1).unwrap_err();
+            assert!(e.contains(&format!("object of kind {kind} which is cluster-scoped")), "{e}");
+        }
+        let EmbeddedObject::Object(o) =
+            embedded_object(dra("ResourceClaim", json!({})), Some("a"), "s", "", 1).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!((o.kind(), o.key().as_str()), ("ResourceClaim", "a/x"));
+        let t = dra("ResourceClaimTemplate", json!({"spec": {"spec": {}}}));
+        let EmbeddedObject::ResourceClaimTemplate(t) =
+            embedded_object(t, Some("a"), "s", "", 1).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(t.metadata.namespace.as_deref(), Some("a"));
+        let rule = json!({"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
+            "metadata": {"name": "r"}});
+        let e = embedded_object(rule, None, "s", "", 1).unwrap_err();
+        assert!(e.contains("Convoy does not implement DeviceTaintRules"), "{e}");
         let e = embedded_object(json!({"kind": "Pod"}), None, "s", "", 1).unwrap_err();
         assert_eq!(e, "apiVersion is required");
     }

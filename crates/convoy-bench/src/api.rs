@@ -825,6 +825,9 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+            Step::AllocResourceClaims { namespace } => {
+                self.alloc_resource_claims(namespace.as_deref()).await?
+            }
             Step::CreateGpuJobs(s) => {
                 self.ensure_namespace(&s.namespace).await?;
                 if s.collect_metrics {
@@ -979,6 +982,38 @@ impl Exec {
         self.tracker.state.lock().start_window(name, namespaces, selector)
     }
 
+    /// `allocResourceClaims` (see [`crate::dra`]): lists nodes, slices,
+    /// classes and claims, and writes each allocation with
+    /// `replace_status` (the claim's `status` subresource), as upstream's
+    /// `UpdateStatus`.
+    async fn alloc_resource_claims(&mut self, namespace: Option<&str>) -> Result<(), String> {
+        use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+        let c = &self.client;
+        let state = crate::dra::DraState {
+            nodes: list_all::<Node>(c, "nodes").await?,
+            slices: list_all::<ResourceSlice>(c, "ResourceSlices").await?,
+            classes: list_all::<DeviceClass>(c, "DeviceClasses").await?,
+            claims: list_all::<ResourceClaim>(c, "ResourceClaims").await?,
+        };
+        let claims = crate::dra::allocate_claims(&state, namespace)
+            .map_err(|e| format!("allocResourceClaims: {e}"))?;
+        tracing::info!("allocResourceClaims: allocating {} ResourceClaims", claims.len());
+        futures::stream::iter(claims)
+            .map(|claim| async move {
+                let ns = claim.metadata.namespace.clone().unwrap_or_default();
+                let name = claim.metadata.name.clone().unwrap_or_default();
+                Api::<ResourceClaim>::namespaced(c.clone(), &ns)
+                    .replace_status(&name, &PostParams::default(), &claim)
+                    .await
+                    .map(drop)
+                    .map_err(|e| format!("allocResourceClaims: writing claim {ns}/{name}: {e}"))
+            })
+            .buffer_unordered(CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
     fn stop_window(&mut self) -> Result<(), String> {
         let w = self.tracker.state.lock().stop_window(self.opts.sample_interval)?;
         self.windows.push(w);
@@ -1084,6 +1119,16 @@ impl Exec {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
+}
+
+/// Every object of a cluster-wide list, for `allocResourceClaims`.
+async fn list_all<K>(client: &kube::Client, what: &str) -> Result<Vec<Arc<K>>, String>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let list = Api::<K>::all(client.clone()).list(&kube::api::ListParams::default()).await;
+    let list = list.map_err(|e| format!("allocResourceClaims: listing {what}: {e}"))?;
+    Ok(list.items.into_iter().map(Arc::new).collect())
 }
 
 #[cfg(test)]

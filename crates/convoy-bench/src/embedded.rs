@@ -308,8 +308,8 @@ impl Churner for EmbeddedChurner {
                 let key = o.key();
                 self.cluster.apply_object(o).map(|()| Some(key)).map_err(|e| e.to_string())
             }
-            // Checked when the churn op started: no PodGroups.
-            Ok(EmbeddedObject::PodGroup(_)) => Ok(None),
+            // Checked when the churn op started: no PodGroups or templates.
+            Ok(EmbeddedObject::PodGroup(_) | EmbeddedObject::ResourceClaimTemplate(_)) => Ok(None),
             Err(e) => Err(e),
         };
         Box::pin(std::future::ready(created.unwrap_or_else(|e| {
@@ -429,6 +429,9 @@ impl Exec {
                 self.start_window(name.clone(), namespaces.clone(), Some(selector.clone()))?;
             }
             Step::StopCollecting => self.stop_window()?,
+            Step::AllocResourceClaims { namespace } => {
+                self.alloc_resource_claims(namespace.as_deref()).await?
+            }
             Step::CreateGpuJobs(s) => {
                 self.ensure_namespace(&s.namespace)?;
                 if s.collect_metrics {
@@ -475,6 +478,9 @@ impl Exec {
                 self.cluster.add_pod(*p).map(drop)
             }
             EmbeddedObject::PodGroup(g) => return self.add_pod_group(g),
+            EmbeddedObject::ResourceClaimTemplate(t) => {
+                self.cluster.apply_resource_claim_template(*t).map(drop)
+            }
             EmbeddedObject::Object(ClusterObject::Namespace(ns)) => {
                 return self.add_namespace(Namespace::clone(&ns));
             }
@@ -574,7 +580,7 @@ impl Exec {
             s.templates.iter().map(literal_object).collect::<Result<_, _>>()?;
         for t in &templates {
             let (a, k) = type_of(t)?;
-            if k == "PodGroup" {
+            if k == "PodGroup" || k == "ResourceClaimTemplate" {
                 return Err(format!(
                     "churn: kind {k} ({a}) is not supported on the embedded target; run against \
                      an API server with --kubeconfig"
@@ -644,6 +650,36 @@ impl Exec {
         selector: Option<Selector>,
     ) -> Result<(), String> {
         self.tracker.state.lock().start_window(name, namespaces, selector)
+    }
+
+    /// `allocResourceClaims` (see [`crate::dra`]): the claims' allocations
+    /// are applied to the embedded cluster (the scheduler sees them as
+    /// claim updates).
+    async fn alloc_resource_claims(&mut self, namespace: Option<&str>) -> Result<(), String> {
+        let mut state = crate::dra::DraState { nodes: self.cluster.nodes(), ..Default::default() };
+        for o in self.cluster.objects() {
+            match o {
+                ClusterObject::ResourceSlice(s) => state.slices.push(s),
+                ClusterObject::DeviceClass(c) => state.classes.push(c),
+                ClusterObject::ResourceClaim(c) => state.claims.push(c),
+                _ => {}
+            }
+        }
+        // In name order, as an API server lists them.
+        state.claims.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        state.nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        let claims = crate::dra::allocate_claims(&state, namespace)
+            .map_err(|e| format!("allocResourceClaims: {e}"))?;
+        tracing::info!("allocResourceClaims: allocated {} ResourceClaims", claims.len());
+        for c in claims {
+            self.cluster
+                .apply_object(ClusterObject::ResourceClaim(Arc::new(c)))
+                .map_err(|e| format!("allocResourceClaims: {e}"))?;
+        }
+        Ok(())
     }
 
     fn stop_window(&mut self) -> Result<(), String> {

@@ -11,6 +11,8 @@
 //! - [`priority`]: `spec.priority` of upstream's templates on an API
 //!   server that runs the Priority admission plugin (PriorityClasses);
 //! - [`objects`]: nodes and pods from templates, upstream's built-ins;
+//! - [`dra`]: `allocResourceClaims`, claims allocated with Convoy's
+//!   structured allocator;
 //! - [`volumes`]: each pod's bound claim and volume, each node's CSINode
 //!   (upstream's `volumes/` workloads);
 //! - [`any`]: objects of any kind (`createAny`, `createPodGroups`,
@@ -50,6 +52,7 @@ mod churn;
 pub mod compare;
 pub mod config;
 pub mod dataitems;
+pub mod dra;
 mod dynamic;
 pub mod embedded;
 pub mod evictions;

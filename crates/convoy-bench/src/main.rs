@@ -222,14 +222,19 @@ fn main() -> ExitCode {
         }
         Command::Gate(cmd) => gate(cmd),
         Command::Gpu(args) => convoy_bench::gpu::compare::main(args),
-        Command::List { config } => match load_file(&config)
-            .map_err(|e| e.to_string())
-            .and_then(|c| convoy_bench::run::plan_all(&c).map(|_| c))
-        {
+        // A workload that does not plan is listed with its error (it fails
+        // only when selected, as upstream's).
+        Command::List { config } => match load_file(&config).map_err(|e| e.to_string()) {
             Ok(c) => {
                 for tc in &c.test_cases {
                     for w in &tc.workloads {
-                        println!("{}/{}\t[{}]", tc.name, w.name, tc.labels_of(w).join(","));
+                        let labels = tc.labels_of(w).join(",");
+                        match convoy_bench::plan::plan(&c, tc, w) {
+                            Ok(_) => println!("{}/{}\t[{labels}]", tc.name, w.name),
+                            Err(e) => {
+                                println!("{}/{}\t[{labels}]\tdoes not plan: {e}", tc.name, w.name)
+                            }
+                        }
                     }
                 }
                 ExitCode::SUCCESS

@@ -229,6 +229,11 @@ pub enum Step {
     },
     /// `stopCollectingMetrics`.
     StopCollecting,
+    /// `allocResourceClaims`: allocate the claims of a namespace.
+    AllocResourceClaims {
+        /// Namespace (`None`: every namespace).
+        namespace: Option<String>,
+    },
     /// `createGpuJobs`.
     CreateGpuJobs(Box<crate::gpu::GpuJobsStep>),
 }
@@ -422,6 +427,9 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
                 selector: o.label_selector.as_ref().map(Selector::from_map).unwrap_or_default(),
             },
             Op::StopCollectingMetrics(_) => Step::StopCollecting,
+            Op::AllocResourceClaims(o) => Step::AllocResourceClaims {
+                namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
+            },
             Op::CreateGpuJobs(o) => Step::CreateGpuJobs(Box::new(
                 crate::gpu::plan_step(o, i, &mut params, &mut template).map_err(at)?,
             )),

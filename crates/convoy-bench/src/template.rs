@@ -1,26 +1,36 @@
-//! The Go-template subset that upstream's node and pod templates use.
+//! The Go-template subset that upstream's node, pod and object templates
+//! use.
 //!
 //! Upstream renders every template file with Go's `text/template` before
 //! decoding it as YAML, with `.Index`, `.Count` and the op's
 //! `templateParams` as data and the functions `AddInt`, `AddFloat`,
 //! `SubtractInt`, `SubtractFloat`, `MultiplyInt`, `MultiplyFloat`,
-//! `DivideInt`, `DivideFloat` and `Mod`. This module evaluates exactly that:
-//! `{{ ... }}` actions holding a field (`.Index`), a literal, a function
-//! call with arguments (which may be parenthesised calls) and pipelines
-//! (`{{ .Index | AddInt 1 }}`), plus `{{- ... -}}` whitespace trimming and
-//! `{{/* comments */}}`; and, as the preemption configs use them,
-//! `{{if}}` / `{{else if}}` / `{{else}}` / `{{end}}` with Go's truth (false,
-//! 0, "" and a field the data lacks are false: `{{if .priority}}` tests
-//! whether the op passed `priority`) and Go's `eq`, `ne`, `lt`, `le`, `gt`,
-//! `ge`, `not`, `and`, `or`. Other control structures (`range`, `with`,
-//! ...), other functions and variables are refused with an error naming
-//! them, and so is printing a missing field (Go prints `<no value>`; a
-//! benchmark is better off failing).
+//! `DivideInt`, `DivideFloat`, `Mod`, `Int` and `JSON`
+//! (`scheduler_perf/operations.go`). This module evaluates exactly that:
+//! `{{ ... }}` actions holding a field (`.Index`), a literal, `nil`, a
+//! function call with arguments (which may be parenthesised calls) and
+//! pipelines (`{{ .Index | AddInt 1 }}`), plus `{{- ... -}}` whitespace
+//! trimming and `{{/* comments */}}`; as the preemption configs use them,
+//! `{{if}}` / `{{else if}}` / `{{else}}` / `{{end}}` with Go's truth
+//! (false, 0, "", nil, an empty list or map and a field the data lacks are
+//! false: `{{if .priority}}` tests whether the op passed `priority`) and
+//! Go's `eq`, `ne`, `lt`, `le`, `gt`, `ge`, `not`, `and`, `or`; and, as the
+//! DRA templates use them, variables (`{{$n := or .numDevices 10}}`,
+//! `{{$n = ...}}`, `{{$n}}`, scoped as Go's: to the end of the enclosing
+//! `if` or `range`) and `{{range PIPELINE}}...{{else}}...{{end}}` over an
+//! integer (Go 1.22's range over int: `.` is 0, 1, ...), a list or a map
+//! (its values in key order), with `{{range $e := ...}}` or
+//! `{{range $i, $e := ...}}` declaring the element (and index or key).
+//! Other control structures (`with`, `define`, `break`, ...), `$`
+//! (the root data), other functions and printing a list, a map or nil are
+//! refused with an error naming them, and so is printing a missing field
+//! (Go prints `<no value>`; a benchmark is better off failing).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// A template value.
+/// A template value: a YAML scalar, list or map (`templateParams` such as
+/// DRA `selectors` and `constraints` are lists of maps).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Value {
     /// An integer (`.Index`, `.Count`, integer params).
@@ -31,29 +41,73 @@ pub enum Value {
     Str(String),
     /// A boolean.
     Bool(bool),
+    /// `nil` (a YAML null, Go's `nil`).
+    Null,
+    /// A list.
+    List(Vec<Value>),
+    /// A map (keys sorted, as Go's `text/template` and JSON encoder visit them).
+    Map(BTreeMap<String, Value>),
 }
 
 impl fmt::Display for Value {
+    /// Scalars as Go prints them; nil, lists and maps as JSON (never
+    /// printed by a template: see [`render`]).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Value::Int(i) => write!(f, "{i}"),
             Value::Float(x) => write!(f, "{x}"),
             Value::Str(s) => f.write_str(s),
             Value::Bool(b) => write!(f, "{b}"),
+            Value::Null | Value::List(_) | Value::Map(_) => write!(f, "{}", self.to_json()),
         }
     }
 }
 
 impl Value {
-    /// Converts a YAML/JSON scalar; `None` for lists, maps and null.
-    pub fn from_json(v: &serde_json::Value) -> Option<Value> {
+    /// Converts a YAML/JSON value.
+    pub fn from_json(v: &serde_json::Value) -> Value {
         match v {
-            serde_json::Value::Bool(b) => Some(Value::Bool(*b)),
-            serde_json::Value::Number(n) => {
-                Some(n.as_i64().map(Value::Int).unwrap_or(Value::Float(n.as_f64()?)))
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => Value::Str(s.clone()),
+            serde_json::Value::Array(a) => Value::List(a.iter().map(Value::from_json).collect()),
+            serde_json::Value::Object(m) => {
+                Value::Map(m.iter().map(|(k, v)| (k.clone(), Value::from_json(v))).collect())
             }
-            serde_json::Value::String(s) => Some(Value::Str(s.clone())),
-            _ => None,
+        }
+    }
+
+    /// The value as JSON (a non-finite float becomes null).
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Value::Int(i) => (*i).into(),
+            Value::Float(x) => serde_json::Number::from_f64(*x)
+                .map_or(serde_json::Value::Null, serde_json::Value::Number),
+            Value::Str(s) => s.clone().into(),
+            Value::Bool(b) => (*b).into(),
+            Value::Null => serde_json::Value::Null,
+            Value::List(l) => l.iter().map(Value::to_json).collect(),
+            Value::Map(m) => {
+                serde_json::Value::Object(m.iter().map(|(k, v)| (k.clone(), v.to_json())).collect())
+            }
+        }
+    }
+
+    /// Go's truth (`text/template` `isTrue`): false, 0, "", nil and an
+    /// empty list or map are false.
+    fn truth(&self) -> bool {
+        match self {
+            Value::Bool(b) => *b,
+            Value::Int(i) => *i != 0,
+            Value::Float(x) => *x != 0.0,
+            Value::Str(s) => !s.is_empty(),
+            Value::Null => false,
+            Value::List(l) => !l.is_empty(),
+            Value::Map(m) => !m.is_empty(),
         }
     }
 }
@@ -72,17 +126,40 @@ pub struct TemplateError {
     pub message: String,
 }
 
-/// A piece of a template: text, an action printing a pipeline, or an
-/// `if` with its branches.
+/// A piece of a template: text, an action printing a pipeline, a
+/// variable declaration or assignment, an `if` with its branches, a
+/// `range`.
 #[derive(Debug, Clone, PartialEq)]
 enum Node {
     Text(String),
     /// The action's text, without braces and trim markers.
     Print(String),
+    /// `{{$name := pipeline}}` (`declare`) or `{{$name = pipeline}}`.
+    Set {
+        /// The action's text (for errors).
+        action: String,
+        /// The variable, without `$`.
+        name: String,
+        /// The pipeline.
+        pipeline: String,
+        /// `:=` rather than `=`.
+        declare: bool,
+    },
     If {
         /// `(condition, body)` of `if` and each `else if`.
         branches: Vec<(String, Vec<Node>)>,
         /// The `else` body (empty without one).
+        otherwise: Vec<Node>,
+    },
+    Range {
+        /// `$e` of `range $e := ...` or `$i, $e` of `range $i, $e := ...`
+        /// (without `$`).
+        names: Vec<String>,
+        /// The pipeline ranged over.
+        pipeline: String,
+        /// The body, run with `.` set to each element.
+        body: Vec<Node>,
+        /// The `else` body, run when there is no element.
         otherwise: Vec<Node>,
     },
 }
@@ -150,6 +227,40 @@ fn keyword(body: &str) -> (&str, &str) {
     (&body[..end], body[end..].trim_start())
 }
 
+/// `$name := rest` or `$name = rest`: the name, the rest and whether it
+/// declares.
+fn assignment(body: &str) -> Option<(&str, &str, bool)> {
+    let after = body.strip_prefix('$')?;
+    let end = after.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(after.len());
+    let (name, rest) = (&after[..end], after[end..].trim_start());
+    if let Some(p) = rest.strip_prefix(":=") {
+        Some((name, p.trim_start(), true))
+    } else if let Some(p) = rest.strip_prefix('=').filter(|p| !p.starts_with('=')) {
+        Some((name, p.trim_start(), false))
+    } else {
+        None
+    }
+}
+
+/// The variables a `range` declares and its pipeline: `$e := p` (the
+/// element) or `$i, $e := p` (index or key, element), else none.
+fn range_variables(s: &str) -> Result<(Vec<String>, &str), String> {
+    if !s.starts_with('$') {
+        return Ok((Vec::new(), s));
+    }
+    let Some((decl, pipeline)) = s.split_once(":=") else {
+        return Ok((Vec::new(), s));
+    };
+    let names: Vec<String> =
+        decl.split(',').map(|v| v.trim().strip_prefix('$').unwrap_or("").to_string()).collect();
+    if names.len() > 2
+        || names.iter().any(|n| n.is_empty() || !n.chars().all(|c| c.is_alphanumeric() || c == '_'))
+    {
+        return Err(format!("invalid range variables {:?}", decl.trim()));
+    }
+    Ok((names, pipeline.trim_start()))
+}
+
 /// Parses nodes until `{{else}}`, `{{end}}` or the end of the text.
 fn parse<'a>(
     items: &mut std::vec::IntoIter<Item<'a>>,
@@ -166,6 +277,21 @@ fn parse<'a>(
             Item::Action(body) => body,
         };
         let err = |message: String| TemplateError { action: body.to_string(), message };
+        if let Some((name, pipeline, declare)) = assignment(body) {
+            if name.is_empty() {
+                return Err(err("assigning to $ (the root data) is not supported".into()));
+            }
+            if pipeline.is_empty() {
+                return Err(err("missing value".into()));
+            }
+            nodes.push(Node::Set {
+                action: body.to_string(),
+                name: name.to_string(),
+                pipeline: pipeline.to_string(),
+                declare,
+            });
+            continue;
+        }
         match keyword(body) {
             ("if", cond) => {
                 if cond.is_empty() {
@@ -188,6 +314,24 @@ fn parse<'a>(
                 };
                 nodes.push(Node::If { branches, otherwise });
             }
+            ("range", pipeline) => {
+                if pipeline.is_empty() {
+                    return Err(err("missing pipeline".into()));
+                }
+                let (names, pipeline) = range_variables(pipeline).map_err(err)?;
+                let (body, otherwise) = match parse(items)? {
+                    (body, Stop::End) => (body, Vec::new()),
+                    (body, Stop::Else(None)) => match parse(items)? {
+                        (otherwise, Stop::End) => (body, otherwise),
+                        _ => return Err(err("missing {{end}} after {{else}}".into())),
+                    },
+                    (_, Stop::Else(Some(_))) => {
+                        return Err(err("{{else if}} in a {{range}} is not supported".into()));
+                    }
+                    (_, Stop::Eof) => return Err(err("missing {{end}}".into())),
+                };
+                nodes.push(Node::Range { names, pipeline: pipeline.to_string(), body, otherwise });
+            }
             ("else", rest) => {
                 return match keyword(rest) {
                     ("", "") => Ok((nodes, Stop::Else(None))),
@@ -197,7 +341,9 @@ fn parse<'a>(
             }
             ("end", "") => return Ok((nodes, Stop::End)),
             (w, _) if CONTROL.contains(&w) => {
-                return Err(err(format!("{w:?} actions are not supported (only if/else/end)")));
+                return Err(err(format!(
+                    "{w:?} actions are not supported (only if/else/range/end)"
+                )));
             }
             _ => nodes.push(Node::Print(body.to_string())),
         }
@@ -205,29 +351,143 @@ fn parse<'a>(
     Ok((nodes, Stop::Eof))
 }
 
-fn execute(nodes: &[Node], env: &Env, out: &mut String) -> Result<(), TemplateError> {
+/// What an action is evaluated against: the data (`$`), the value of `.`
+/// (`None`: the data itself, outside any `range`) and the variables in
+/// scope, innermost last.
+struct Cx<'a> {
+    env: &'a Env,
+    dot: Option<&'a Value>,
+    vars: &'a [(String, Value)],
+}
+
+fn execute(
+    nodes: &[Node],
+    env: &Env,
+    dot: Option<&Value>,
+    vars: &mut Vec<(String, Value)>,
+    out: &mut String,
+) -> Result<(), TemplateError> {
+    // Variables declared here end with this list of nodes (Go: at the
+    // `end` of the enclosing control structure).
+    let scope = vars.len();
+    let result = execute_in(nodes, env, dot, vars, out);
+    vars.truncate(scope);
+    result
+}
+
+fn execute_in(
+    nodes: &[Node],
+    env: &Env,
+    dot: Option<&Value>,
+    vars: &mut Vec<(String, Value)>,
+    out: &mut String,
+) -> Result<(), TemplateError> {
     for node in nodes {
         let err =
             |action: &str, message: String| TemplateError { action: action.to_string(), message };
         match node {
             Node::Text(t) => out.push_str(t),
             Node::Print(action) => {
-                let v = eval_action(action, env).map_err(|m| err(action, m))?;
-                out.push_str(&v.to_string());
+                let cx = Cx { env, dot, vars };
+                let v = eval_action(action, &cx).map_err(|m| err(action, m))?;
+                match v {
+                    Value::Null | Value::List(_) | Value::Map(_) => {
+                        return Err(err(
+                            action,
+                            format!(
+                                "printing {} is not supported (Go prints it in its own syntax); \
+                                 pipe it to JSON",
+                                kind(&v)
+                            ),
+                        ));
+                    }
+                    v => out.push_str(&v.to_string()),
+                }
+            }
+            Node::Set { action, name, pipeline, declare } => {
+                let cx = Cx { env, dot, vars };
+                let v = eval_action(pipeline, &cx).map_err(|m| err(action, m))?;
+                if *declare {
+                    vars.push((name.clone(), v));
+                } else {
+                    match vars.iter_mut().rev().find(|(n, _)| n == name) {
+                        Some(slot) => slot.1 = v,
+                        None => return Err(err(action, format!("undefined variable ${name}"))),
+                    }
+                }
             }
             Node::If { branches, otherwise } => {
                 let mut taken = None;
                 for (cond, body) in branches {
-                    if eval_condition(cond, env).map_err(|m| err(&format!("if {cond}"), m))? {
+                    let cx = Cx { env, dot, vars };
+                    if eval_condition(cond, &cx).map_err(|m| err(&format!("if {cond}"), m))? {
                         taken = Some(body);
                         break;
                     }
                 }
-                execute(taken.unwrap_or(otherwise), env, out)?;
+                execute(taken.unwrap_or(otherwise), env, dot, vars, out)?;
+            }
+            Node::Range { names, pipeline, body, otherwise } => {
+                let action = format!("range {pipeline}");
+                let cx = Cx { env, dot, vars };
+                let value = eval_action(pipeline, &cx).map_err(|m| err(&action, m))?;
+                if matches!(value, Value::Int(_)) && names.len() == 2 {
+                    return Err(err(
+                        &action,
+                        "can't use $i, $e with a range over an integer".into(),
+                    ));
+                }
+                // (index or key, element).
+                let items: Vec<(Value, Value)> = match value {
+                    Value::Int(n) => {
+                        (0..n.max(0)).map(|i| (Value::Int(i), Value::Int(i))).collect()
+                    }
+                    Value::List(l) => {
+                        l.into_iter().enumerate().map(|(i, v)| (Value::Int(i as i64), v)).collect()
+                    }
+                    Value::Map(m) => m.into_iter().map(|(k, v)| (Value::Str(k), v)).collect(),
+                    Value::Null => Vec::new(),
+                    other => {
+                        return Err(err(
+                            &action,
+                            format!("range over {} is not supported", kind(&other)),
+                        ));
+                    }
+                };
+                if items.is_empty() {
+                    execute(otherwise, env, dot, vars, out)?;
+                }
+                for (key, item) in &items {
+                    let scope = vars.len();
+                    match names.as_slice() {
+                        [e] => vars.push((e.clone(), item.clone())),
+                        [i, e] => {
+                            vars.push((i.clone(), key.clone()));
+                            vars.push((e.clone(), item.clone()));
+                        }
+                        _ => {}
+                    }
+                    let result = execute(body, env, Some(item), vars, out);
+                    vars.truncate(scope);
+                    result?;
+                }
             }
         }
     }
     Ok(())
+}
+
+/// A value's kind, for errors.
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Str(_) => "a string",
+        Value::Bool(_) => "a boolean",
+        Value::Null => "nil",
+        Value::List(_) => "a list",
+        Value::Map(_) => "a map",
+    }
 }
 
 /// Renders `text` with `env`.
@@ -238,24 +498,28 @@ pub fn render(text: &str, env: &Env) -> Result<String, TemplateError> {
         (_, Stop::Else(_)) => {
             return Err(TemplateError {
                 action: "else".into(),
-                message: "{{else}} outside an {{if}}".into(),
+                message: "{{else}} outside an {{if}} or {{range}}".into(),
             });
         }
         (_, Stop::End) => {
             return Err(TemplateError {
                 action: "end".into(),
-                message: "{{end}} outside an {{if}}".into(),
+                message: "{{end}} outside an {{if}} or {{range}}".into(),
             });
         }
     };
     let mut out = String::with_capacity(text.len());
-    execute(&nodes, env, &mut out)?;
+    execute(&nodes, env, None, &mut Vec::new(), &mut out)?;
     Ok(out)
 }
 
 #[derive(Debug, Clone, PartialEq)]
 enum Token {
     Field(String),
+    /// `.` alone.
+    Dot,
+    /// `$name`.
+    Var(String),
     Ident(String),
     Lit(Value),
     Open,
@@ -292,10 +556,11 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
             '.' => {
                 let end = word_end(i + 1);
                 if end == i + 1 {
-                    return Err("\".\" (the whole data) is not supported; name a field".into());
+                    tokens.push(Token::Dot);
+                } else {
+                    tokens.push(Token::Field(chars[i + 1..end].iter().collect()));
                 }
-                tokens.push(Token::Field(chars[i + 1..end].iter().collect()));
-                i = end;
+                i = end.max(i + 1);
             }
             '"' | '`' => {
                 let mut j = i + 1;
@@ -339,19 +604,30 @@ fn tokenize(s: &str) -> Result<Vec<Token>, String> {
                 tokens.push(match word.as_str() {
                     "true" => Token::Lit(Value::Bool(true)),
                     "false" => Token::Lit(Value::Bool(false)),
+                    "nil" => Token::Lit(Value::Null),
                     _ => Token::Ident(word),
                 });
                 i = end;
             }
-            '$' => return Err("template variables ($x) are not supported".into()),
+            '$' => {
+                let end = word_end(i + 1);
+                if end == i + 1 {
+                    return Err("$ (the root data) is not supported; name a field".into());
+                }
+                if chars.get(end) == Some(&'.') {
+                    return Err("fields of variables ($x.y) are not supported".into());
+                }
+                tokens.push(Token::Var(chars[i + 1..end].iter().collect()));
+                i = end;
+            }
             other => return Err(format!("unexpected character {other:?}")),
         }
     }
     Ok(tokens)
 }
 
-/// Keywords of Go templates that open or close blocks: `if`, `else` and
-/// `end` are evaluated, the others refused.
+/// Keywords of Go templates that open or close blocks: `if`, `else`,
+/// `range` and `end` are evaluated, the others refused.
 const CONTROL: [&str; 10] =
     ["if", "else", "end", "range", "with", "define", "template", "block", "break", "continue"];
 
@@ -364,14 +640,10 @@ enum Arg {
 }
 
 impl Arg {
-    /// Go's truth (`text/template` `isTrue`): false, 0, "" and no value
-    /// are false.
+    /// Go's truth; no value is false.
     fn truth(&self) -> bool {
         match self {
-            Arg::Val(Value::Bool(b)) => *b,
-            Arg::Val(Value::Int(i)) => *i != 0,
-            Arg::Val(Value::Float(x)) => *x != 0.0,
-            Arg::Val(Value::Str(s)) => !s.is_empty(),
+            Arg::Val(v) => v.truth(),
             Arg::Missing(_) => false,
         }
     }
@@ -389,10 +661,10 @@ impl Arg {
     }
 }
 
-fn eval_pipeline(s: &str, env: &Env) -> Result<Arg, String> {
+fn eval_pipeline(s: &str, cx: &Cx) -> Result<Arg, String> {
     let tokens = tokenize(s)?;
     let mut pos = 0;
-    let v = pipeline(&tokens, &mut pos, env)?;
+    let v = pipeline(&tokens, &mut pos, cx)?;
     if pos != tokens.len() {
         return Err("unexpected \")\"".into());
     }
@@ -401,32 +673,27 @@ fn eval_pipeline(s: &str, env: &Env) -> Result<Arg, String> {
 
 /// An action that prints: a missing field is an error (Go prints
 /// `<no value>`; a benchmark is better off failing).
-fn eval_action(s: &str, env: &Env) -> Result<Value, String> {
-    eval_pipeline(s, env)?.value(env)
+fn eval_action(s: &str, cx: &Cx) -> Result<Value, String> {
+    eval_pipeline(s, cx)?.value(cx.env)
 }
 
 /// The condition of an `if`: Go's truth of the pipeline's value.
-fn eval_condition(s: &str, env: &Env) -> Result<bool, String> {
-    eval_pipeline(s, env).map(|a| a.truth())
+fn eval_condition(s: &str, cx: &Cx) -> Result<bool, String> {
+    eval_pipeline(s, cx).map(|a| a.truth())
 }
 
-fn pipeline(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Arg, String> {
-    let mut value = command(tokens, pos, env, None)?;
+fn pipeline(tokens: &[Token], pos: &mut usize, cx: &Cx) -> Result<Arg, String> {
+    let mut value = command(tokens, pos, cx, None)?;
     while tokens.get(*pos) == Some(&Token::Pipe) {
         *pos += 1;
-        value = command(tokens, pos, env, Some(value))?;
+        value = command(tokens, pos, cx, Some(value))?;
     }
     Ok(value)
 }
 
 /// One command: a function call (with `piped` as its last argument) or a
 /// single operand.
-fn command(
-    tokens: &[Token],
-    pos: &mut usize,
-    env: &Env,
-    piped: Option<Arg>,
-) -> Result<Arg, String> {
+fn command(tokens: &[Token], pos: &mut usize, cx: &Cx, piped: Option<Arg>) -> Result<Arg, String> {
     match tokens.get(*pos) {
         Some(Token::Ident(name)) => {
             *pos += 1;
@@ -435,13 +702,13 @@ fn command(
                 if matches!(t, Token::Pipe | Token::Close) {
                     break;
                 }
-                args.push(operand(tokens, pos, env)?);
+                args.push(operand(tokens, pos, cx)?);
             }
             args.extend(piped);
-            call(name, args, env)
+            call(name, args, cx.env)
         }
         Some(_) => {
-            let v = operand(tokens, pos, env)?;
+            let v = operand(tokens, pos, cx)?;
             match (piped, tokens.get(*pos)) {
                 (Some(_), _) => Err("only a function can follow \"|\"".into()),
                 (None, Some(Token::Pipe | Token::Close) | None) => Ok(v),
@@ -452,23 +719,44 @@ fn command(
     }
 }
 
-fn operand(tokens: &[Token], pos: &mut usize, env: &Env) -> Result<Arg, String> {
+fn operand(tokens: &[Token], pos: &mut usize, cx: &Cx) -> Result<Arg, String> {
     let t = tokens.get(*pos).ok_or("missing operand")?;
     *pos += 1;
     match t {
-        Token::Field(name) => {
-            Ok(env.get(name).cloned().map_or_else(|| Arg::Missing(name.clone()), Arg::Val))
-        }
+        Token::Field(name) => match cx.dot {
+            None => {
+                Ok(cx.env.get(name).cloned().map_or_else(|| Arg::Missing(name.clone()), Arg::Val))
+            }
+            Some(Value::Map(m)) => {
+                Ok(m.get(name).cloned().map_or(Arg::Missing(name.clone()), Arg::Val))
+            }
+            Some(other) => {
+                Err(format!("can't evaluate field {name} in {} (\".\" inside range)", kind(other)))
+            }
+        },
+        Token::Dot => match cx.dot {
+            Some(v) => Ok(Arg::Val(v.clone())),
+            None => {
+                Err("\".\" (the whole data) is not supported outside range; name a field".into())
+            }
+        },
+        Token::Var(name) => cx
+            .vars
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| Arg::Val(v.clone()))
+            .ok_or_else(|| format!("undefined variable ${name}")),
         Token::Lit(v) => Ok(Arg::Val(v.clone())),
         Token::Open => {
-            let v = pipeline(tokens, pos, env)?;
+            let v = pipeline(tokens, pos, cx)?;
             if tokens.get(*pos) != Some(&Token::Close) {
                 return Err("missing \")\"".into());
             }
             *pos += 1;
             Ok(v)
         }
-        Token::Ident(name) => call(name, Vec::new(), env),
+        Token::Ident(name) => call(name, Vec::new(), cx.env),
         Token::Close => Err("unexpected \")\"".into()),
         Token::Pipe => Err("unexpected \"|\"".into()),
     }
@@ -490,8 +778,9 @@ fn float(f: &str, v: &Value) -> Result<f64, String> {
     }
 }
 
-/// The functions upstream registers (`scheduler_perf/util.go`).
-pub const FUNCTIONS: [&str; 9] = [
+/// The functions upstream registers (`scheduler_perf/operations.go`
+/// `getTemplateFuncs`).
+pub const FUNCTIONS: [&str; 11] = [
     "AddInt",
     "AddFloat",
     "SubtractInt",
@@ -501,6 +790,8 @@ pub const FUNCTIONS: [&str; 9] = [
     "DivideInt",
     "DivideFloat",
     "Mod",
+    "Int",
+    "JSON",
 ];
 
 /// Go's predefined functions that are evaluated (the others, such as
@@ -519,6 +810,15 @@ fn call(name: &str, args: Vec<Arg>, env: &Env) -> Result<Arg, String> {
         ));
     }
     let args = args.into_iter().map(|a| a.value(env)).collect::<Result<Vec<_>, _>>()?;
+    if matches!(name, "Int" | "JSON") {
+        let [a] = args.as_slice() else {
+            return Err(format!("{name} takes 1 argument, got {}", args.len()));
+        };
+        return Ok(Arg::Val(match name {
+            "Int" => Value::Int(to_int(a)?),
+            _ => Value::Str(a.to_json().to_string()),
+        }));
+    }
     let [a, b] = args.as_slice() else {
         return Err(format!("{name} takes 2 arguments, got {}", args.len()));
     };
@@ -541,6 +841,17 @@ fn call(name: &str, args: Vec<Arg>, env: &Env) -> Result<Arg, String> {
         "DivideFloat" => floats().map(|(a, b)| Value::Float(a / b))?,
         _ => unreachable!("checked against FUNCTIONS"),
     }))
+}
+
+/// Upstream's `toInt`: a number truncated toward zero, or a string in
+/// decimal.
+fn to_int(v: &Value) -> Result<i64, String> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        Value::Float(x) if x.is_finite() => Ok(x.trunc() as i64),
+        Value::Str(s) => s.parse().map_err(|_| format!("Int: cannot convert {s:?} to an integer")),
+        other => Err(format!("Int: cannot convert {} to an integer", kind(other))),
+    }
 }
 
 /// Go's `not`, `and`, `or` (on truth; `and`/`or` return an argument, as
@@ -646,7 +957,7 @@ mod tests {
             ("{{Frobnicate 1 2}}", "unknown function \"Frobnicate\""),
             ("{{DivideInt .Index 0}}", "division by zero"),
             ("{{AddInt .Index}}", "takes 2 arguments"),
-            ("{{range .Index}}x{{end}}", "\"range\" actions are not supported"),
+            ("{{range $i, $e := .Index}}x{{end}}", "can't use $i, $e with a range over an integer"),
             ("{{with .Index}}x{{end}}", "\"with\" actions are not supported"),
             ("{{if .Index}}x", "missing {{end}}"),
             ("{{if}}x{{end}}", "missing condition"),
@@ -712,5 +1023,202 @@ mod tests {
         );
         e.insert("mode".into(), Value::Str(String::new()));
         assert_eq!(render(podgroup, &e).unwrap(), "spec:\n  priority: 1000\n\n  x: 1\n");
+    }
+
+    #[test]
+    fn variables_range_and_dra_functions_as_go() {
+        let mut e = env();
+        e.insert(
+            "sel".into(),
+            Value::List(vec![Value::Map(
+                [(
+                    "cel".into(),
+                    Value::Map([("expression".into(), Value::Str("a < b".into()))].into()),
+                )]
+                .into(),
+            )]),
+        );
+        e.insert("none".into(), Value::Null);
+        e.insert(
+            "m".into(),
+            Value::Map([("b".into(), Value::Int(2)), ("a".into(), Value::Int(1))].into()),
+        );
+        e.insert("s".into(), Value::Str("12".into()));
+        let cases = [
+            ("{{$n := or .numDevices 3}}{{$n}}", "3"),
+            ("{{$n := or .Index 3}}{{$n}}", "7"),
+            ("{{$n := (or .x 2) | Int}}{{range $n}}[{{.}}]{{end}}", "[0][1]"),
+            ("{{range (.s | Int) }}{{end}}x", "x"),
+            ("{{range 4}}{{Mod . 2}}{{end}}", "0101"),
+            ("{{$r := 3}}{{range 2}}{{Mod . $r}}{{$r}}{{end}}", "0313"),
+            ("{{range 0}}a{{else}}none{{end}}", "none"),
+            ("{{range .sel}}{{.cel | JSON}}{{end}}", r#"{"expression":"a < b"}"#),
+            ("{{$x := 1}}{{if .Index}}{{$x = 2}}{{$y := 5}}{{$y}}{{end}}{{$x}}", "52"),
+            ("{{(or .sel nil) | JSON}}", r#"[{"cel":{"expression":"a < b"}}]"#),
+            ("{{(or .selectors nil) | JSON}}", "null"),
+            ("{{JSON .none}}", "null"),
+            ("{{JSON .zone}} {{JSON .Index}} {{JSON .ratio}}", r#""moon" 7 0.5"#),
+            ("{{Int .ratio}} {{Int .s}} {{Int 3}}", "0 12 3"),
+            ("{{if .none}}a{{else}}b{{end}}", "b"),
+            ("{{if .sel}}a{{end}}", "a"),
+            ("{{range $d := 3}}{{$d}}{{.}}{{end}}", "001122"),
+            (
+                "{{range $i, $e := .sel}}{{$i}}{{JSON $e}}{{end}}",
+                r#"0{"cel":{"expression":"a < b"}}"#,
+            ),
+            ("{{range $i, $e := .m}}{{$i}}={{$e}};{{end}}", "a=1;b=2;"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(render(text, &e).unwrap(), want, "{text}");
+        }
+        let errors = [
+            ("{{$y}}", "undefined variable $y"),
+            ("{{$y = 1}}", "undefined variable $y"),
+            ("{{if .Index}}{{$y := 1}}{{end}}{{$y}}", "undefined variable $y"),
+            ("{{range 2}}{{.Index}}{{end}}", "can't evaluate field Index in an integer"),
+            ("{{.}}", "the whole data"),
+            ("{{$}}", "$ (the root data) is not supported"),
+            ("{{range .zone}}x{{end}}", "range over a string is not supported"),
+            ("{{range 2}}x", "missing {{end}}"),
+            ("{{range 2}}x{{else if .x}}y{{end}}", "{{else if}} in a {{range}}"),
+            ("{{range $a, $b, $c := .sel}}x{{end}}", "invalid range variables"),
+            ("{{range 1}}{{$e := 1}}{{end}}{{$e}}", "undefined variable $e"),
+            ("{{.sel}}", "printing a list is not supported"),
+            ("{{nil}}", "printing nil is not supported"),
+            ("{{Int .zone}}", "cannot convert \"moon\""),
+            ("{{JSON 1 2}}", "JSON takes 1 argument"),
+            ("{{JSON .missing}}", "no field .missing"),
+            ("{{break}}", "\"break\" actions are not supported"),
+        ];
+        for (text, want) in errors {
+            let err = render(text, &e).unwrap_err().to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    /// Renders one of upstream's DRA templates (v1.37.2, the verbatim copies
+    /// in `tests/fixtures/upstream/dra/templates/`) and decodes it as `T`.
+    fn dra<T: serde::de::DeserializeOwned>(text: &str, params: &[(&str, Value)]) -> T {
+        let mut e = Env::new();
+        e.insert("Index".into(), Value::Int(3));
+        e.insert("Count".into(), Value::Int(5));
+        for (k, v) in params {
+            e.insert(k.to_string(), v.clone());
+        }
+        let out = render(text, &e).unwrap_or_else(|err| panic!("{params:?}: {err}"));
+        let v: serde_json::Value =
+            serde_saphyr::from_str(&out).unwrap_or_else(|err| panic!("{out}: {err}"));
+        serde_json::from_value(v).unwrap_or_else(|err| panic!("{out}: {err}"))
+    }
+
+    #[test]
+    fn upstreams_dra_templates_render_into_their_types() {
+        use k8s_openapi::api::resource::v1::{
+            DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+        };
+        const DIR: &str = "tests/fixtures/upstream/dra/templates";
+        let read = |f: &str| {
+            std::fs::read_to_string(format!("{}/{DIR}/{f}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        };
+        // resourceslice-basic-devices.yaml: as PublishResourceSlices (no
+        // params), SchedulingWithResourceClaimTemplate (numPCIRoots 2 by
+        // default, 10 devices) and SchedulingWithResourceClaim (2 devices).
+        let slice = read("resourceslice-basic-devices.yaml");
+        for (params, devices) in [
+            (vec![], 10),
+            (vec![("numPCIRoots", Value::Int(2)), ("numDevices", Value::Int(10))], 10),
+            (vec![("numDevices", Value::Int(2))], 2),
+        ] {
+            let s: ResourceSlice = dra(&slice, &params);
+            assert_eq!(s.metadata.name.as_deref(), Some("resourceslice-3"));
+            assert_eq!(s.spec.node_name.as_deref(), Some("scheduler-perf-dra-3"));
+            assert_eq!(s.spec.pool.name, "resourceslice-3");
+            let d = s.spec.devices.unwrap();
+            assert_eq!(d.len(), devices);
+            assert_eq!(d[1].name, "basic-device-1");
+            let attrs = d[1].attributes.as_ref().unwrap();
+            assert_eq!(
+                attrs["resource.kubernetes.io/pciRoot"].string.as_deref(),
+                Some("pci0000:01")
+            );
+            assert_eq!(attrs["driverVersion"].version.as_deref(), Some("1.2.3"));
+            assert_eq!(d[1].capacity.as_ref().unwrap()["memory"].value.0, "24480Mi");
+        }
+        let c: DeviceClass = dra(&read("deviceclass.yaml"), &[]);
+        assert_eq!(c.metadata.name.as_deref(), Some("test-class"));
+        let c: ResourceClaim = dra(&read("resourceclaim.yaml"), &[]);
+        assert_eq!(c.metadata.name.as_deref(), Some("test-claim-3"));
+        assert_eq!(
+            c.spec.unwrap().devices.unwrap().requests.unwrap()[0]
+                .exactly
+                .as_ref()
+                .unwrap()
+                .device_class_name,
+            "test-class"
+        );
+        // resourceclaimtemplate.yaml with the params its workloads pass:
+        // `numRequests: $numRequests|1`, `selectors: $selectors|`,
+        // `constraints: $constraints|` (nil by default).
+        let template = read("resourceclaimtemplate.yaml");
+        let selectors = Value::List(vec![Value::Map(
+            [(
+                "cel".into(),
+                Value::Map(
+                    [("expression".into(), Value::Str("device.driver != \"\"".into()))].into(),
+                ),
+            )]
+            .into(),
+        )]);
+        let constraints = Value::List(vec![Value::Map(
+            [("matchAttribute".into(), Value::Str("resource.kubernetes.io/pciRoot".into()))].into(),
+        )]);
+        for (params, requests, with_selector, with_constraint) in [
+            (
+                vec![
+                    ("numRequests", Value::Int(1)),
+                    ("selectors", Value::Null),
+                    ("constraints", Value::Null),
+                ],
+                1,
+                false,
+                false,
+            ),
+            (
+                vec![
+                    ("numRequests", Value::Int(1)),
+                    ("selectors", selectors),
+                    ("constraints", Value::Null),
+                ],
+                1,
+                true,
+                false,
+            ),
+            (
+                vec![
+                    ("numRequests", Value::Int(5)),
+                    ("selectors", Value::Null),
+                    ("constraints", constraints),
+                ],
+                5,
+                false,
+                true,
+            ),
+            (vec![], 1, false, false),
+        ] {
+            let t: ResourceClaimTemplate = dra(&template, &params);
+            assert_eq!(t.metadata.name.as_deref(), Some("test-claim-template"));
+            let devices = t.spec.unwrap().spec.unwrap().devices.unwrap();
+            let reqs = devices.requests.unwrap();
+            assert_eq!(reqs.len(), requests, "{params:?}");
+            assert_eq!(reqs[requests - 1].name, format!("req-{}", requests - 1));
+            let exactly = reqs[0].exactly.as_ref().unwrap();
+            assert_eq!(exactly.device_class_name, "test-class");
+            assert_eq!(exactly.selectors.as_ref().is_some_and(|s| !s.is_empty()), with_selector);
+            let c = devices.constraints.unwrap_or_default();
+            assert_eq!(c.len(), usize::from(with_constraint), "{params:?}");
+            if with_constraint {
+                assert_eq!(c[0].match_attribute.as_deref(), Some("resource.kubernetes.io/pciRoot"));
+            }
+        }
     }
 }

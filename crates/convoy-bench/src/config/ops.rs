@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The opcodes convoy-bench runs.
-pub const SUPPORTED_OPCODES: [&str; 13] = [
+pub const SUPPORTED_OPCODES: [&str; 14] = [
     "createNodes",
     "createNamespaces",
     "createPods",
@@ -25,12 +25,12 @@ pub const SUPPORTED_OPCODES: [&str; 13] = [
     "deletePods",
     "startCollectingMetrics",
     "stopCollectingMetrics",
+    "allocResourceClaims",
     crate::gpu::OPCODE,
 ];
 
 /// Upstream opcodes convoy-bench does not run yet.
-pub const UNSUPPORTED_OPCODES: [&str; 10] = [
-    "allocResourceClaims",
+pub const UNSUPPORTED_OPCODES: [&str; 9] = [
     "createResourceClaims",
     "createResourceDriver",
     "updateAny",
@@ -69,6 +69,8 @@ pub enum Op {
     StartCollectingMetrics(StartCollectingMetricsOp),
     /// `stopCollectingMetrics`.
     StopCollectingMetrics(StopCollectingMetricsOp),
+    /// `allocResourceClaims`.
+    AllocResourceClaims(AllocResourceClaimsOp),
     /// `createGpuJobs` (convoy-bench's own, see [`crate::gpu`]).
     CreateGpuJobs(crate::gpu::CreateGpuJobsOp),
 }
@@ -382,6 +384,19 @@ pub struct StartCollectingMetricsOp {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StopCollectingMetricsOp {}
 
+/// `allocResourceClaims` (upstream's `dra.go` `allocResourceClaimsOp`):
+/// allocates every unallocated ResourceClaim of the namespace with the
+/// structured allocator, each on a node picked at random among those where
+/// it fits, and writes the allocation into the claim's status (no
+/// `reservedFor`), faster than scheduling pods to fill a cluster.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AllocResourceClaimsOp {
+    /// Namespace of the claims; empty: every namespace.
+    #[serde(default)]
+    pub namespace: String,
+}
+
 fn decode<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
     serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
         let path = e.path().to_string();
@@ -415,6 +430,7 @@ impl Op {
             "deletePods" => Op::DeletePods(decode(v).map_err(ctx)?),
             "startCollectingMetrics" => Op::StartCollectingMetrics(decode(v).map_err(ctx)?),
             "stopCollectingMetrics" => Op::StopCollectingMetrics(decode(v).map_err(ctx)?),
+            "allocResourceClaims" => Op::AllocResourceClaims(decode(v).map_err(ctx)?),
             crate::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
             o if UNSUPPORTED_OPCODES.contains(&o) => {
                 return Err(format!(
@@ -447,6 +463,7 @@ impl Op {
             Op::DeletePods(_) => "deletePods",
             Op::StartCollectingMetrics(_) => "startCollectingMetrics",
             Op::StopCollectingMetrics(_) => "stopCollectingMetrics",
+            Op::AllocResourceClaims(_) => "allocResourceClaims",
             Op::CreateGpuJobs(_) => crate::gpu::OPCODE,
         }
     }
@@ -549,7 +566,7 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::StopCollectingMetrics(_) => Ok(()),
+            Op::StopCollectingMetrics(_) | Op::AllocResourceClaims(_) => Ok(()),
             Op::CreateGpuJobs(o) => o.validate(),
         }
     }

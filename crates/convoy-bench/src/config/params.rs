@@ -84,6 +84,10 @@ impl Params {
                 Some((name, default))
                     if name.len() > 1 && !self.values.contains_key(&name[1..]) =>
                 {
+                    // Go's yaml.Unmarshal of "" is nil (`$selectors|`).
+                    if default.trim().is_empty() {
+                        return Ok(Value::Null);
+                    }
                     serde_saphyr::from_str::<serde_json::Value>(default)
                         .map_err(|e| format!("parameter {} default {default:?}: {e}", &name[1..]))?
                 }
@@ -92,12 +96,7 @@ impl Params {
             },
             _ => v.clone(),
         };
-        Value::from_json(&resolved).ok_or_else(|| {
-            format!(
-                "template parameter {v}: {resolved}: list and map values are not supported yet \
-                 (only scalars)"
-            )
-        })
+        Ok(Value::from_json(&resolved))
     }
 
     /// The parameters nobody used, sorted.
@@ -198,6 +197,9 @@ mod tests {
         assert_eq!(p.template_value(&"$n|64".into()).unwrap(), Value::Int(5));
         assert_eq!(p.template_value(&"$m|64".into()).unwrap(), Value::Int(64));
         assert_eq!(p.template_value(&"$m|abc".into()).unwrap(), Value::Str("abc".into()));
+        assert_eq!(p.template_value(&"$m|".into()).unwrap(), Value::Null);
+        let list = p.template_value(&"$m|[{a: 1}]".into()).unwrap();
+        assert_eq!(list, Value::List(vec![Value::Map([("a".into(), Value::Int(1))].into())]));
         assert!(p.unused().is_empty());
     }
 }
