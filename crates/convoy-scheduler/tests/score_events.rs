@@ -106,7 +106,13 @@ async fn score_events_mirror_upstreams_v10_lines() {
         let plugins: Vec<&str> = scores.iter().map(|(p, _)| p.as_str()).collect();
         assert_eq!(
             plugins,
-            ["TaintToleration", "NodeResourcesFit", "NodeResourcesBalancedAllocation"],
+            // DynamicResources has no PreScore: it scores (0) every pod, as upstream.
+            [
+                "TaintToleration",
+                "NodeResourcesFit",
+                "DynamicResources",
+                "NodeResourcesBalancedAllocation"
+            ],
             "{node}"
         );
         assert_eq!(scores.iter().map(|(_, s)| s).sum::<i64>(), totals[node], "{node}");
