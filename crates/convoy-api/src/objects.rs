@@ -357,7 +357,7 @@ struct Inner {
     resource_slices_version: u64,
     resource_claims: HashMap<NsName, Arc<ResourceClaim>>,
     /// The devices the held claims' allocations hold.
-    allocated: Arc<AllocatedDevices>,
+    allocated: AllocatedDevices,
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
@@ -444,7 +444,7 @@ impl ClusterObjects {
             }
             ClusterObject::ResourceClaim(o) => {
                 let old = st.resource_claims.insert(ns_name(m), o.clone());
-                let allocated = Arc::make_mut(&mut st.allocated);
+                let allocated = &mut st.allocated;
                 if let Some(old) = &old {
                     allocated.remove(old);
                 }
@@ -551,7 +551,7 @@ impl ClusterObjects {
             }
             ClusterObject::ResourceClaim(_) => {
                 if let Some(old) = st.resource_claims.remove(&key) {
-                    Arc::make_mut(&mut st.allocated).remove(&old);
+                    st.allocated.remove(&old);
                 }
             }
         }
@@ -581,11 +581,12 @@ impl ClusterObjects {
         self.read().resource_claims.get(&(Arc::from(namespace), Arc::from(name))).cloned()
     }
 
-    /// The devices held by the allocations of the claims in the store
-    /// (upstream's allocated-devices tracker). Shared: cheap to take once
-    /// per cycle.
-    pub fn allocated_devices(&self) -> Arc<AllocatedDevices> {
-        self.read().allocated.clone()
+    /// Runs `f` on the devices held by the allocations of the claims in
+    /// the store (upstream's allocated-devices tracker), under the store's
+    /// read lock: keep `f` short (one node's search). Not a copy, so that
+    /// claim updates never copy the index.
+    pub fn with_allocated_devices<R>(&self, f: impl FnOnce(&AllocatedDevices) -> R) -> R {
+        f(&self.read().allocated)
     }
 
     /// A PersistentVolumeClaim by namespace and name (upstream's PVC

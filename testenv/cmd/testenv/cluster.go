@@ -65,10 +65,13 @@ func startControllers(e *env, stagesDir string) error {
 		"--root-ca-file=" + e.path("pki", "ca.crt"),
 		// As the API server (apiServerArgs).
 		"--feature-gates=GenericWorkload=true",
-		// Tests create pods by the hundred through ReplicaSets and Jobs; the
-		// defaults (20/30) would pace them.
-		"--kube-api-qps=500",
-		"--kube-api-burst=1000",
+		// Tests create pods by the hundred through ReplicaSets and Jobs, and
+		// benchmarks thousands of ResourceClaims through the resourceclaim
+		// controller; the defaults (20/30) would pace them. 5000 as
+		// scheduler_perf's clients, so the controllers are not what a
+		// benchmark measures.
+		"--kube-api-qps=5000",
+		"--kube-api-burst=5000",
 	}
 	if err := start(e, "kube-controller-manager", kcm); err != nil {
 		return err

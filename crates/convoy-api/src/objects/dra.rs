@@ -149,7 +149,7 @@ pub fn claim_devices(claim: &ResourceClaim) -> Vec<DeviceId> {
 /// prevent, are both forgotten only when both are gone).
 #[derive(Debug, Default, Clone)]
 pub struct AllocatedDevices {
-    held: HashMap<DeviceId, u32>,
+    held: HashMap<DeviceId, u32, foldhash::fast::RandomState>,
 }
 
 impl AllocatedDevices {

@@ -372,7 +372,7 @@ impl ClaimAllocator {
             total,
             natural,
             subs: (0..self.num_subs).map(|_| SubState::default()).collect(),
-            allocating: HashMap::new(),
+            allocating: HashMap::default(),
             available: vec![None; pools.len()],
             consumed: vec![None; pools.len()],
             constraints: self
@@ -471,7 +471,7 @@ struct Search<'a> {
     natural: Vec<(u32, u32)>,
     subs: Vec<SubState>,
     /// Global device index -> claims allocating it in this search.
-    allocating: HashMap<usize, Vec<usize>>,
+    allocating: HashMap<usize, Vec<usize>, foldhash::fast::RandomState>,
     /// Per pool: counters left once devices in use are accounted for.
     available: Vec<Option<Vec<Vec<i64>>>>,
     /// Per pool: counters consumed by devices chosen in this search.
@@ -649,7 +649,7 @@ impl<'a> Search<'a> {
                     "class {class_name}: selector #{i}: CEL compile error: {e}"
                 ))
             })?;
-            if !sel.matches(&pd.cel).map_err(|e| {
+            if !pd.matches(sel).map_err(|e| {
                 AllocateError::Error(format!(
                     "class {class_name}: selector #{i} on device {}: CEL runtime error: {e}",
                     pd.id
@@ -667,7 +667,7 @@ impl<'a> Search<'a> {
                         "claim {disp}: selector #{i}: CEL compile error: {e}"
                     ))
                 })?;
-                if !sel.matches(&pd.cel).map_err(|e| {
+                if !pd.matches(sel).map_err(|e| {
                     AllocateError::Error(format!(
                         "claim {disp}: selector #{i} on device {}: CEL runtime error: {e}",
                         pd.id

@@ -40,7 +40,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim};
 
 use convoy_api::objects::dra::claim_devices;
-use convoy_api::objects::{AllocatedDevices, DeviceId, DraStats};
+use convoy_api::objects::{DeviceId, DraStats};
 use convoy_api::{
     ActionType, Binder, ClaimWrite, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
     EventResource, FilterPlugin, NodeInfo, NodeInfoLister, NodeToStatus, Plugin, PodInfo,
@@ -134,7 +134,7 @@ impl InFlight {
     }
 
     /// The devices held by claims in flight.
-    fn devices(&self) -> HashSet<DeviceId> {
+    fn devices(&self) -> HashSet<DeviceId, foldhash::fast::RandomState> {
         self.lock().values().flat_map(|c| c.devices.iter().cloned()).collect()
     }
 
@@ -403,8 +403,7 @@ pub fn device_room(state: &CycleState, node: &str) -> Option<DeviceRoom> {
 struct Search {
     allocator: ClaimAllocator,
     index: Arc<SliceIndex>,
-    allocated: Arc<AllocatedDevices>,
-    in_flight: HashSet<DeviceId>,
+    in_flight: HashSet<DeviceId, foldhash::fast::RandomState>,
 }
 
 impl Plugin for DynamicResources {
@@ -599,7 +598,6 @@ impl PreFilterPlugin for DynamicResources {
                 Ok(allocator) => Some(Search {
                     allocator,
                     index: self.slice_index(),
-                    allocated: self.objects.allocated_devices(),
                     in_flight: self.in_flight.devices(),
                 }),
                 Err(e) => return (None, Status::error(e.to_string())),
@@ -669,10 +667,19 @@ impl FilterPlugin for DynamicResources {
         }
         let Some(search) = &s.search else { return Status::success() };
         let pools = search.index.pools_for_node(k8s_node);
-        let in_use = |id: &DeviceId| search.allocated.contains(id) || search.in_flight.contains(id);
         let deadline = (!self.args.filter_timeout.is_zero())
             .then(|| std::time::Instant::now() + self.args.filter_timeout);
-        let found = search.allocator.allocate_until(k8s_node, &pools, &in_use, deadline);
+        // Devices held by allocated claims (read under the store's lock,
+        // never copied) or by claims in flight.
+        let (found, room) = self.objects.with_allocated_devices(|allocated| {
+            let in_use = |id: &DeviceId| allocated.contains(id) || search.in_flight.contains(id);
+            let found = search.allocator.allocate_until(k8s_node, &pools, &in_use, deadline);
+            let room = match &found {
+                Ok(Some(results)) => Some(DeviceRoom::of(node.name(), &pools, results, &in_use)),
+                _ => None,
+            };
+            (found, room)
+        });
         DraStats::inc(match &found {
             Ok(Some(_)) => &self.stats.allocations_found,
             Ok(None) | Err(AllocateError::FailedOnNode(_)) => &self.stats.allocations_not_found,
@@ -680,11 +687,12 @@ impl FilterPlugin for DynamicResources {
         });
         match found {
             Ok(Some(results)) => {
-                let room = DeviceRoom::of(node.name(), &pools, &results, &in_use);
-                s.rooms
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(node.name_arc().clone(), room);
+                if let Some(room) = room {
+                    s.rooms
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(node.name_arc().clone(), room);
+                }
                 s.node_allocations
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())

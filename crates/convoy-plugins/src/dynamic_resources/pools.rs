@@ -16,13 +16,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+/// The hasher of the per-node maps (looked up for every node Filter sees).
+type Fast = foldhash::fast::RandomState;
+
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
 use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
 
 use convoy_api::objects::DeviceId;
 use convoy_api::resource::parse_milli;
 
-use super::cel::CelDevice;
+use super::cel::{CelDevice, DeviceSelector};
 use crate::node_affinity::selector::{CompiledNodeSelector, NodeView};
 
 /// How a slice, or a device of a slice with `perDeviceNodeSelection`, selects
@@ -73,12 +76,37 @@ pub struct PoolDevice {
     /// With `perDeviceNodeSelection`, the device's own node selection
     /// (checked per node by the allocator); `None` otherwise.
     pub per_device: Option<NodeMatch>,
+    /// Selectors already evaluated on this device and their verdicts: a
+    /// device's attributes do not change while its slice does not, and a
+    /// changed slice makes a new `PoolDevice`. Keeps the selector alive, so
+    /// its address identifies it.
+    selector_results: std::sync::Mutex<Vec<(Arc<DeviceSelector>, bool)>>,
 }
+
+/// How many selector verdicts a device keeps (the classes and requests of
+/// the workloads in flight; older ones are dropped first).
+const SELECTOR_RESULTS_KEPT: usize = 8;
 
 impl PoolDevice {
     /// The device.
     pub fn device(&self) -> &Device {
         &self.slice.spec.devices.as_ref().expect("a PoolDevice's slice has devices")[self.index]
+    }
+
+    /// Whether `selector` matches the device, evaluated once per device
+    /// and selector (errors are not kept: they are reported each time).
+    pub fn matches(&self, selector: &Arc<DeviceSelector>) -> Result<bool, String> {
+        let lock = || self.selector_results.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, v)) = lock().iter().find(|(s, _)| Arc::ptr_eq(s, selector)) {
+            return Ok(*v);
+        }
+        let verdict = selector.matches(&self.cel)?;
+        let mut kept = lock();
+        if kept.len() >= SELECTOR_RESULTS_KEPT {
+            kept.remove(0);
+        }
+        kept.push((selector.clone(), verdict));
+        Ok(verdict)
     }
 }
 
@@ -157,7 +185,7 @@ struct SliceEntry {
 pub struct SliceIndex {
     entries: Vec<SliceEntry>,
     /// Slice indices by `spec.nodeName`.
-    on_node: HashMap<String, Vec<u32>>,
+    on_node: HashMap<String, Vec<u32>, Fast>,
     /// Slices without `spec.nodeName`.
     shared: Vec<u32>,
     /// Slice indices by pool number.
@@ -165,7 +193,7 @@ pub struct SliceIndex {
     /// Driver and name by pool number.
     pool_ids: Vec<(Arc<str>, Arc<str>)>,
     /// Pools built so far, by pool number and the slices targeting the node.
-    cache: RwLock<HashMap<PoolKey, Arc<Pool>>>,
+    cache: RwLock<HashMap<PoolKey, Arc<Pool>, Fast>>,
 }
 
 impl std::fmt::Debug for SliceIndex {
@@ -187,7 +215,7 @@ impl SliceIndex {
         let pool_ids: Vec<(Arc<str>, Arc<str>)> =
             ids.iter().map(|(d, p)| (Arc::from(*d), Arc::from(*p))).collect();
         let mut by_pool = vec![Vec::new(); pool_ids.len()];
-        let mut on_node: HashMap<String, Vec<u32>> = HashMap::new();
+        let mut on_node: HashMap<String, Vec<u32>, Fast> = HashMap::default();
         let mut shared = Vec::new();
         let mut entries = Vec::with_capacity(slices.len());
         for (i, slice) in slices.iter().enumerate() {
@@ -204,6 +232,7 @@ impl SliceIndex {
                 .enumerate()
                 .map(|(index, d)| {
                     Arc::new(PoolDevice {
+                        selector_results: Default::default(),
                         id: DeviceId {
                             driver: driver.clone(),
                             pool: pool.clone(),
@@ -254,7 +283,7 @@ impl SliceIndex {
                 devices,
             });
         }
-        Self { entries, on_node, shared, by_pool, pool_ids, cache: RwLock::new(HashMap::new()) }
+        Self { entries, on_node, shared, by_pool, pool_ids, cache: RwLock::new(HashMap::default()) }
     }
 
     /// Whether any slice exists at all (plugin fast path).
