@@ -188,9 +188,7 @@ impl ObjectTranslators {
             ObjectEvent::DeviceClass(e) => (13, self.device_classes.handle_result(e, out)),
             ObjectEvent::ResourceSlice(e) => (14, self.resource_slices.handle_result(e, out)),
             ObjectEvent::ResourceClaim(e) => (15, self.resource_claims.handle_result(e, out)),
-            ObjectEvent::DeviceTaintRule(e) => {
-                (16, self.device_taint_rules.handle_result(e, out))
-            }
+            ObjectEvent::DeviceTaintRule(e) => (16, self.device_taint_rules.handle_result(e, out)),
         };
         self.listed[i] |= first_list_done;
     }

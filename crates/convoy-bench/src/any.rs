@@ -240,9 +240,9 @@ pub fn embedded_object(
         "ResourceClaim" => {
             EmbeddedObject::Object(ClusterObject::ResourceClaim(Arc::new(typed(v).map_err(at)?)))
         }
-        "DeviceTaintRule" => EmbeddedObject::Object(ClusterObject::DeviceTaintRule(Arc::new(
-            typed(v).map_err(at)?,
-        ))),
+        "DeviceTaintRule" => {
+            EmbeddedObject::Object(ClusterObject::DeviceTaintRule(Arc::new(typed(v).map_err(at)?)))
+        }
         "ResourceClaimTemplate" => {
             EmbeddedObject::ResourceClaimTemplate(Box::new(typed(v).map_err(at)?))
         }

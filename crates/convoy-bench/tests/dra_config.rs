@@ -240,8 +240,8 @@ fn alloc_resource_claims_takes_devices_from_the_pods() {
 fn device_taint_toleration_binds_every_pod_on_the_embedded_target() {
     let config =
         load_file(&root().join("benches/config/devicetaints/performance-config.yaml")).unwrap();
-    let report = run(&config, &opts("^DeviceTaintToleration$/^fast$", Duration::from_secs(30)))
-        .unwrap();
+    let report =
+        run(&config, &opts("^DeviceTaintToleration$/^fast$", Duration::from_secs(30))).unwrap();
     assert_eq!(report.results.len(), 1);
     let r = &report.results[0];
     assert_eq!(r.error, None);
