@@ -79,15 +79,18 @@ const WRITE_POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// up and fails the binding.
 const WRITE_VISIBLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The versions of the ResourceSlices and of the DeviceTaintRules a slice
+/// index was built from.
+type IndexVersion = (u64, u64);
+
 /// The DynamicResources plugin.
 pub struct DynamicResources {
     objects: Arc<ClusterObjects>,
     binder: Arc<dyn Binder>,
     args: DynamicResourcesArgs,
     selectors: SelectorCache,
-    /// The slice index and the (ResourceSlices, DeviceTaintRules) versions
-    /// it was built from.
-    slices: Mutex<Option<((u64, u64), Arc<SliceIndex>)>>,
+    /// The slice index and the versions it was built from.
+    slices: Mutex<Option<(IndexVersion, Arc<SliceIndex>)>>,
     in_flight: Arc<InFlight>,
     stats: Arc<DraStats>,
 }
