@@ -3,7 +3,8 @@
 //! node whose ResourceSlice satisfies them, written in the claims; a claim
 //! shared by two pods places both on its device's node; a claim no device
 //! satisfies keeps its pod pending with upstream's message; no device is
-//! ever given to two claims.
+//! ever given to two claims; a DeviceTaintRule loaded with the cluster
+//! keeps claims that do not tolerate its taint off the devices it selects.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -115,6 +116,36 @@ async fn claims_get_devices_on_the_node_that_satisfies_them() {
     assert_eq!(node, None);
     assert!(
         reason.starts_with("0/3 nodes are available: 3 cannot allocate all claims."),
+        "{reason}"
+    );
+}
+
+/// A DeviceTaintRule loaded with the cluster taints the devices it selects:
+/// a claim that does not tolerate the taint gets none of them, one that
+/// does gets them.
+#[tokio::test]
+async fn device_taint_rules_keep_untolerating_claims_off_tainted_devices() {
+    let mut yaml = String::from(CLASS);
+    yaml += &node("small", 2, "40Gi", "a");
+    // Room for both pods on big, but for the rule.
+    yaml += &node("big", 4, "80Gi", "b");
+    yaml += "---\napiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: big-broken}\n\
+             spec:\n  deviceSelector: {driver: gpu.example.com, pool: big}\n  \
+             taint: {key: example.com/broken, effect: NoSchedule}\n";
+    let big = r#"device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) > 0"#;
+    yaml += &template("two-big", 2, big);
+    yaml += &template("two-big-tolerant", 2, big).replace(
+        "          count: 2",
+        "          count: 2\n          tolerations: [{key: example.com/broken, operator: Exists}]",
+    );
+    yaml += &pod("plain", Some("two-big"), None);
+    yaml += &pod("tolerant", Some("two-big-tolerant"), None);
+    let r = run(&yaml).await;
+    assert_eq!(outcome(&r, "tolerant").0.as_deref(), Some("big"), "{}", r.to_text());
+    let (node, reason) = outcome(&r, "plain");
+    assert_eq!(node, None, "{}", r.to_text());
+    assert!(
+        reason.starts_with("0/2 nodes are available: 2 cannot allocate all claims."),
         "{reason}"
     );
 }
