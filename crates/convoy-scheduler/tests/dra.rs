@@ -237,3 +237,44 @@ async fn gpu_placement_packs_devices_from_resource_slices() {
     assert_eq!(outcome(&r, "two").0.as_deref(), Some("b"), "{}", r.to_text());
     assert!(outcome(&r, "eight").0.is_some(), "{}", r.to_text());
 }
+
+/// A pod the taints of a DeviceTaintRule kept pending is retried when the
+/// rule is deleted (DynamicResources registers DeviceTaintRule deletions;
+/// upstream hears of them as slice updates), not at the periodic flush.
+#[tokio::test]
+async fn deleting_a_device_taint_rule_releases_the_pod() {
+    use std::sync::Arc;
+
+    use convoy_api::FakeClock;
+    use convoy_embedded::{EmbeddedBinder, EmbeddedCluster};
+    use convoy_scheduler::decision::LogSink;
+    use convoy_scheduler::{Scheduler, SchedulerOptions};
+
+    let mut yaml = String::from(CLASS);
+    yaml += &node("big", 2, "80Gi", "b");
+    yaml += "---\napiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: broken}\n\
+             spec:\n  deviceSelector: {device: gpu-1}\n  taint: {key: k, effect: NoExecute}\n";
+    yaml += &template("two", 2, "");
+    yaml += &pod("p", Some("two"), None);
+    let (cluster, mut updates) = EmbeddedCluster::new(parse_objects(&yaml, "taint.yaml").unwrap());
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 0, "one of the two devices is tainted");
+    assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
+
+    cluster.delete_object("DeviceTaintRule", "broken").unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let p = cluster.pod("default", "p").unwrap();
+    assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("big"));
+}
