@@ -3,7 +3,8 @@
 //! (`policy/v1`), PriorityClasses (`scheduling.k8s.io/v1`),
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
 //! CSIDrivers and CSIStorageCapacities (`storage.k8s.io/v1`), and
-//! DeviceClasses, ResourceSlices and ResourceClaims (`resource.k8s.io/v1`),
+//! DeviceClasses, ResourceSlices, ResourceClaims and DeviceTaintRules
+//! (`resource.k8s.io/v1`),
 //! all namespaces, as upstream kube-scheduler's
 //! informers. Plugins read their labels (namespaces, for pod affinity's
 //! `namespaceSelector`), selectors (the default topology spreading
@@ -28,7 +29,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
@@ -75,7 +76,8 @@ watched_object!(
     CSIStorageCapacity,
     DeviceClass,
     ResourceSlice,
-    ResourceClaim
+    ResourceClaim,
+    DeviceTaintRule
 );
 
 /// One event of one of the object watchers.
@@ -97,9 +99,10 @@ pub(crate) enum ObjectEvent {
     DeviceClass(watcher::Result<Event<DeviceClass>>),
     ResourceSlice(watcher::Result<Event<ResourceSlice>>),
     ResourceClaim(watcher::Result<Event<ResourceClaim>>),
+    DeviceTaintRule(watcher::Result<Event<DeviceTaintRule>>),
 }
 
-/// The sixteen watchers, one stream each (merged by the caller).
+/// The seventeen watchers, one stream each (merged by the caller).
 pub(crate) fn object_streams(
     client: &kube::Client,
     cfg: &watcher::Config,
@@ -134,10 +137,11 @@ pub(crate) fn object_streams(
         watch(client, cfg, ObjectEvent::DeviceClass),
         watch(client, cfg, ObjectEvent::ResourceSlice),
         watch(client, cfg, ObjectEvent::ResourceClaim),
+        watch(client, cfg, ObjectEvent::DeviceTaintRule),
     ]
 }
 
-/// The translators of the sixteen kinds, and whether each has been listed.
+/// The translators of the seventeen kinds, and whether each has been listed.
 #[derive(Default)]
 pub(crate) struct ObjectTranslators {
     namespaces: Translator<Namespace>,
@@ -156,7 +160,8 @@ pub(crate) struct ObjectTranslators {
     device_classes: Translator<DeviceClass>,
     resource_slices: Translator<ResourceSlice>,
     resource_claims: Translator<ResourceClaim>,
-    listed: [bool; 16],
+    device_taint_rules: Translator<DeviceTaintRule>,
+    listed: [bool; 17],
 }
 
 impl ObjectTranslators {
@@ -183,6 +188,7 @@ impl ObjectTranslators {
             ObjectEvent::DeviceClass(e) => (13, self.device_classes.handle_result(e, out)),
             ObjectEvent::ResourceSlice(e) => (14, self.resource_slices.handle_result(e, out)),
             ObjectEvent::ResourceClaim(e) => (15, self.resource_claims.handle_result(e, out)),
+            ObjectEvent::DeviceTaintRule(e) => (16, self.device_taint_rules.handle_result(e, out)),
         };
         self.listed[i] |= first_list_done;
     }
@@ -321,6 +327,7 @@ mod tests {
             ObjectEvent::DeviceClass(Ok(Event::InitDone)),
             ObjectEvent::ResourceSlice(Ok(Event::InitDone)),
             ObjectEvent::ResourceClaim(Ok(Event::InitDone)),
+            ObjectEvent::DeviceTaintRule(Ok(Event::InitDone)),
         ];
         for e in done {
             t.handle(e, &mut out);

@@ -5,7 +5,8 @@
 //! StatefulSets, PodDisruptionBudgets, PriorityClasses, and the volume
 //! kinds PersistentVolumeClaims, PersistentVolumes, StorageClasses,
 //! CSINodes, CSIDrivers and CSIStorageCapacities, and the DRA kinds
-//! DeviceClasses, ResourceSlices and ResourceClaims; [`crate::objects`]).
+//! DeviceClasses, ResourceSlices, ResourceClaims and DeviceTaintRules;
+//! [`crate::objects`]).
 //!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
 //! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
@@ -77,12 +78,12 @@ impl WatchOptions {
 /// Namespaces, Services, ReplicationControllers, ReplicaSets,
 /// StatefulSets, PodDisruptionBudgets, PriorityClasses,
 /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
-/// CSIDrivers, CSIStorageCapacities, DeviceClasses, ResourceSlices and
-/// ResourceClaims, and yields their changes as [`ClusterUpdate`]s.
+/// CSIDrivers, CSIStorageCapacities, DeviceClasses, ResourceSlices,
+/// ResourceClaims and DeviceTaintRules, and yields their changes as [`ClusterUpdate`]s.
 ///
 /// The node watcher runs alone until its initial list is complete, then the
 /// others start, so every listed node comes before any pod. `Synced`
-/// follows the initial lists of the pods and of the sixteen object kinds (so
+/// follows the initial lists of the pods and of the seventeen object kinds (so
 /// scheduling never starts with unknown namespaces), and the initial list
 /// of every PodGroup API that is served (an API that is not served is asked
 /// for again periodically and does not delay `Synced`; see

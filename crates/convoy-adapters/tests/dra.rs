@@ -18,7 +18,8 @@ use convoy_testenv::TestEnv;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
-    AllocationResult, DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    AllocationResult, DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -33,7 +34,9 @@ where
     S: Stream<Item = ClusterUpdate> + Unpin,
 {
     let ours = |o: &ClusterObject| match o {
-        ClusterObject::DeviceClass(_) | ClusterObject::ResourceSlice(_) => {
+        ClusterObject::DeviceClass(_)
+        | ClusterObject::ResourceSlice(_)
+        | ClusterObject::DeviceTaintRule(_) => {
             o.metadata().name.as_deref().is_some_and(|n| n.starts_with("adapters-dra"))
         }
         ClusterObject::ResourceClaim(_) => o.metadata().namespace.as_deref() == Some(ns),
@@ -156,6 +159,13 @@ async fn dra_objects_are_watched_and_claims_written_as_upstream() -> Result<()> 
                         "devices": [{"name": "gpu-0"}, {"name": "gpu-1"}]}}),
     )
     .await?;
+    create_cluster::<DeviceTaintRule>(
+        &admin,
+        json!({"metadata": {"name": "adapters-dra-taint"},
+               "spec": {"deviceSelector": {"driver": DRIVER, "device": "gpu-1"},
+                        "taint": {"key": "example.com/broken", "effect": "NoSchedule"}}}),
+    )
+    .await?;
     let created = create_in::<ResourceClaim>(
         &admin,
         ns,
@@ -180,6 +190,12 @@ async fn dra_objects_are_watched_and_claims_written_as_upstream() -> Result<()> 
                     ensure!(devices == ["gpu-0", "gpu-1"], "{s:?}");
                     ensure!(s.spec.node_name.as_deref() == Some("adapters-dra-node"), "{s:?}");
                 }
+                if let ClusterObject::DeviceTaintRule(r) = &o {
+                    let sel = r.spec.device_selector.as_ref().context("deviceSelector")?;
+                    ensure!(sel.device.as_deref() == Some("gpu-1"), "{r:?}");
+                    ensure!(r.spec.taint.effect == "NoSchedule", "{r:?}");
+                    ensure!(r.status.is_none(), "status trimmed: {r:?}");
+                }
                 listed.push(format!("{} {}", o.kind(), o.key()));
             }
             other => bail!("only additions before Synced, got {other:?}"),
@@ -190,6 +206,7 @@ async fn dra_objects_are_watched_and_claims_written_as_upstream() -> Result<()> 
         listed
             == [
                 "DeviceClass adapters-dra-gpu",
+                "DeviceTaintRule adapters-dra-taint",
                 "ResourceClaim adapters-dra/gpu",
                 "ResourceSlice adapters-dra-node-gpus"
             ],

@@ -39,6 +39,8 @@ pub enum EventResource {
     ResourceSlice,
     /// A ResourceClaim.
     ResourceClaim,
+    /// A DeviceTaintRule.
+    DeviceTaintRule,
     /// Any resource (used for the periodic flush and "move all").
     WildCard,
 }
@@ -59,6 +61,7 @@ impl EventResource {
             O::DeviceClass(_) => Some(EventResource::DeviceClass),
             O::ResourceSlice(_) => Some(EventResource::ResourceSlice),
             O::ResourceClaim(_) => Some(EventResource::ResourceClaim),
+            O::DeviceTaintRule(_) => Some(EventResource::DeviceTaintRule),
             _ => None,
         }
     }

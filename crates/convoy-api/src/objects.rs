@@ -6,8 +6,8 @@
 //! the PriorityClasses pods' priorities come from; and the
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
 //! CSIDrivers and CSIStorageCapacities the volume plugins read; and the
-//! DeviceClasses, ResourceSlices and ResourceClaims of Dynamic Resource
-//! Allocation ([`dra`]).
+//! DeviceClasses, ResourceSlices, ResourceClaims and DeviceTaintRules of
+//! Dynamic Resource Allocation ([`dra`]).
 //!
 //! The scheduler applies every [`ClusterObject`] update to one
 //! [`ClusterObjects`] store, which every profile's plugins share through the
@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolume, PersistentVolumeClaim, ReplicationController, Service,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -74,6 +74,9 @@ pub enum ClusterObject {
     ResourceSlice(Arc<ResourceSlice>),
     /// A ResourceClaim (namespaced), `resource.k8s.io/v1`.
     ResourceClaim(Arc<ResourceClaim>),
+    /// A DeviceTaintRule (cluster-scoped), `resource.k8s.io/v1`: a taint
+    /// added to the devices its selector matches.
+    DeviceTaintRule(Arc<DeviceTaintRule>),
 }
 
 impl ClusterObject {
@@ -96,6 +99,7 @@ impl ClusterObject {
             ClusterObject::DeviceClass(_) => "DeviceClass",
             ClusterObject::ResourceSlice(_) => "ResourceSlice",
             ClusterObject::ResourceClaim(_) => "ResourceClaim",
+            ClusterObject::DeviceTaintRule(_) => "DeviceTaintRule",
         }
     }
 
@@ -118,12 +122,13 @@ impl ClusterObject {
             ClusterObject::DeviceClass(o) => &o.metadata,
             ClusterObject::ResourceSlice(o) => &o.metadata,
             ClusterObject::ResourceClaim(o) => &o.metadata,
+            ClusterObject::DeviceTaintRule(o) => &o.metadata,
         }
     }
 
     /// `namespace/name`, or `name` for a cluster-scoped kind (Namespace,
     /// PriorityClass, PersistentVolume, StorageClass, CSINode, CSIDriver,
-    /// DeviceClass, ResourceSlice).
+    /// DeviceClass, ResourceSlice, DeviceTaintRule).
     pub fn key(&self) -> String {
         let m = self.metadata();
         let name = m.name.as_deref().unwrap_or("");
@@ -135,7 +140,8 @@ impl ClusterObject {
             | ClusterObject::CSINode(_)
             | ClusterObject::CSIDriver(_)
             | ClusterObject::DeviceClass(_)
-            | ClusterObject::ResourceSlice(_) => name.to_string(),
+            | ClusterObject::ResourceSlice(_)
+            | ClusterObject::DeviceTaintRule(_) => name.to_string(),
             _ => format!("{}/{name}", m.namespace.as_deref().unwrap_or("default")),
         }
     }
@@ -356,6 +362,10 @@ struct Inner {
     /// Bumped on every ResourceSlice added, changed or deleted.
     resource_slices_version: u64,
     resource_claims: HashMap<NsName, Arc<ResourceClaim>>,
+    /// Sorted by name.
+    device_taint_rules: BTreeMap<Arc<str>, Arc<DeviceTaintRule>>,
+    /// Bumped on every DeviceTaintRule added, changed or deleted.
+    device_taint_rules_version: u64,
     /// The devices the held claims' allocations hold.
     allocated: AllocatedDevices,
 }
@@ -392,7 +402,7 @@ impl ClusterObjects {
     /// An object was added or changed. Returns the version it replaces
     /// for the volume kinds (PersistentVolumeClaim, PersistentVolume,
     /// StorageClass, CSINode, CSIDriver, CSIStorageCapacity) and the DRA
-    /// kinds (DeviceClass, ResourceSlice, ResourceClaim), whose changes
+    /// kinds (DeviceClass, ResourceSlice, ResourceClaim, DeviceTaintRule), whose changes
     /// the queue hears about;
     /// `None` for the others, and for an object not held before.
     pub fn apply(&self, obj: &ClusterObject) -> Option<ClusterObject> {
@@ -441,6 +451,13 @@ impl ClusterObjects {
                     .resource_slices
                     .insert(ns_name(m).1, o.clone())
                     .map(ClusterObject::ResourceSlice);
+            }
+            ClusterObject::DeviceTaintRule(o) => {
+                st.device_taint_rules_version += 1;
+                return st
+                    .device_taint_rules
+                    .insert(ns_name(m).1, o.clone())
+                    .map(ClusterObject::DeviceTaintRule);
             }
             ClusterObject::ResourceClaim(o) => {
                 let old = st.resource_claims.insert(ns_name(m), o.clone());
@@ -549,6 +566,10 @@ impl ClusterObjects {
                 st.resource_slices_version += 1;
                 st.resource_slices.remove(&key.1);
             }
+            ClusterObject::DeviceTaintRule(_) => {
+                st.device_taint_rules_version += 1;
+                st.device_taint_rules.remove(&key.1);
+            }
             ClusterObject::ResourceClaim(_) => {
                 if let Some(old) = st.resource_claims.remove(&key) {
                     st.allocated.remove(&old);
@@ -574,6 +595,20 @@ impl ClusterObjects {
     /// deleted.
     pub fn resource_slices_version(&self) -> u64 {
         self.read().resource_slices_version
+    }
+
+    /// Every DeviceTaintRule, sorted by name, with
+    /// [`device_taint_rules_version`](Self::device_taint_rules_version) at
+    /// the time they were read.
+    pub fn device_taint_rules(&self) -> (Vec<Arc<DeviceTaintRule>>, u64) {
+        let st = self.read();
+        (st.device_taint_rules.values().cloned().collect(), st.device_taint_rules_version)
+    }
+
+    /// A number that changes whenever a DeviceTaintRule is added, changed
+    /// or deleted.
+    pub fn device_taint_rules_version(&self) -> u64 {
+        self.read().device_taint_rules_version
     }
 
     /// A ResourceClaim by namespace and name.
@@ -725,6 +760,7 @@ impl ClusterObjects {
             ("DeviceClass", st.device_classes.len()),
             ("ResourceSlice", st.resource_slices.len()),
             ("ResourceClaim", st.resource_claims.len()),
+            ("DeviceTaintRule", st.device_taint_rules.len()),
         ])
     }
 }

@@ -142,16 +142,16 @@ pub enum EmbeddedObject {
     /// its resourceclaim-controller emulation makes pods' claims from it).
     ResourceClaimTemplate(Box<ResourceClaimTemplate>),
     /// A Namespace, Service, ReplicationController, ReplicaSet,
-    /// StatefulSet, DeviceClass, ResourceSlice or ResourceClaim
-    /// (`EmbeddedCluster::apply_object`).
+    /// StatefulSet, DeviceClass, ResourceSlice, ResourceClaim or
+    /// DeviceTaintRule (`EmbeddedCluster::apply_object`).
     Object(ClusterObject),
 }
 
 /// The kinds the embedded target creates, for messages.
 pub const EMBEDDED_KINDS: &str = "Node, Pod, PodGroup (scheduling.x-k8s.io/v1alpha1, \
      scheduling.k8s.io/v1beta1), Namespace, Service, ReplicationController, ReplicaSet and \
-     StatefulSet (apps/v1), DeviceClass, ResourceSlice, ResourceClaim and ResourceClaimTemplate \
-     (resource.k8s.io/v1)";
+     StatefulSet (apps/v1), DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate and \
+     DeviceTaintRule (resource.k8s.io/v1)";
 
 /// The API group and version of the DRA kinds the embedded target holds.
 pub const DRA_API_VERSION: &str = "resource.k8s.io/v1";
@@ -164,12 +164,8 @@ pub fn embedded_scope(v: &Value) -> Result<bool, String> {
         ("v1", "Pod" | "Service" | "ReplicationController") => Ok(true),
         ("apps/v1", "ReplicaSet" | "StatefulSet") => Ok(true),
         (a, "PodGroup") if POD_GROUP_API_VERSIONS.contains(&a) => Ok(true),
-        (DRA_API_VERSION, "DeviceClass" | "ResourceSlice") => Ok(false),
+        (DRA_API_VERSION, "DeviceClass" | "ResourceSlice" | "DeviceTaintRule") => Ok(false),
         (DRA_API_VERSION, "ResourceClaim" | "ResourceClaimTemplate") => Ok(true),
-        (a, "DeviceTaintRule") => Err(format!(
-            "kind DeviceTaintRule ({a}) is not supported on the embedded target: Convoy does not \
-             implement DeviceTaintRules (see docs/dra.md)"
-        )),
         (a, k) => Err(format!(
             "kind {k} ({a}) is not supported on the embedded target (it holds {EMBEDDED_KINDS}); \
              run against an API server with --kubeconfig"
@@ -243,6 +239,9 @@ pub fn embedded_object(
         }
         "ResourceClaim" => {
             EmbeddedObject::Object(ClusterObject::ResourceClaim(Arc::new(typed(v).map_err(at)?)))
+        }
+        "DeviceTaintRule" => {
+            EmbeddedObject::Object(ClusterObject::DeviceTaintRule(Arc::new(typed(v).map_err(at)?)))
         }
         "ResourceClaimTemplate" => {
             EmbeddedObject::ResourceClaimTemplate(Box::new(typed(v).map_err(at)?))
@@ -360,10 +359,15 @@ mod tests {
             }
             v
         };
-        for kind in ["DeviceClass", "ResourceSlice"] {
-            let spec = json!({"spec": {"driver": "d", "pool": {"name": "p", "generation": 1,
-                "resourceSliceCount": 1}, "allNodes": true}});
-            let v = dra(kind, if kind == "ResourceSlice" { spec } else { json!({}) });
+        for kind in ["DeviceClass", "ResourceSlice", "DeviceTaintRule"] {
+            let spec = match kind {
+                "ResourceSlice" => json!({"spec": {"driver": "d", "pool": {"name": "p",
+                    "generation": 1, "resourceSliceCount": 1}, "allNodes": true}}),
+                "DeviceTaintRule" => json!({"spec": {"deviceSelector": {"driver": "d"},
+                    "taint": {"key": "k", "effect": "NoSchedule"}}}),
+                _ => json!({}),
+            };
+            let v = dra(kind, spec);
             let EmbeddedObject::Object(o) = embedded_object(v.clone(), None, "s", "", 1).unwrap()
             else {
                 panic!()
@@ -388,7 +392,10 @@ mod tests {
         let rule = json!({"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
             "metadata": {"name": "r"}});
         let e = embedded_object(rule, None, "s", "", 1).unwrap_err();
-        assert!(e.contains("Convoy does not implement DeviceTaintRules"), "{e}");
+        assert!(
+            e.starts_with("kind DeviceTaintRule (resource.k8s.io/v1alpha3) is not supported"),
+            "{e}"
+        );
         let e = embedded_object(json!({"kind": "Pod"}), None, "s", "", 1).unwrap_err();
         assert_eq!(e, "apiVersion is required");
     }

@@ -983,17 +983,20 @@ impl Exec {
     }
 
     /// `allocResourceClaims` (see [`crate::dra`]): lists nodes, slices,
-    /// classes and claims, and writes each allocation with
+    /// classes, claims and DeviceTaintRules, and writes each allocation with
     /// `replace_status` (the claim's `status` subresource), as upstream's
     /// `UpdateStatus`.
     async fn alloc_resource_claims(&mut self, namespace: Option<&str>) -> Result<(), String> {
-        use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+        use k8s_openapi::api::resource::v1::{
+            DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice,
+        };
         let c = &self.client;
         let state = crate::dra::DraState {
             nodes: list_all::<Node>(c, "nodes").await?,
             slices: list_all::<ResourceSlice>(c, "ResourceSlices").await?,
             classes: list_all::<DeviceClass>(c, "DeviceClasses").await?,
             claims: list_all::<ResourceClaim>(c, "ResourceClaims").await?,
+            taint_rules: list_all::<DeviceTaintRule>(c, "DeviceTaintRules").await?,
         };
         let claims = crate::dra::allocate_claims(&state, namespace)
             .map_err(|e| format!("allocResourceClaims: {e}"))?;

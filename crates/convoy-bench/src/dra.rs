@@ -4,7 +4,9 @@
 //!
 //! As upstream: every claim of the namespace not yet allocated is
 //! allocated, one at a time in list order, with the structured allocator
-//! (Convoy's, [`ClaimAllocator`], as DynamicResources uses it) on the first
+//! (Convoy's, [`ClaimAllocator`], as DynamicResources uses it, on the slices
+//! with the DeviceTaintRules applied, as upstream lists them with
+//! `ListWithDeviceTaintRules`) on the first
 //! node, in a fresh random order per claim, where it fits; devices held by
 //! any claim allocated before (in any namespace, or earlier in this op)
 //! are left out. The allocation is written into the claim's status (no
@@ -23,10 +25,10 @@ use convoy_api::objects::DeviceId;
 use convoy_api::objects::dra::claim_devices;
 use convoy_plugins::dynamic_resources::allocator::ClaimAllocator;
 use convoy_plugins::dynamic_resources::cel::SelectorCache;
-use convoy_plugins::dynamic_resources::pools::SliceIndex;
+use convoy_plugins::dynamic_resources::pools::{SliceIndex, with_taint_rules};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimStatus, ResourceSlice,
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimStatus, ResourceSlice,
 };
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
@@ -35,8 +37,8 @@ use rand::seq::SliceRandom;
 pub const SEED: u64 = 1;
 
 /// What `allocResourceClaims` reads: the cluster's nodes, ResourceSlices,
-/// DeviceClasses and every ResourceClaim (all namespaces: their allocated
-/// devices are in use).
+/// DeviceClasses, DeviceTaintRules and every ResourceClaim (all namespaces:
+/// their allocated devices are in use).
 #[derive(Debug, Default)]
 pub struct DraState {
     /// Nodes (the set is fixed while the op runs, as upstream assumes).
@@ -47,6 +49,9 @@ pub struct DraState {
     pub classes: Vec<Arc<DeviceClass>>,
     /// Every ResourceClaim.
     pub claims: Vec<Arc<ResourceClaim>>,
+    /// DeviceTaintRules (their taints are added to the devices they
+    /// select).
+    pub taint_rules: Vec<Arc<DeviceTaintRule>>,
 }
 
 /// Allocates the unallocated claims of `namespace` (`None`: of every
@@ -63,7 +68,7 @@ pub fn allocate_claims(
         .filter_map(|c| Some((c.metadata.name.as_deref()?, c.clone())))
         .collect();
     let class = |name: &str| classes.get(name).cloned();
-    let index = SliceIndex::build(&state.slices);
+    let index = SliceIndex::build(&with_taint_rules(state.slices.clone(), &state.taint_rules));
     let cache = SelectorCache::default();
     let mut nodes = state.nodes.clone();
     let mut rng = rand::rngs::StdRng::seed_from_u64(SEED);
@@ -156,6 +161,7 @@ mod tests {
             slices: vec![slice("a", 2), slice("b", 1)],
             classes: vec![class()],
             claims: (0..3).map(|i| claim("init", &format!("c{i}"), "c")).collect(),
+            taint_rules: Vec::new(),
         };
         state.claims.push(claim("other", "x", "c"));
         let out = allocate_claims(&state, Some("init")).unwrap();
@@ -184,5 +190,30 @@ mod tests {
         state.claims = vec![claim("init", "y", "nope")];
         let e = allocate_claims(&state, None).unwrap_err();
         assert!(e.starts_with("claim init/y: ") && e.contains("nope"), "{e}");
+    }
+
+    /// As upstream's op lists slices with the DeviceTaintRules applied: a
+    /// device a rule taints NoSchedule is not allocated.
+    #[test]
+    fn devices_tainted_by_a_rule_are_left_out() {
+        let rule = |device: &str| -> Arc<DeviceTaintRule> {
+            Arc::new(
+                serde_json::from_value(json!({"metadata": {"name": "r"},
+                    "spec": {"deviceSelector": {"pool": "p-a", "device": device},
+                             "taint": {"key": "k", "effect": "NoSchedule"}}}))
+                .unwrap(),
+            )
+        };
+        let mut state = DraState {
+            nodes: vec![node("a")],
+            slices: vec![slice("a", 2)],
+            classes: vec![class()],
+            claims: (0..2).map(|i| claim("init", &format!("c{i}"), "c")).collect(),
+            taint_rules: Vec::new(),
+        };
+        assert_eq!(allocate_claims(&state, None).unwrap().len(), 2);
+        state.taint_rules = vec![rule("d0")];
+        let e = allocate_claims(&state, None).unwrap_err();
+        assert_eq!(e, "could not allocate claim init/c1 (2 of 2) on any of 1 nodes");
     }
 }

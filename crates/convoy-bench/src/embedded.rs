@@ -662,6 +662,7 @@ impl Exec {
                 ClusterObject::ResourceSlice(s) => state.slices.push(s),
                 ClusterObject::DeviceClass(c) => state.classes.push(c),
                 ClusterObject::ResourceClaim(c) => state.claims.push(c),
+                ClusterObject::DeviceTaintRule(r) => state.taint_rules.push(r),
                 _ => {}
             }
         }

@@ -10,6 +10,12 @@
 //! `resource.k8s.io/v1` type. On the embedded target with Convoy, the
 //! `integration-test` workloads bind every measured pod, and
 //! `allocResourceClaims` fills devices as upstream's.
+//!
+//! `dra/devicetaints/performance-config.yaml` (DeviceTaintToleration) and
+//! its two further templates are copied the same way, to
+//! `benches/config/devicetaints/` (its `../templates/...` paths resolve to
+//! `benches/config/templates/`), and its integration workload binds every
+//! pod; DeviceTaintRules of our own show the taints are evaluated.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -51,7 +57,10 @@ fn benches_copy_is_upstreams_file_and_templates() {
         assert!(ours == std::fs::read(&p).unwrap(), "{name:?} differs from upstream's");
         n += 1;
     }
-    assert_eq!(n, 7);
+    assert_eq!(n, 9);
+    let ours = std::fs::read(root().join("benches/config/devicetaints/performance-config.yaml"));
+    let theirs = std::fs::read(fixture_dir().join("devicetaints/performance-config.yaml"));
+    assert!(ours.unwrap() == theirs.unwrap(), "devicetaints/performance-config.yaml differs");
 }
 
 #[test]
@@ -225,4 +234,94 @@ fn alloc_resource_claims_takes_devices_from_the_pods() {
     let report = run(&alloc_config(4, 9), &opts("Alloc", short)).unwrap();
     let e = report.results[0].error.as_deref().expect("a claim does not fit");
     assert!(e.contains("allocResourceClaims: could not allocate claim init/test-claim-8"), "{e}");
+}
+
+#[test]
+fn device_taint_toleration_binds_every_pod_on_the_embedded_target() {
+    let config =
+        load_file(&root().join("benches/config/devicetaints/performance-config.yaml")).unwrap();
+    let report =
+        run(&config, &opts("^DeviceTaintToleration$/^fast$", Duration::from_secs(30))).unwrap();
+    assert_eq!(report.results.len(), 1);
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 10);
+}
+
+/// Two nodes with one device each, a DeviceTaintRule with `selector`
+/// (NoSchedule, upstream's taint key), the claim template `template`, and
+/// `pods` pods.
+fn taint_config(name: &str, selector: &str, template: &str, pods: usize) -> convoy_bench::Config {
+    let dir = std::env::temp_dir().join(format!("convoy-dra-taint-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rule = dir.join("rule.yaml");
+    std::fs::write(
+        &rule,
+        format!(
+            "apiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {{name: r}}\n\
+             spec:\n  deviceSelector: {selector}\n  taint: {{key: example.com/taint, \
+             value: tainted, effect: NoSchedule}}\n"
+        ),
+    )
+    .unwrap();
+    let yaml = format!(
+        r#"
+- name: Taint
+  workloadTemplate:
+  - opcode: createNodes
+    nodeTemplatePath: templates/node-with-dra-test-driver.yaml
+    count: 2
+  - opcode: createAny
+    templatePath: templates/resourceslice-basic-devices.yaml
+    count: 2
+    templateParams:
+      numDevices: 1
+  - opcode: createAny
+    templatePath: templates/deviceclass.yaml
+  - opcode: createAny
+    templatePath: {rule}
+  - opcode: createAny
+    templatePath: templates/{template}
+    namespace: test
+  - opcode: createPods
+    namespace: test
+    count: {pods}
+    podTemplatePath: templates/pod-with-claim-template.yaml
+    collectMetrics: true
+  workloads:
+  - name: w
+"#,
+        rule = rule.display()
+    );
+    parse_str(&yaml, "taint.yaml", fixture_dir()).unwrap()
+}
+
+#[test]
+fn device_taint_rules_keep_pods_off_tainted_devices() {
+    let short = Duration::from_secs(3);
+    // Every device tainted (the empty selector): nothing for a claim that
+    // does not tolerate it.
+    let report =
+        run(&taint_config("all", "{}", "resourceclaimtemplate.yaml", 1), &opts("Taint", short))
+            .unwrap();
+    let e = report.results[0].error.as_deref().expect("every device tainted");
+    assert!(e.contains("0/1 scheduled") && e.contains("cannot allocate all claims"), "{e}");
+    // Tolerated, both devices are used.
+    let tolerant = "resourceclaimtemplate-toleration.yaml";
+    let report = run(&taint_config("tolerated", "{}", tolerant, 2), &opts("Taint", short)).unwrap();
+    assert_eq!(report.results[0].error, None);
+    assert_eq!(report.results[0].windows[0].pods, 2);
+    // One device tainted (driver, pool and device selected): one pod of two.
+    let one = "{driver: test-driver.cdi.k8s.io, pool: resourceslice-0, device: basic-device-0}";
+    let report =
+        run(&taint_config("one", one, "resourceclaimtemplate.yaml", 2), &opts("Taint", short))
+            .unwrap();
+    let e = report.results[0].error.as_deref().expect("one device tainted");
+    assert!(e.contains("1/2 scheduled"), "{e}");
+    // No selector (upstream's own devicetaintrule.yaml): no device matched.
+    let report =
+        run(&taint_config("none", "null", "resourceclaimtemplate.yaml", 2), &opts("Taint", short))
+            .unwrap();
+    assert_eq!(report.results[0].error, None);
+    assert_eq!(report.results[0].windows[0].pods, 2);
 }

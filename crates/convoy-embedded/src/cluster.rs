@@ -231,7 +231,7 @@ impl EmbeddedCluster {
 
     /// Creates or replaces a [`ClusterObject`] (a Namespace, a workload
     /// controller, a claim, a volume, a DeviceClass, a ResourceSlice, a
-    /// ResourceClaim, ...); emits `ObjectApplied`. A volume without phase
+    /// ResourceClaim, a DeviceTaintRule, ...); emits `ObjectApplied`. A volume without phase
     /// nor claim becomes `Available`, as the PV controller makes it; a
     /// ResourceClaim gets a UID when it has none (`sim-claim-<ns>-<name>`,
     /// or the one of the claim it replaces); the DRA kinds get a new
@@ -659,6 +659,11 @@ fn admit(s: &mut State, obj: ClusterObject) -> ClusterObject {
             let mut c = k8s_openapi::api::resource::v1::ResourceSlice::clone(&c);
             c.metadata.resource_version = Some(s.next_version());
             ClusterObject::ResourceSlice(Arc::new(c))
+        }
+        ClusterObject::DeviceTaintRule(c) => {
+            let mut c = k8s_openapi::api::resource::v1::DeviceTaintRule::clone(&c);
+            c.metadata.resource_version = Some(s.next_version());
+            ClusterObject::DeviceTaintRule(Arc::new(c))
         }
         other => volumes::admit(other),
     }

@@ -4,8 +4,8 @@
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
 //! CSIDrivers and CSIStorageCapacities plugins read, and the Dynamic Resource
 //! Allocation kinds (`resource.k8s.io/v1` only: DeviceClasses,
-//! ResourceSlices, ResourceClaims, and the ResourceClaimTemplates the
-//! embedded cluster makes pods' claims from). A StorageClass without `volumeBindingMode` gets
+//! ResourceSlices, ResourceClaims, DeviceTaintRules, and the
+//! ResourceClaimTemplates the embedded cluster makes pods' claims from). A StorageClass without `volumeBindingMode` gets
 //! `Immediate`, as API defaulting gives it.
 //! Pods without `spec.priority` get it from their PriorityClass, as the
 //! Priority admission plugin gives it (an unknown class is an error).
@@ -43,7 +43,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{
-    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    DeviceClass, DeviceTaintRule, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
@@ -56,7 +56,8 @@ pub const POD_GROUP_API_VERSIONS: [&str; 2] =
     ["scheduling.x-k8s.io/v1alpha1", "scheduling.k8s.io/v1beta1"];
 
 /// The API version the Dynamic Resource Allocation kinds are read in
-/// (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate);
+/// (DeviceClass, ResourceSlice, ResourceClaim, ResourceClaimTemplate,
+/// DeviceTaintRule);
 /// the beta versions are refused, naming `apiVersion`.
 pub const RESOURCE_API_VERSION: &str = "resource.k8s.io/v1";
 
@@ -182,7 +183,7 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
 /// controllers, PodDisruptionBudgets, PriorityClasses,
 /// PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
 /// CSIDrivers, CSIStorageCapacities, DeviceClasses, ResourceSlices,
-/// ResourceClaims and ResourceClaimTemplates from YAML or JSON text. `source` names the text in error
+/// ResourceClaims, DeviceTaintRules and ResourceClaimTemplates from YAML or JSON text. `source` names the text in error
 /// messages (usually the file name).
 ///
 /// Empty documents are skipped, and so are objects of other kinds (counted
@@ -334,7 +335,7 @@ fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
         "PersistentVolume" => ("v1", false),
         "StorageClass" | "CSINode" | "CSIDriver" => ("storage.k8s.io/v1", false),
         "CSIStorageCapacity" => ("storage.k8s.io/v1", true),
-        "DeviceClass" | "ResourceSlice" => (RESOURCE_API_VERSION, false),
+        "DeviceClass" | "ResourceSlice" | "DeviceTaintRule" => (RESOURCE_API_VERSION, false),
         "ResourceClaim" | "ResourceClaimTemplate" => (RESOURCE_API_VERSION, true),
         _ => return None,
     })
@@ -492,6 +493,9 @@ impl Loader<'_> {
             }
             "ResourceClaim" => {
                 self.add_object::<ResourceClaim>(value, doc, item).map_err(|m| fail(self, m))
+            }
+            "DeviceTaintRule" => {
+                self.add_object::<DeviceTaintRule>(value, doc, item).map_err(|m| fail(self, m))
             }
             "ResourceClaimTemplate" => {
                 self.add_template(value, doc, item).map_err(|m| fail(self, m))

@@ -314,7 +314,20 @@ impl Scheduler {
                     );
                 }
             }
-            ClusterUpdate::ObjectDeleted(obj) => self.objects.delete(&obj),
+            ClusterUpdate::ObjectDeleted(obj) => {
+                self.objects.delete(&obj);
+                // A DeviceTaintRule gone takes its taints off devices
+                // (upstream hears of it as an update of the slices it
+                // patched).
+                if matches!(obj, convoy_api::ClusterObject::DeviceTaintRule(_)) {
+                    self.move_all(
+                        EventResource::DeviceTaintRule,
+                        ActionType::DELETE,
+                        Some(EventObject::Object(obj)),
+                        None,
+                    );
+                }
+            }
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
                     tracing::info!(

@@ -3,7 +3,8 @@
 //! node whose ResourceSlice satisfies them, written in the claims; a claim
 //! shared by two pods places both on its device's node; a claim no device
 //! satisfies keeps its pod pending with upstream's message; no device is
-//! ever given to two claims.
+//! ever given to two claims; a DeviceTaintRule loaded with the cluster
+//! keeps claims that do not tolerate its taint off the devices it selects.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -119,6 +120,36 @@ async fn claims_get_devices_on_the_node_that_satisfies_them() {
     );
 }
 
+/// A DeviceTaintRule loaded with the cluster taints the devices it selects:
+/// a claim that does not tolerate the taint gets none of them, one that
+/// does gets them.
+#[tokio::test]
+async fn device_taint_rules_keep_untolerating_claims_off_tainted_devices() {
+    let mut yaml = String::from(CLASS);
+    yaml += &node("small", 2, "40Gi", "a");
+    // Room for both pods on big, but for the rule.
+    yaml += &node("big", 4, "80Gi", "b");
+    yaml += "---\napiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: big-broken}\n\
+             spec:\n  deviceSelector: {driver: gpu.example.com, pool: big}\n  \
+             taint: {key: example.com/broken, effect: NoSchedule}\n";
+    let big = r#"device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) > 0"#;
+    yaml += &template("two-big", 2, big);
+    yaml += &template("two-big-tolerant", 2, big).replace(
+        "          count: 2",
+        "          count: 2\n          tolerations: [{key: example.com/broken, operator: Exists}]",
+    );
+    yaml += &pod("plain", Some("two-big"), None);
+    yaml += &pod("tolerant", Some("two-big-tolerant"), None);
+    let r = run(&yaml).await;
+    assert_eq!(outcome(&r, "tolerant").0.as_deref(), Some("big"), "{}", r.to_text());
+    let (node, reason) = outcome(&r, "plain");
+    assert_eq!(node, None, "{}", r.to_text());
+    assert!(
+        reason.starts_with("0/2 nodes are available: 2 cannot allocate all claims."),
+        "{reason}"
+    );
+}
+
 /// Every allocated device is held by one claim only, and each claim's
 /// devices are on its pod's node.
 #[tokio::test]
@@ -205,4 +236,45 @@ async fn gpu_placement_packs_devices_from_resource_slices() {
     let r = simulate(config, objects, false).await.unwrap();
     assert_eq!(outcome(&r, "two").0.as_deref(), Some("b"), "{}", r.to_text());
     assert!(outcome(&r, "eight").0.is_some(), "{}", r.to_text());
+}
+
+/// A pod the taints of a DeviceTaintRule kept pending is retried when the
+/// rule is deleted (DynamicResources registers DeviceTaintRule deletions;
+/// upstream hears of them as slice updates), not at the periodic flush.
+#[tokio::test]
+async fn deleting_a_device_taint_rule_releases_the_pod() {
+    use std::sync::Arc;
+
+    use convoy_api::FakeClock;
+    use convoy_embedded::{EmbeddedBinder, EmbeddedCluster};
+    use convoy_scheduler::decision::LogSink;
+    use convoy_scheduler::{Scheduler, SchedulerOptions};
+
+    let mut yaml = String::from(CLASS);
+    yaml += &node("big", 2, "80Gi", "b");
+    yaml += "---\napiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: broken}\n\
+             spec:\n  deviceSelector: {device: gpu-1}\n  taint: {key: k, effect: NoExecute}\n";
+    yaml += &template("two", 2, "");
+    yaml += &pod("p", Some("two"), None);
+    let (cluster, mut updates) = EmbeddedCluster::new(parse_objects(&yaml, "taint.yaml").unwrap());
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    assert_eq!(cluster.bound_count(), 0, "one of the two devices is tainted");
+    assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
+
+    cluster.delete_object("DeviceTaintRule", "broken").unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let p = cluster.pod("default", "p").unwrap();
+    assert_eq!(p.spec.as_ref().unwrap().node_name.as_deref(), Some("big"));
 }

@@ -349,6 +349,7 @@ async fn cluster_dump_feeds_the_object_store() {
             ("CSINode", 0),
             ("CSIStorageCapacity", 0),
             ("DeviceClass", 0),
+            ("DeviceTaintRule", 0),
             ("Namespace", 3),
             ("PersistentVolume", 0),
             ("PersistentVolumeClaim", 0),

@@ -1,6 +1,7 @@
 //! The Dynamic Resource Allocation kinds (`resource.k8s.io/v1`) the
-//! DynamicResources plugin reads: DeviceClasses, ResourceSlices and
-//! ResourceClaims (upstream `plugins/dynamicresources`, v1.37.2).
+//! DynamicResources plugin reads: DeviceClasses, ResourceSlices,
+//! ResourceClaims and DeviceTaintRules (upstream `plugins/dynamicresources`,
+//! v1.37.2).
 //!
 //! They are kept whole but for metadata: a class's selectors and config, a
 //! slice's devices and a claim's spec and status are what the allocator
@@ -15,7 +16,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaim, ResourceSlice};
+use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::ClusterObject;
@@ -79,6 +80,23 @@ impl ObjectKind for ResourceSlice {
     }
     fn wrap(obj: Arc<Self>) -> ClusterObject {
         ClusterObject::ResourceSlice(obj)
+    }
+    fn same_for_scheduling(&self, other: &Self) -> bool {
+        same_but_version(self, other, |o| &mut o.metadata)
+    }
+}
+
+impl ObjectKind for DeviceTaintRule {
+    const KIND: &'static str = "DeviceTaintRule";
+    fn trim(&mut self) {
+        trim_dra_meta(&mut self.metadata);
+        // The status (its `EvictionInProgress` condition) is the eviction
+        // controller's; the scheduler reads only the spec, as upstream's
+        // ResourceSlice tracker.
+        self.status = None;
+    }
+    fn wrap(obj: Arc<Self>) -> ClusterObject {
+        ClusterObject::DeviceTaintRule(obj)
     }
     fn same_for_scheduling(&self, other: &Self) -> bool {
         same_but_version(self, other, |o| &mut o.metadata)
@@ -245,6 +263,36 @@ mod tests {
         assert!(c.metadata.annotations.is_none());
         assert!(c.status.as_ref().unwrap().devices.is_none());
         assert!(c.status.as_ref().unwrap().allocation.is_some());
+    }
+
+    #[test]
+    fn device_taint_rules_keep_their_spec_and_lose_their_status() {
+        let mut r: DeviceTaintRule = serde_json::from_value(json!({
+            "metadata": {"name": "r", "managedFields": [{"manager": "m"}], "resourceVersion": "1"},
+            "spec": {"deviceSelector": {"driver": "d", "pool": "p", "device": "x"},
+                     "taint": {"key": "k", "value": "v", "effect": "NoExecute",
+                               "timeAdded": "2026-01-01T00:00:00Z"}},
+            "status": {"conditions": [{"type": "EvictionInProgress", "status": "True",
+                "lastTransitionTime": "2026-01-01T00:00:00Z", "reason": "r", "message": ""}]}
+        }))
+        .unwrap();
+        let spec = r.spec.clone();
+        r.trim();
+        assert!(r.status.is_none() && r.metadata.managed_fields.is_none());
+        assert_eq!(r.spec, spec);
+        let mut changed = r.clone();
+        changed.metadata.resource_version = Some("2".into());
+        assert!(r.same_for_scheduling(&changed));
+        changed.spec.taint.effect = "NoSchedule".into();
+        assert!(!r.same_for_scheduling(&changed));
+        let store = super::super::ClusterObjects::new();
+        let v0 = store.device_taint_rules_version();
+        assert!(store.apply(&ClusterObject::DeviceTaintRule(Arc::new(r.clone()))).is_none());
+        assert_eq!(store.device_taint_rules().0.len(), 1);
+        assert_eq!(store.counts()["DeviceTaintRule"], 1);
+        store.delete(&ClusterObject::DeviceTaintRule(Arc::new(r)));
+        let (rules, v2) = store.device_taint_rules();
+        assert!(rules.is_empty() && v2 == v0 + 2, "add and delete each change the version");
     }
 
     #[test]

@@ -37,6 +37,27 @@ fn objects_are_applied_and_deleted_with_updates() {
     assert!(c.apply_object(ClusterObject::Namespace(Arc::new(unnamed))).is_err());
 }
 
+#[test]
+fn device_taint_rules_are_applied_with_a_version_and_deleted() {
+    let (c, mut rx) = EmbeddedCluster::new(Objects::default());
+    drain(&mut rx);
+    let rule: k8s_openapi::api::resource::v1::DeviceTaintRule =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "broken"},
+            "spec": {"deviceSelector": {"device": "gpu-1"},
+                     "taint": {"key": "k", "effect": "NoSchedule"}}
+        }))
+        .unwrap();
+    c.apply_object(ClusterObject::DeviceTaintRule(Arc::new(rule))).unwrap();
+    assert_eq!(drain(&mut rx), ["DeviceTaintRuleApplied broken"]);
+    let held = c.objects();
+    let [ClusterObject::DeviceTaintRule(r)] = &held[..] else { panic!("{held:?}") };
+    assert!(r.metadata.resource_version.is_some());
+    c.delete_object("DeviceTaintRule", "broken").unwrap();
+    assert_eq!(drain(&mut rx), ["DeviceTaintRuleDeleted broken"]);
+    assert!(c.objects().is_empty());
+}
+
 /// `add_pod` merges `matchLabelKeys` as the API server's create does;
 /// `update_pod` (an update) does not merge again.
 #[test]

@@ -615,6 +615,13 @@ items:
     devices: [{name: gpu-0}, {name: gpu-1}]
 ---
 apiVersion: resource.k8s.io/v1
+kind: DeviceTaintRule
+metadata: {name: broken-gpu}
+spec:
+  deviceSelector: {driver: gpu.example.com, pool: n1, device: gpu-1}
+  taint: {key: example.com/broken, effect: NoSchedule}
+---
+apiVersion: resource.k8s.io/v1
 kind: ResourceClaim
 metadata: {name: shared}
 spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: gpu.example.com}}]}}
@@ -635,8 +642,16 @@ spec:
     let o = parse_objects(text, "t.yaml").unwrap();
     assert_eq!(
         others(&o),
-        ["DeviceClass gpu.example.com", "ResourceSlice n1-gpu", "ResourceClaim default/shared"]
+        [
+            "DeviceClass gpu.example.com",
+            "ResourceSlice n1-gpu",
+            "DeviceTaintRule broken-gpu",
+            "ResourceClaim default/shared"
+        ]
     );
+    let ClusterObject::DeviceTaintRule(rule) = &o.others[2] else { panic!() };
+    assert_eq!(rule.spec.device_selector.as_ref().unwrap().device.as_deref(), Some("gpu-1"));
+    assert_eq!(rule.spec.taint.effect, "NoSchedule");
     let ClusterObject::ResourceSlice(slice) = &o.others[1] else { panic!() };
     assert_eq!(slice.spec.devices.as_ref().unwrap().len(), 2);
     assert_eq!(o.resource_claim_templates.len(), 1);
@@ -657,6 +672,7 @@ spec:
         ("ResourceSlice", "resource.k8s.io/v1beta2"),
         ("ResourceClaim", "resource.k8s.io/v1beta1"),
         ("ResourceClaimTemplate", "resource.k8s.io/v1beta2"),
+        ("DeviceTaintRule", "resource.k8s.io/v1alpha3"),
     ] {
         let text = format!("apiVersion: {version}\nkind: {kind}\nmetadata: {{name: x}}\n");
         let err = parse_objects(&text, "t.yaml").unwrap_err().to_string();

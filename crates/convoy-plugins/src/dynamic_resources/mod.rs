@@ -25,7 +25,8 @@
 //!   can allocate it elsewhere.
 //!
 //! Not done (see docs/dra.md): devices with binding conditions, consumable
-//! capacity, DeviceTaintRules and DRA-backed extended resources.
+//! capacity and DRA-backed extended resources. DeviceTaintRules are applied
+//! to the slices before indexing ([`pools::with_taint_rules`]).
 
 pub mod allocator;
 pub mod cel;
@@ -78,14 +79,18 @@ const WRITE_POLL_INTERVAL: Duration = Duration::from_millis(20);
 /// up and fails the binding.
 const WRITE_VISIBLE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The versions of the ResourceSlices and of the DeviceTaintRules a slice
+/// index was built from.
+type IndexVersion = (u64, u64);
+
 /// The DynamicResources plugin.
 pub struct DynamicResources {
     objects: Arc<ClusterObjects>,
     binder: Arc<dyn Binder>,
     args: DynamicResourcesArgs,
     selectors: SelectorCache,
-    /// The slice index and the slices version it was built from.
-    slices: Mutex<Option<(u64, Arc<SliceIndex>)>>,
+    /// The slice index and the versions it was built from.
+    slices: Mutex<Option<(IndexVersion, Arc<SliceIndex>)>>,
     in_flight: Arc<InFlight>,
     stats: Arc<DraStats>,
 }
@@ -197,18 +202,23 @@ impl DynamicResources {
         &self.in_flight
     }
 
-    /// The index of the current ResourceSlices, rebuilt when they changed.
+    /// The index of the current ResourceSlices with the DeviceTaintRules
+    /// applied (upstream `ListWithDeviceTaintRules`), rebuilt when either
+    /// changed.
     fn slice_index(&self) -> Arc<SliceIndex> {
-        let version = self.objects.resource_slices_version();
+        let version =
+            (self.objects.resource_slices_version(), self.objects.device_taint_rules_version());
         let mut cached = self.slices.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((v, index)) = cached.as_ref()
             && *v == version
         {
             return index.clone();
         }
-        let (slices, version) = self.objects.resource_slices();
+        let (slices, slices_version) = self.objects.resource_slices();
+        let (rules, rules_version) = self.objects.device_taint_rules();
+        let slices = pools::with_taint_rules(slices, &rules);
         let index = Arc::new(SliceIndex::build(&slices));
-        *cached = Some((version, index.clone()));
+        *cached = Some(((slices_version, rules_version), index.clone()));
         index
     }
 }
@@ -436,6 +446,13 @@ impl Plugin for DynamicResources {
             ClusterEventWithHint::new(
                 EventResource::ResourceSlice,
                 ActionType::ADD | ActionType::UPDATE,
+            ),
+            // Upstream hears of a rule as an update of the slices it
+            // patches (the ResourceSlice tracker's events): a rule added,
+            // changed or deleted changes their taints.
+            ClusterEventWithHint::new(
+                EventResource::DeviceTaintRule,
+                ActionType::ADD | ActionType::UPDATE | ActionType::DELETE,
             ),
         ]
     }

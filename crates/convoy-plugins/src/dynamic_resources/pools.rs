@@ -20,13 +20,54 @@ use std::sync::{Arc, RwLock};
 type Fast = foldhash::fast::RandomState;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelector};
-use k8s_openapi::api::resource::v1::{Device, ResourceSlice};
+use k8s_openapi::api::resource::v1::{Device, DeviceTaintRule, ResourceSlice};
 
 use convoy_api::objects::DeviceId;
 use convoy_api::resource::parse_milli;
 
 use super::cel::{CelDevice, DeviceSelector};
 use crate::node_affinity::selector::{CompiledNodeSelector, NodeView};
+
+/// The slices with the DeviceTaintRules applied (upstream's ResourceSlice
+/// tracker, `ListPatchedResourceSlices` and `applyPatches`, v0.37.2): each
+/// rule's taint is appended to `devices[].taints` of every device its
+/// `deviceSelector` matches. The selector's `driver`, `pool` and `device`
+/// are each optional and ANDed; a rule without a selector matches nothing.
+/// As upstream, neither the rule's status nor its taint's `timeAdded` or
+/// effect is looked at here (the allocator ignores effect `None`). Only the
+/// slices a rule touches are cloned; the others are shared.
+pub fn with_taint_rules(
+    slices: Vec<Arc<ResourceSlice>>,
+    rules: &[Arc<DeviceTaintRule>],
+) -> Vec<Arc<ResourceSlice>> {
+    if rules.is_empty() {
+        return slices;
+    }
+    slices
+        .into_iter()
+        .map(|slice| {
+            let mut patched: Option<ResourceSlice> = None;
+            for rule in rules {
+                let Some(sel) = rule.spec.device_selector.as_ref() else { continue };
+                if sel.driver.as_ref().is_some_and(|d| *d != slice.spec.driver)
+                    || sel.pool.as_ref().is_some_and(|p| *p != slice.spec.pool.name)
+                {
+                    continue;
+                }
+                let Some(devices) = slice.spec.devices.as_ref() else { continue };
+                for (i, device) in devices.iter().enumerate() {
+                    if sel.device.as_ref().is_some_and(|d| *d != device.name) {
+                        continue;
+                    }
+                    let p = patched.get_or_insert_with(|| (*slice).clone());
+                    let d = &mut p.spec.devices.as_mut().expect("cloned with devices")[i];
+                    d.taints.get_or_insert_with(Vec::new).push(rule.spec.taint.clone());
+                }
+            }
+            patched.map_or(slice, Arc::new)
+        })
+        .collect()
+}
 
 /// How a slice, or a device of a slice with `perDeviceNodeSelection`, selects
 /// nodes (upstream `NodeMatches`).

@@ -9,6 +9,7 @@ use std::sync::Mutex as StdMutex;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{BindError, ClusterObject, Code, NodeList};
 use k8s_openapi::api::core::v1::PodResourceClaim;
+use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::{Value, json};
 
 use super::*;
@@ -483,4 +484,86 @@ fn hints_queue_on_deallocation_and_on_the_pods_own_claims() {
         is_schedulable_after_target_pod_update(&waiting, None, Some(&other)),
         QueueingHint::Skip
     );
+}
+
+fn taint_rule(name: &str, selector: Value, effect: &str) -> ClusterObject {
+    ClusterObject::DeviceTaintRule(obj(json!({
+        "metadata": {"name": name},
+        "spec": {"deviceSelector": selector,
+                 "taint": {"key": "example.com/broken", "value": "yes", "effect": effect}}
+    })))
+}
+
+/// DeviceTaintRules are applied to the slices (upstream
+/// `ListWithDeviceTaintRules`): a rule's NoSchedule taint makes the
+/// allocator skip the device unless the request tolerates it, and the
+/// device is free again once the rule is gone.
+#[test]
+fn device_taint_rules_taint_the_devices_they_select() {
+    let mut tolerant = claim("tolerant", 2, None);
+    tolerant["spec"]["devices"]["requests"][0]["exactly"]["tolerations"] =
+        json!([{"key": "example.com/broken", "operator": "Exists", "effect": "NoSchedule"}]);
+    let f = fixture(vec![claim("plain", 2, None), tolerant]);
+    let verdicts = |claim: &str| {
+        let p = pod("p", "uid-p", claim);
+        let mut state = CycleState::new();
+        assert!(f.pre_filter(&mut state, &p).is_success());
+        f.filter(&state, &p)
+    };
+    assert_eq!(verdicts("plain"), ["n0: ok", "n1: ok"]);
+
+    // n1 has two devices; the rule takes one of them away.
+    let rule = taint_rule(
+        "one-device",
+        json!({"driver": DRIVER, "pool": "n1", "device": "gpu-0"}),
+        "NoSchedule",
+    );
+    f.objects.apply(&rule);
+    assert_eq!(verdicts("plain"), ["n0: ok", "n1: cannot allocate all claims"]);
+    assert_eq!(verdicts("tolerant"), ["n0: ok", "n1: ok"]);
+
+    // Effect None, a rule with no selector and one for another driver
+    // take nothing away.
+    f.objects.delete(&rule);
+    for r in [
+        taint_rule("none", json!({"pool": "n1"}), "None"),
+        ClusterObject::DeviceTaintRule(obj(json!({
+            "metadata": {"name": "no-selector"},
+            "spec": {"taint": {"key": "k", "effect": "NoSchedule"}}
+        }))),
+        taint_rule("other-driver", json!({"driver": "other.example.com"}), "NoExecute"),
+    ] {
+        f.objects.apply(&r);
+    }
+    assert_eq!(verdicts("plain"), ["n0: ok", "n1: ok"]);
+
+    // A pool-wide NoExecute rule: n1 is out for the plain claim, and a
+    // NoSchedule toleration does not cover NoExecute.
+    f.objects.apply(&taint_rule("pool", json!({"pool": "n1"}), "NoExecute"));
+    assert_eq!(verdicts("plain"), ["n0: ok", "n1: cannot allocate all claims"]);
+    assert_eq!(verdicts("tolerant"), ["n0: ok", "n1: cannot allocate all claims"]);
+}
+
+#[test]
+fn taint_rules_clone_only_the_slices_they_touch() {
+    let slices: Vec<Arc<ResourceSlice>> = ["n0", "n1"]
+        .iter()
+        .map(|n| match slice(n, 2) {
+            ClusterObject::ResourceSlice(s) => s,
+            _ => unreachable!(),
+        })
+        .collect();
+    let rule: Arc<k8s_openapi::api::resource::v1::DeviceTaintRule> = obj(json!({
+        "metadata": {"name": "r"},
+        "spec": {"deviceSelector": {"pool": "n1", "device": "gpu-1"},
+                 "taint": {"key": "k", "effect": "NoSchedule"}}
+    }));
+    let patched = pools::with_taint_rules(slices.clone(), &[rule.clone(), rule]);
+    assert!(Arc::ptr_eq(&patched[0], &slices[0]), "n0 untouched, shared");
+    let devices = patched[1].spec.devices.as_ref().unwrap();
+    assert!(devices[0].taints.is_none());
+    let taints = devices[1].taints.as_ref().unwrap();
+    assert_eq!(taints.len(), 2, "each matching rule appends its taint");
+    assert_eq!(taints[0].key, "k");
+    assert!(slices[1].spec.devices.as_ref().unwrap()[1].taints.is_none(), "the store's slice");
 }
