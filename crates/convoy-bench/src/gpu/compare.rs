@@ -47,7 +47,16 @@ pub struct Variant {
     pub at: Where,
     /// Its scheduler configuration (`None`: the scheduler's default).
     pub config: Option<PathBuf>,
+    /// Whether the configuration is about the extended resource only
+    /// (NodeResourcesFit `MostAllocated` weighting `nvidia.com/gpu`): it
+    /// does not apply to GPUs offered as DRA devices, and is skipped for
+    /// those workloads.
+    pub extended_resource_only: bool,
 }
+
+/// Why a variant is not run on a workload with DRA devices.
+pub const SKIPPED_FOR_DRA: &str = "skipped: MostAllocated weights nvidia.com/gpu, which DRA \
+                                   devices do not use";
 
 /// The variants, by label: the six of the issue plus Convoy with
 /// upstream's MostAllocated configuration on the embedded target.
@@ -56,6 +65,7 @@ pub fn variants(gpu_config: PathBuf, most_allocated: PathBuf) -> Vec<Variant> {
         label: label.into(),
         at,
         config: config.cloned(),
+        extended_resource_only: config == Some(&most_allocated),
     };
     let (c, k) = (SchedulerKind::Convoy, SchedulerKind::KubeScheduler);
     vec![
@@ -82,6 +92,8 @@ pub struct VariantRun {
     pub outcomes: Vec<Outcome>,
     /// Why it failed.
     pub error: Option<String>,
+    /// Why it was not run.
+    pub skipped: Option<String>,
     /// Its DataItems.
     #[serde(skip)]
     pub items: Vec<DataItem>,
@@ -98,6 +110,9 @@ pub fn run(
     let mut out = Vec::new();
     for (tc, w) in select(config, opts) {
         let base = &plans[&format!("{}/{}", tc.name, w.name)];
+        let dra = base.steps.iter().any(|s| {
+            matches!(s, crate::plan::Step::CreateGpuJobs(s) if s.gpus_as == super::GpusAs::DraDevices)
+        });
         for v in variants {
             tracing::info!(workload = %base.name, variant = %v.label, "running");
             let mut plan = base.clone();
@@ -108,8 +123,15 @@ pub fn run(
                 throughput: None,
                 outcomes: Vec::new(),
                 error: None,
+                skipped: None,
                 items: Vec::new(),
             };
+            if dra && v.extended_resource_only {
+                tracing::info!(workload = %base.name, variant = %v.label, "{SKIPPED_FOR_DRA}");
+                run.skipped = Some(SKIPPED_FOR_DRA.into());
+                out.push(run);
+                continue;
+            }
             let windows = match v.at {
                 Where::Embedded => crate::embedded::run(&plan, &opts.embedded)
                     .map(|o| o.windows)
@@ -216,12 +238,18 @@ pub fn table(runs: &[VariantRun]) -> String {
             }
             None => row.extend(std::iter::repeat_n("-".to_string(), header.len() - 3)),
         }
+        if r.skipped.is_some() {
+            row[2] = "skipped".into();
+        }
         rows.push(row);
     }
     let mut out = crate::table::format(&rows, 2);
     for r in runs {
         if let Some(e) = &r.error {
             writeln!(out, "{} {}: {e}", r.workload, r.variant.label).unwrap();
+        }
+        if let Some(why) = &r.skipped {
+            writeln!(out, "{} {}: {why}", r.workload, r.variant.label).unwrap();
         }
     }
     out
