@@ -4,7 +4,11 @@
 //! configuration loaded unchanged (a quick stand-in for kube-scheduler's);
 //! on a fresh testenv control plane each, Convoy's two profiles plus
 //! upstream kube-scheduler with its default configuration and with
-//! NodeResourcesFit `MostAllocated` weighting GPUs.
+//! NodeResourcesFit `MostAllocated` weighting GPUs. Workloads with GPUs as
+//! DRA devices (`gpusAs: draDevices`) skip the two MostAllocated variants
+//! (they weight `nvidia.com/gpu`, which devices do not use) and run their
+//! testenv variants with kube-controller-manager (the resourceclaim
+//! controller).
 //! Prints the fragmentation table and the targets with a verdict,
 //! and writes the DataItems and the per-wave samples.
 
@@ -13,7 +17,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use convoy_testenv::TestEnv;
+use convoy_testenv::{Options, TestEnv};
 use serde::Serialize;
 
 use super::Outcome;
@@ -137,7 +141,12 @@ pub fn run(
                     .map(|o| o.windows)
                     .map_err(|e| e.to_string()),
                 Where::Testenv(kind) => {
-                    TestEnv::start().map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
+                    // DRA needs kube-controller-manager's resourceclaim
+                    // controller (pods' claims made from templates, and
+                    // deleted with their pods).
+                    let options = if dra { Options::WITH_CONTROLLERS } else { Options::API_ONLY };
+                    let env = TestEnv::start_with(options);
+                    env.map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
                         // Before the scheduler starts, so that it finds the
                         // PodGroup API when it starts watching.
                         install(env.kubeconfig(), &api.prepare)?;

@@ -71,11 +71,11 @@ pub(crate) trait Target: Send + Sync {
 /// A DRA object the op creates.
 pub(crate) enum DraObject {
     /// The DeviceClass.
-    Class(DeviceClass),
+    Class(Box<DeviceClass>),
     /// A node's ResourceSlice.
-    Slice(ResourceSlice),
+    Slice(Box<ResourceSlice>),
     /// A ResourceClaimTemplate.
-    Template(ResourceClaimTemplate),
+    Template(Box<ResourceClaimTemplate>),
 }
 
 /// The embedded cluster, and where the pods it deletes are recorded (ends
@@ -105,9 +105,9 @@ impl Target for EmbeddedTarget {
     }
     fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>> {
         let r = match obj {
-            DraObject::Class(c) => self.0.apply_object(ClusterObject::DeviceClass(Arc::new(c))),
-            DraObject::Slice(s) => self.0.apply_object(ClusterObject::ResourceSlice(Arc::new(s))),
-            DraObject::Template(t) => self.0.apply_resource_claim_template(t).map(drop),
+            DraObject::Class(c) => self.0.apply_object(ClusterObject::DeviceClass(Arc::new(*c))),
+            DraObject::Slice(s) => self.0.apply_object(ClusterObject::ResourceSlice(Arc::new(*s))),
+            DraObject::Template(t) => self.0.apply_resource_claim_template(*t).map(drop),
         };
         Box::pin(std::future::ready(r.map_err(|e| e.to_string())))
     }
@@ -547,7 +547,7 @@ async fn create_devices(
     nodes: &[Arc<Node>],
     stream: &[Job],
 ) -> Result<u32, String> {
-    target.create_dra(DraObject::Class(dra::device_class(&s.dra_driver))).await?;
+    target.create_dra(DraObject::Class(Box::new(dra::device_class(&s.dra_driver)))).await?;
     let mut want = HashSet::new();
     let mut slices = Vec::new();
     let mut full_node = 0;
@@ -566,12 +566,12 @@ async fn create_devices(
             s.gpu_count_label
         ));
     }
-    all(slices.into_iter().map(|sl| target.create_dra(DraObject::Slice(sl)))).await?;
+    all(slices.into_iter().map(|sl| target.create_dra(DraObject::Slice(Box::new(sl))))).await?;
     let counts: std::collections::BTreeSet<u32> =
         stream.iter().map(|j| j.shape.gpus).filter(|&g| g > 0).collect();
     for gpus in counts {
         let t = dra::claim_template(&s.namespace, gpus, &s.dra_driver);
-        target.create_dra(DraObject::Template(t)).await?;
+        target.create_dra(DraObject::Template(Box::new(t))).await?;
     }
     let start = Instant::now();
     loop {

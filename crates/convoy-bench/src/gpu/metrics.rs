@@ -150,10 +150,10 @@ impl GpuView {
             }
         }
         for p in pods {
-            if let (Some(node), false) = (assigned_node(p), is_terminal(p)) {
-                if let Some(g) = view.get_mut(node) {
-                    g.allocated += pod_requests(p, resource).gpus;
-                }
+            if let (Some(g), false) =
+                (assigned_node(p).and_then(|n| view.get_mut(n)), is_terminal(p))
+            {
+                g.allocated += pod_requests(p, resource).gpus;
             }
         }
         GpuView(view)
@@ -204,10 +204,11 @@ impl GpuView {
             for r in results.iter().filter(|r| r.driver == driver) {
                 // A device held twice (not possible without shared
                 // devices) counts once.
-                if let Some(node) = where_is.get(&(r.pool.as_str(), r.device.as_str())) {
-                    if held.insert((r.pool.as_str(), r.device.as_str())) {
-                        view.entry(node.to_string()).or_default().allocated += 1;
-                    }
+                let key = (r.pool.as_str(), r.device.as_str());
+                if let Some(node) = where_is.get(&key)
+                    && held.insert(key)
+                {
+                    view.entry(node.to_string()).or_default().allocated += 1;
                 }
             }
         }
