@@ -9,7 +9,10 @@
 //! every job with a pending pod no longer fits the free resources (within
 //! a wave capacity only shrinks, so a job that does not fit now never
 //! will); a wave where pods that fit stay pending for `stallTimeout` is
-//! cut short and counted.
+//! cut short and counted. With DRA devices a pending pod whose claims are
+//! already allocated is being bound (PreBind wrote the allocation), so its
+//! job is not judged by the fit check, and the cluster view must show the
+//! claims in step with the pods (see [`claims_synced`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -630,6 +633,35 @@ fn claims_synced(
         .all(|name| shown.get(name) == Some(&true))
 }
 
+/// The pods of the namespace whose claims (as their status names them) are
+/// all shown allocated.
+fn pods_with_allocated_claims(
+    s: &GpuJobsStep,
+    pods: &[Arc<Pod>],
+    claims: &[Arc<ResourceClaim>],
+) -> HashSet<String> {
+    let allocated: HashSet<&str> = claims
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(s.namespace.as_str()))
+        .filter(|c| c.status.as_ref().is_some_and(|st| st.allocation.is_some()))
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    pods.iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(s.namespace.as_str()))
+        .filter_map(|p| {
+            let names: Vec<&str> = p
+                .status
+                .as_ref()
+                .and_then(|st| st.resource_claim_statuses.as_deref())?
+                .iter()
+                .filter_map(|st| st.resource_claim_name.as_deref())
+                .collect();
+            (!names.is_empty() && names.iter().all(|n| allocated.contains(n)))
+                .then(|| p.metadata.name.clone().unwrap_or_default())
+        })
+        .collect()
+}
+
 /// Waits until the wave has settled (see the module docs).
 async fn settle(
     s: &GpuJobsStep,
@@ -710,9 +742,17 @@ async fn settle(
             continue;
         }
         let state = build();
+        // DRA: a pending pod whose claims are allocated is being bound
+        // (the scheduler wrote the allocation in PreBind); its devices
+        // already count as allocated, so the fit check cannot judge it.
+        let binding =
+            if dra { pods_with_allocated_claims(s, &pods, &claims) } else { HashSet::new() };
         let stuck = chunk.iter().zip(names).all(|(j, pods)| {
-            let pending = pods.iter().filter(|p| !placement.contains_key(*p)).count();
-            pending == 0 || !state.fits(&requests[&j.shape], pending)
+            let pending: Vec<&String> =
+                pods.iter().filter(|p| !placement.contains_key(*p)).collect();
+            pending.is_empty()
+                || (!pending.iter().any(|p| binding.contains(p.as_str()))
+                    && !state.fits(&requests[&j.shape], pending.len()))
         });
         if stuck {
             return Ok(Settled { state, placement, stalled: false });
