@@ -12,7 +12,7 @@
 //! cut short and counted. With DRA devices a pending pod whose claims are
 //! already allocated is being bound (PreBind wrote the allocation), so its
 //! job is not judged by the fit check, and the cluster view must show the
-//! claims in step with the pods (see [`claims_synced`]).
+//! claims in step with the pods (`claims_synced`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
