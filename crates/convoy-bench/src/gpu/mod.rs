@@ -8,10 +8,13 @@
 //! - `driver`: the waves (create, let the scheduler settle, sample,
 //!   refuse what could not be placed, end finished jobs), over a small
 //!   target trait implemented for the embedded cluster and an API server;
-//! - [`compare`]: the four-way comparison (`convoy-bench gpu`).
+//! - [`compare`]: the four-way comparison (`convoy-bench gpu`);
+//! - [`dra`]: the DeviceClass, ResourceSlices, ResourceClaimTemplates and
+//!   pod claims of `gpusAs: draDevices` (GPUs as DRA devices).
 //!
-//! The metrics are computed from the cluster's nodes and pods, never from
-//! the scheduler, so every scheduler is measured the same way.
+//! The metrics are computed from the cluster's nodes and pods (and with
+//! DRA devices its ResourceSlices and ResourceClaims), never from the
+//! scheduler, so every scheduler is measured the same way.
 
 pub mod compare;
 pub mod dra;
