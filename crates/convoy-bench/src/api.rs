@@ -834,9 +834,14 @@ impl Exec {
                     self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
                 }
                 let own = self.tracker.state.lock().own_deletes.clone();
-                let target =
-                    crate::gpu::ApiTarget::start(self.client.clone(), self.dynamic.clone(), own)
-                        .await?;
+                let dra = s.gpus_as == crate::gpu::GpusAs::DraDevices;
+                let target = crate::gpu::ApiTarget::start(
+                    self.client.clone(),
+                    self.dynamic.clone(),
+                    own,
+                    dra,
+                )
+                .await?;
                 crate::gpu::run_jobs(s, &target, self.profile).await?;
                 if s.collect_metrics {
                     self.stop_window()?;

@@ -4,7 +4,11 @@
 //! configuration loaded unchanged (a quick stand-in for kube-scheduler's);
 //! on a fresh testenv control plane each, Convoy's two profiles plus
 //! upstream kube-scheduler with its default configuration and with
-//! NodeResourcesFit `MostAllocated` weighting GPUs.
+//! NodeResourcesFit `MostAllocated` weighting GPUs. Workloads with GPUs as
+//! DRA devices (`gpusAs: draDevices`) skip the two MostAllocated variants
+//! (they weight `nvidia.com/gpu`, which devices do not use) and run their
+//! testenv variants with kube-controller-manager (the resourceclaim
+//! controller).
 //! Prints the fragmentation table and the issue's targets with a verdict,
 //! and writes the DataItems and the per-wave samples.
 
@@ -13,7 +17,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use convoy_testenv::TestEnv;
+use convoy_testenv::{Options, TestEnv};
 use serde::Serialize;
 
 use super::Outcome;
@@ -47,7 +51,16 @@ pub struct Variant {
     pub at: Where,
     /// Its scheduler configuration (`None`: the scheduler's default).
     pub config: Option<PathBuf>,
+    /// Whether the configuration is about the extended resource only
+    /// (NodeResourcesFit `MostAllocated` weighting `nvidia.com/gpu`): it
+    /// does not apply to GPUs offered as DRA devices, and is skipped for
+    /// those workloads.
+    pub extended_resource_only: bool,
 }
+
+/// Why a variant is not run on a workload with DRA devices.
+pub const SKIPPED_FOR_DRA: &str = "skipped: MostAllocated weights nvidia.com/gpu, which DRA \
+                                   devices do not use";
 
 /// The variants, by label: the six of the issue plus Convoy with
 /// upstream's MostAllocated configuration on the embedded target.
@@ -56,6 +69,7 @@ pub fn variants(gpu_config: PathBuf, most_allocated: PathBuf) -> Vec<Variant> {
         label: label.into(),
         at,
         config: config.cloned(),
+        extended_resource_only: config == Some(&most_allocated),
     };
     let (c, k) = (SchedulerKind::Convoy, SchedulerKind::KubeScheduler);
     vec![
@@ -82,6 +96,8 @@ pub struct VariantRun {
     pub outcomes: Vec<Outcome>,
     /// Why it failed.
     pub error: Option<String>,
+    /// Why it was not run.
+    pub skipped: Option<String>,
     /// Its DataItems.
     #[serde(skip)]
     pub items: Vec<DataItem>,
@@ -98,6 +114,9 @@ pub fn run(
     let mut out = Vec::new();
     for (tc, w) in select(config, opts) {
         let base = &plans[&format!("{}/{}", tc.name, w.name)];
+        let dra = base.steps.iter().any(|s| {
+            matches!(s, crate::plan::Step::CreateGpuJobs(s) if s.gpus_as == super::GpusAs::DraDevices)
+        });
         for v in variants {
             tracing::info!(workload = %base.name, variant = %v.label, "running");
             let mut plan = base.clone();
@@ -108,14 +127,26 @@ pub fn run(
                 throughput: None,
                 outcomes: Vec::new(),
                 error: None,
+                skipped: None,
                 items: Vec::new(),
             };
+            if dra && v.extended_resource_only {
+                tracing::info!(workload = %base.name, variant = %v.label, "{SKIPPED_FOR_DRA}");
+                run.skipped = Some(SKIPPED_FOR_DRA.into());
+                out.push(run);
+                continue;
+            }
             let windows = match v.at {
                 Where::Embedded => crate::embedded::run(&plan, &opts.embedded)
                     .map(|o| o.windows)
                     .map_err(|e| e.to_string()),
                 Where::Testenv(kind) => {
-                    TestEnv::start().map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
+                    // DRA needs kube-controller-manager's resourceclaim
+                    // controller (pods' claims made from templates, and
+                    // deleted with their pods).
+                    let options = if dra { Options::WITH_CONTROLLERS } else { Options::API_ONLY };
+                    let env = TestEnv::start_with(options);
+                    env.map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
                         // Before the scheduler starts, so that it finds the
                         // PodGroup API when it starts watching.
                         install(env.kubeconfig(), &api.prepare)?;
@@ -216,12 +247,18 @@ pub fn table(runs: &[VariantRun]) -> String {
             }
             None => row.extend(std::iter::repeat_n("-".to_string(), header.len() - 3)),
         }
+        if r.skipped.is_some() {
+            row[2] = "skipped".into();
+        }
         rows.push(row);
     }
     let mut out = crate::table::format(&rows, 2);
     for r in runs {
         if let Some(e) = &r.error {
             writeln!(out, "{} {}: {e}", r.workload, r.variant.label).unwrap();
+        }
+        if let Some(why) = &r.skipped {
+            writeln!(out, "{} {}: {why}", r.workload, r.variant.label).unwrap();
         }
     }
     out

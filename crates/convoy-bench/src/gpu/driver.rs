@@ -9,26 +9,33 @@
 //! every job with a pending pod no longer fits the free resources (within
 //! a wave capacity only shrinks, so a job that does not fit now never
 //! will); a wave where pods that fit stay pending for `stallTimeout` is
-//! cut short and counted.
+//! cut short and counted. With DRA devices a pending pod whose claims are
+//! already allocated is being bound (PreBind wrote the allocation), so its
+//! job is not judged by the fit check, and the cluster view must show the
+//! claims in step with the pods (`claims_synced`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use convoy_api::ClusterObject;
 use convoy_api::{GroupKey, PodGroupApi};
 use convoy_embedded::EmbeddedCluster;
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{
+    DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
 
 use super::metrics::{
-    GangSpan, GpuState, Res, Summary, WaveSample, gpu_weighted_median, pod_requests,
+    GangSpan, GpuState, GpuView, Res, Summary, WaveSample, gpu_weighted_median, pod_requests,
 };
 use super::stream::{Job, PodShape, jobs};
-use super::{GpuJobsStep, Outcome};
+use super::{GpuJobsStep, GpusAs, Outcome, dra};
 use crate::dynamic::{Dynamic, Placement};
 use crate::evictions::OwnDeletes;
 use crate::plan::{TemplateSource, env_for};
@@ -53,10 +60,25 @@ pub(crate) trait Target: Send + Sync {
     fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
     /// Deletes a PodGroup (gone already is fine).
     fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
+    /// Creates a DRA object (`gpusAs: draDevices`).
+    fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>>;
     /// The nodes and pods as the target shows them now.
     fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>);
+    /// The ResourceSlices and ResourceClaims as the target shows them now
+    /// (empty unless the target was started for DRA).
+    fn devices(&self) -> (Vec<Arc<ResourceSlice>>, Vec<Arc<ResourceClaim>>);
     /// How often to look.
     fn poll(&self) -> Duration;
+}
+
+/// A DRA object the op creates.
+pub(crate) enum DraObject {
+    /// The DeviceClass.
+    Class(Box<DeviceClass>),
+    /// A node's ResourceSlice.
+    Slice(Box<ResourceSlice>),
+    /// A ResourceClaimTemplate.
+    Template(Box<ResourceClaimTemplate>),
 }
 
 /// The embedded cluster, and where the pods it deletes are recorded (ends
@@ -84,8 +106,27 @@ impl Target for EmbeddedTarget {
         let _ = self.0.delete_pod_group(&key);
         Box::pin(std::future::ready(Ok(())))
     }
+    fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>> {
+        let r = match obj {
+            DraObject::Class(c) => self.0.apply_object(ClusterObject::DeviceClass(Arc::new(*c))),
+            DraObject::Slice(s) => self.0.apply_object(ClusterObject::ResourceSlice(Arc::new(*s))),
+            DraObject::Template(t) => self.0.apply_resource_claim_template(*t).map(drop),
+        };
+        Box::pin(std::future::ready(r.map_err(|e| e.to_string())))
+    }
     fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
         (self.0.nodes(), self.0.pods())
+    }
+    fn devices(&self) -> (Vec<Arc<ResourceSlice>>, Vec<Arc<ResourceClaim>>) {
+        let (mut slices, mut claims) = (Vec::new(), Vec::new());
+        for o in self.0.objects() {
+            match o {
+                ClusterObject::ResourceSlice(s) => slices.push(s),
+                ClusterObject::ResourceClaim(c) => claims.push(c),
+                _ => {}
+            }
+        }
+        (slices, claims)
     }
     fn poll(&self) -> Duration {
         Duration::from_millis(2)
@@ -99,6 +140,8 @@ pub(crate) struct ApiTarget {
     dynamic: Arc<Dynamic>,
     nodes: reflector::Store<Node>,
     pods: reflector::Store<Pod>,
+    /// ResourceSlices and ResourceClaims (DRA only).
+    dra: Option<(reflector::Store<ResourceSlice>, reflector::Store<ResourceClaim>)>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// `apiVersion` of the PodGroups created (for deleting them).
     group_api: parking_lot::Mutex<Option<String>>,
@@ -108,11 +151,13 @@ pub(crate) struct ApiTarget {
 }
 
 impl ApiTarget {
-    /// Starts the stores and waits until both have listed.
+    /// Starts the stores (with `dra`, ResourceSlices and ResourceClaims
+    /// too) and waits until they have listed.
     pub(crate) async fn start(
         client: kube::Client,
         dynamic: Arc<Dynamic>,
         own_deletes: OwnDeletes,
+        dra: bool,
     ) -> Result<Self, String> {
         let (nodes, nw) = reflector::store::<Node>();
         let (pods, pw) = reflector::store::<Pod>();
@@ -128,10 +173,36 @@ impl ApiTarget {
                 .default_backoff()
                 .map(drop)
                 .boxed();
-        let tasks = vec![run(node_stream), run(pod_stream)];
+        let mut tasks = vec![run(node_stream), run(pod_stream)];
+        let dra = dra.then(|| {
+            let (slices, sw) = reflector::store::<ResourceSlice>();
+            let (claims, cw) = reflector::store::<ResourceClaim>();
+            let slice_stream = reflector(
+                sw,
+                watcher(Api::<ResourceSlice>::all(client.clone()), Default::default()),
+            )
+            .default_backoff()
+            .map(drop)
+            .boxed();
+            let claim_stream = reflector(
+                cw,
+                watcher(Api::<ResourceClaim>::all(client.clone()), Default::default()),
+            )
+            .default_backoff()
+            .map(drop)
+            .boxed();
+            tasks.push(run(slice_stream));
+            tasks.push(run(claim_stream));
+            (slices, claims)
+        });
         let ready = async {
             nodes.wait_until_ready().await.map_err(|e| e.to_string())?;
-            pods.wait_until_ready().await.map_err(|e| e.to_string())
+            pods.wait_until_ready().await.map_err(|e| e.to_string())?;
+            if let Some((slices, claims)) = &dra {
+                slices.wait_until_ready().await.map_err(|e| e.to_string())?;
+                claims.wait_until_ready().await.map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
         };
         match tokio::time::timeout(SYNC_TIMEOUT, ready).await {
             Ok(Ok(())) => Ok(Self {
@@ -139,12 +210,13 @@ impl ApiTarget {
                 dynamic,
                 nodes,
                 pods,
+                dra,
                 tasks,
                 group_api: Default::default(),
                 own_deletes,
             }),
-            Ok(Err(e)) => Err(format!("node/pod stores: {e}")),
-            Err(_) => Err("node/pod stores did not sync in 60s".into()),
+            Ok(Err(e)) => Err(format!("cluster stores: {e}")),
+            Err(_) => Err("cluster stores did not sync in 60s".into()),
         }
     }
 }
@@ -207,8 +279,33 @@ impl Target for ApiTarget {
             }
         })
     }
+    fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let pp = PostParams::default();
+            let c = self.client.clone();
+            let r = match &obj {
+                DraObject::Class(o) => Api::<DeviceClass>::all(c).create(&pp, o).await.map(drop),
+                DraObject::Slice(o) => Api::<ResourceSlice>::all(c).create(&pp, o).await.map(drop),
+                DraObject::Template(o) => {
+                    let ns = o.metadata.namespace.as_deref().unwrap_or("default");
+                    Api::<ResourceClaimTemplate>::namespaced(c, ns).create(&pp, o).await.map(drop)
+                }
+            };
+            r.map_err(|e| {
+                let (kind, name) = match &obj {
+                    DraObject::Class(o) => ("DeviceClass", &o.metadata.name),
+                    DraObject::Slice(o) => ("ResourceSlice", &o.metadata.name),
+                    DraObject::Template(o) => ("ResourceClaimTemplate", &o.metadata.name),
+                };
+                format!("creating {kind} {}: {e}", name.as_deref().unwrap_or(""))
+            })
+        })
+    }
     fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
         (self.nodes.state(), self.pods.state())
+    }
+    fn devices(&self) -> (Vec<Arc<ResourceSlice>>, Vec<Arc<ResourceClaim>>) {
+        self.dra.as_ref().map_or_else(Default::default, |(s, c)| (s.state(), c.state()))
     }
     fn poll(&self) -> Duration {
         Duration::from_millis(20)
@@ -251,6 +348,9 @@ fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Resul
     }
     if v["spec"]["schedulerName"].as_str().is_none_or(str::is_empty) {
         v["spec"]["schedulerName"] = json!(scheduler);
+    }
+    if s.gpus_as == GpusAs::DraDevices {
+        dra::add_claim(&mut v, j.shape.gpus, &s.resource)?;
     }
     crate::objects::typed(v).map_err(|e| format!("pod template: {e}"))
 }
@@ -299,7 +399,12 @@ pub(crate) async fn run_jobs(
     let median_shape = gpu_weighted_median(&s.mix);
     let probe = |shape: PodShape| -> Result<Res, String> {
         let j = Job { index: 0, shape, pods: 1, gang: false, lifetime: 1 };
-        Ok(pod_requests(&render_pod(s, &j, 0, scheduler)?, &s.resource))
+        let mut r = pod_requests(&render_pod(s, &j, 0, scheduler)?, &s.resource);
+        if s.gpus_as == GpusAs::DraDevices {
+            // The claim's devices, counted as the extended resource would be.
+            r.gpus = i64::from(shape.gpus);
+        }
+        Ok(r)
     };
     let median = probe(median_shape)?;
     let mut requests: HashMap<PodShape, Res> = HashMap::new();
@@ -309,13 +414,13 @@ pub(crate) async fn run_jobs(
         }
     }
     let (nodes, _) = target.objects();
-    let full_node =
-        GpuState::build(nodes.iter().map(|n| n.as_ref()), [], &s.resource, &s.topology_key)
-            .nodes
-            .iter()
-            .map(|n| n.allocatable.gpus)
-            .max()
-            .unwrap_or(0);
+    let full_node = match s.gpus_as {
+        GpusAs::ExtendedResource => {
+            let view = GpuView::extended(nodes.iter().map(|n| n.as_ref()), [], &s.resource);
+            view.0.values().map(|g| g.total).max().unwrap_or(0)
+        }
+        GpusAs::DraDevices => i64::from(create_devices(s, target, &nodes, &stream).await?),
+    };
     let offered = offered_gpus(&stream, s.per_wave);
     let mut live: Vec<Live> = Vec::new();
     let mut alive: HashSet<String> = HashSet::new();
@@ -435,6 +540,128 @@ struct Settled {
     stalled: bool,
 }
 
+/// Creates the DRA objects of `gpusAs: draDevices`: the DeviceClass, a
+/// ResourceSlice for each node with a GPU count label, and a
+/// ResourceClaimTemplate per GPU count of the stream; then waits until the
+/// target shows the slices. Returns the largest node's GPUs.
+async fn create_devices(
+    s: &GpuJobsStep,
+    target: &dyn Target,
+    nodes: &[Arc<Node>],
+    stream: &[Job],
+) -> Result<u32, String> {
+    target.create_dra(DraObject::Class(Box::new(dra::device_class(&s.dra_driver)))).await?;
+    let mut want = HashSet::new();
+    let mut slices = Vec::new();
+    let mut full_node = 0;
+    for n in nodes {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        if let Some(gpus) = dra::node_gpus(n, &s.gpu_count_label) {
+            full_node = full_node.max(gpus);
+            let slice = dra::slice(&name, gpus, &s.dra_driver);
+            want.insert(slice.metadata.name.clone().unwrap_or_default());
+            slices.push(slice);
+        }
+    }
+    if slices.is_empty() {
+        return Err(format!(
+            "gpusAs: draDevices: no node has the label {} (its GPU count)",
+            s.gpu_count_label
+        ));
+    }
+    all(slices.into_iter().map(|sl| target.create_dra(DraObject::Slice(Box::new(sl))))).await?;
+    let counts: std::collections::BTreeSet<u32> =
+        stream.iter().map(|j| j.shape.gpus).filter(|&g| g > 0).collect();
+    for gpus in counts {
+        let t = dra::claim_template(&s.namespace, gpus, &s.dra_driver);
+        target.create_dra(DraObject::Template(Box::new(t))).await?;
+    }
+    let start = Instant::now();
+    loop {
+        let (shown, _) = target.devices();
+        let seen = shown
+            .iter()
+            .filter(|sl| sl.metadata.name.as_ref().is_some_and(|n| want.contains(n)))
+            .count();
+        if seen == want.len() {
+            return Ok(full_node);
+        }
+        if start.elapsed() > SYNC_TIMEOUT {
+            return Err(format!(
+                "the cluster view showed {seen} of {} ResourceSlices in {SYNC_TIMEOUT:?}",
+                want.len()
+            ));
+        }
+        tokio::time::sleep(target.poll()).await;
+    }
+}
+
+/// Whether the claims the target shows agree with its pods (DRA): no claim
+/// of the namespace belongs to a pod we deleted (the resourceclaim
+/// controller deletes generated claims of deleted pods; until it has,
+/// their devices stay allocated), and every claim a bound pod of ours
+/// names is shown, allocated.
+fn claims_synced(
+    s: &GpuJobsStep,
+    pods: &[Arc<Pod>],
+    claims: &[Arc<ResourceClaim>],
+    alive: &HashSet<String>,
+) -> bool {
+    let mut shown: HashMap<&str, bool> = HashMap::new();
+    for c in claims {
+        if c.metadata.namespace.as_deref() != Some(s.namespace.as_str()) {
+            continue;
+        }
+        let owner = c
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && o.kind == "Pod");
+        if owner.is_some_and(|o| !alive.contains(&o.name)) {
+            return false;
+        }
+        let allocated = c.status.as_ref().is_some_and(|st| st.allocation.is_some());
+        shown.insert(c.metadata.name.as_deref().unwrap_or(""), allocated);
+    }
+    pods.iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(s.namespace.as_str()))
+        .filter(|p| p.spec.as_ref().and_then(|sp| sp.node_name.as_deref()).is_some())
+        .flat_map(|p| p.status.as_ref().and_then(|st| st.resource_claim_statuses.as_deref()))
+        .flatten()
+        .filter_map(|st| st.resource_claim_name.as_deref())
+        .all(|name| shown.get(name) == Some(&true))
+}
+
+/// The pods of the namespace whose claims (as their status names them) are
+/// all shown allocated.
+fn pods_with_allocated_claims(
+    s: &GpuJobsStep,
+    pods: &[Arc<Pod>],
+    claims: &[Arc<ResourceClaim>],
+) -> HashSet<String> {
+    let allocated: HashSet<&str> = claims
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == Some(s.namespace.as_str()))
+        .filter(|c| c.status.as_ref().is_some_and(|st| st.allocation.is_some()))
+        .filter_map(|c| c.metadata.name.as_deref())
+        .collect();
+    pods.iter()
+        .filter(|p| p.metadata.namespace.as_deref() == Some(s.namespace.as_str()))
+        .filter_map(|p| {
+            let names: Vec<&str> = p
+                .status
+                .as_ref()
+                .and_then(|st| st.resource_claim_statuses.as_deref())?
+                .iter()
+                .filter_map(|st| st.resource_claim_name.as_deref())
+                .collect();
+            (!names.is_empty() && names.iter().all(|n| allocated.contains(n)))
+                .then(|| p.metadata.name.clone().unwrap_or_default())
+        })
+        .collect()
+}
+
 /// Waits until the wave has settled (see the module docs).
 async fn settle(
     s: &GpuJobsStep,
@@ -448,8 +675,10 @@ async fn settle(
     let mut last_change = start;
     let mut last_bound = usize::MAX;
     let wave_pods: usize = names.iter().map(Vec::len).sum();
+    let dra = s.gpus_as == GpusAs::DraDevices;
     loop {
         let (nodes, pods) = target.objects();
+        let (slices, claims) = if dra { target.devices() } else { Default::default() };
         let mut present = 0;
         let mut stale = false;
         let mut placement = HashMap::new();
@@ -467,12 +696,13 @@ async fn settle(
                 placement.insert(name.to_string(), node);
             }
         }
-        let synced = !stale && present == alive.len();
+        let claims_synced = !dra || claims_synced(s, &pods, &claims, alive);
+        let synced = !stale && present == alive.len() && claims_synced;
         if !synced {
             if start.elapsed() > SYNC_TIMEOUT {
                 return Err(format!(
                     "the cluster view did not show our pods in {SYNC_TIMEOUT:?}: {present} of {} \
-                     present, deleted ones still listed: {stale}",
+                     present, deleted ones still listed: {stale}, claims in sync: {claims_synced}",
                     alive.len()
                 ));
             }
@@ -481,9 +711,22 @@ async fn settle(
         }
         let bound = names.iter().flatten().filter(|n| placement.contains_key(*n)).count();
         let build = || {
+            let view = match s.gpus_as {
+                GpusAs::ExtendedResource => GpuView::extended(
+                    nodes.iter().map(|n| n.as_ref()),
+                    pods.iter().map(|p| p.as_ref()),
+                    &s.resource,
+                ),
+                GpusAs::DraDevices => GpuView::devices(
+                    slices.iter().map(|s| s.as_ref()),
+                    claims.iter().map(|c| c.as_ref()),
+                    &s.dra_driver,
+                ),
+            };
             GpuState::build(
                 nodes.iter().map(|n| n.as_ref()),
                 pods.iter().map(|p| p.as_ref()),
+                &view,
                 &s.resource,
                 &s.topology_key,
             )
@@ -499,9 +742,17 @@ async fn settle(
             continue;
         }
         let state = build();
+        // DRA: a pending pod whose claims are allocated is being bound
+        // (the scheduler wrote the allocation in PreBind); its devices
+        // already count as allocated, so the fit check cannot judge it.
+        let binding =
+            if dra { pods_with_allocated_claims(s, &pods, &claims) } else { HashSet::new() };
         let stuck = chunk.iter().zip(names).all(|(j, pods)| {
-            let pending = pods.iter().filter(|p| !placement.contains_key(*p)).count();
-            pending == 0 || !state.fits(&requests[&j.shape], pending)
+            let pending: Vec<&String> =
+                pods.iter().filter(|p| !placement.contains_key(*p)).collect();
+            pending.is_empty()
+                || (!pending.iter().any(|p| binding.contains(p.as_str()))
+                    && !state.fits(&requests[&j.shape], pending.len()))
         });
         if stuck {
             return Ok(Settled { state, placement, stalled: false });

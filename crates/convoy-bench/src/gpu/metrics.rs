@@ -3,12 +3,27 @@
 //! the per-wave samples a job stream records. Nothing here does IO or
 //! knows which scheduler placed the pods; the targets build a
 //! [`GpuState`] from the objects they hold (the embedded cluster, or the
-//! API server's nodes and pods).
+//! API server's nodes, pods, ResourceSlices and ResourceClaims).
+//!
+//! GPUs are counted through one per-node view, [`GpuView`] (total and
+//! allocated GPUs by node), which both ways of offering GPUs fill, so that
+//! every metric has one definition:
+//! - an extended resource ([`GpuView::extended`]): a node's total is its
+//!   allocatable `nvidia.com/gpu`, its allocated GPUs the requests of the
+//!   pods assigned to it;
+//! - DRA devices ([`GpuView::devices`]): a node's total is the number of
+//!   devices of the driver in the ResourceSlices local to it
+//!   (`spec.nodeName`), its allocated GPUs the devices of those slices
+//!   that allocated ResourceClaims hold (`status.allocation.devices.results`),
+//!   whether or not the pod that used the claim still exists: an allocated
+//!   claim keeps its devices from every scheduler until it is deallocated
+//!   or deleted, so that is what the cluster can still offer.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use convoy_api::Resource;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use serde::Serialize;
 
 use super::MixEntry;
@@ -100,26 +115,145 @@ pub struct GpuState {
     pub nodes: Vec<NodeGpu>,
 }
 
+/// A node's GPUs: how many it offers and how many are allocated.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NodeGpus {
+    /// GPUs the node offers.
+    pub total: i64,
+    /// GPUs allocated on it.
+    pub allocated: i64,
+}
+
+/// GPUs by node name, from whichever objects offer them (see the module
+/// docs); nodes without GPUs may be absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GpuView(pub BTreeMap<String, NodeGpus>);
+
+impl GpuView {
+    /// GPUs as the extended resource `resource`: a node's allocatable, and
+    /// the requests of the non-terminal pods assigned to it.
+    pub fn extended<'a>(
+        nodes: impl IntoIterator<Item = &'a Node>,
+        pods: impl IntoIterator<Item = &'a Pod>,
+        resource: &str,
+    ) -> GpuView {
+        let mut view = BTreeMap::new();
+        for n in nodes {
+            let Some(alloc) = n.status.as_ref().and_then(|s| s.allocatable.as_ref()) else {
+                continue;
+            };
+            let Ok(r) = Resource::from_list(alloc) else { continue };
+            let total = r.get(resource);
+            if total > 0 {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                view.insert(name, NodeGpus { total, allocated: 0 });
+            }
+        }
+        for p in pods {
+            if let (Some(g), false) =
+                (assigned_node(p).and_then(|n| view.get_mut(n)), is_terminal(p))
+            {
+                g.allocated += pod_requests(p, resource).gpus;
+            }
+        }
+        GpuView(view)
+    }
+
+    /// GPUs as DRA devices of `driver`: a node's total is the number of
+    /// devices in the driver's ResourceSlices with `spec.nodeName` = the
+    /// node, its allocated GPUs the results of allocated claims that name
+    /// one of those devices (driver, pool, device). Slices of a pool's
+    /// older generation are left out, as the allocator leaves them out.
+    pub fn devices<'a>(
+        slices: impl IntoIterator<Item = &'a ResourceSlice>,
+        claims: impl IntoIterator<Item = &'a ResourceClaim>,
+        driver: &str,
+    ) -> GpuView {
+        let slices: Vec<&ResourceSlice> =
+            slices.into_iter().filter(|s| s.spec.driver == driver).collect();
+        let mut newest: HashMap<&str, i64> = HashMap::new();
+        for s in &slices {
+            let g = newest.entry(s.spec.pool.name.as_str()).or_insert(i64::MIN);
+            *g = (*g).max(s.spec.pool.generation);
+        }
+        let mut view: BTreeMap<String, NodeGpus> = BTreeMap::new();
+        // (pool, device) -> node
+        let mut where_is: HashMap<(&str, &str), &str> = HashMap::new();
+        for s in slices {
+            let Some(node) = s.spec.node_name.as_deref().filter(|n| !n.is_empty()) else {
+                continue;
+            };
+            if newest.get(s.spec.pool.name.as_str()) != Some(&s.spec.pool.generation) {
+                continue;
+            }
+            for d in s.spec.devices.iter().flatten() {
+                if where_is.insert((&s.spec.pool.name, &d.name), node).is_none() {
+                    view.entry(node.to_string()).or_default().total += 1;
+                }
+            }
+        }
+        let mut held: BTreeSet<(&str, &str)> = BTreeSet::new();
+        for c in claims {
+            let results = c
+                .status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .and_then(|a| a.devices.as_ref())
+                .and_then(|d| d.results.as_deref())
+                .unwrap_or(&[]);
+            for r in results.iter().filter(|r| r.driver == driver) {
+                // A device held twice (not possible without shared
+                // devices) counts once.
+                let key = (r.pool.as_str(), r.device.as_str());
+                if let Some(node) = where_is.get(&key)
+                    && held.insert(key)
+                {
+                    view.entry(node.to_string()).or_default().allocated += 1;
+                }
+            }
+        }
+        GpuView(view)
+    }
+}
+
+fn assigned_node(p: &Pod) -> Option<&str> {
+    p.spec.as_ref().and_then(|s| s.node_name.as_deref()).filter(|n| !n.is_empty())
+}
+
+fn is_terminal(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .is_some_and(|ph| ph == "Succeeded" || ph == "Failed")
+}
+
 impl GpuState {
-    /// Builds the state from nodes and every pod assigned to them (pods of
-    /// any scheduler and namespace count, as the kubelet would count them).
-    /// Nodes without GPUs of `resource` are left out.
+    /// Builds the state from nodes, every pod assigned to them (pods of
+    /// any scheduler and namespace count, as the kubelet would count them)
+    /// for CPU, memory and pod slots, and `gpus` for the GPUs. Nodes
+    /// without GPUs in `gpus` are left out; a pod's requests of the
+    /// extended resource `resource` do not count twice (the GPUs are
+    /// `gpus`' alone).
     pub fn build<'a>(
         nodes: impl IntoIterator<Item = &'a Node>,
         pods: impl IntoIterator<Item = &'a Pod>,
+        gpus: &GpuView,
         resource: &str,
         topology_key: &str,
     ) -> GpuState {
         let mut out: Vec<NodeGpu> = nodes
             .into_iter()
             .filter_map(|n| {
+                let name = n.metadata.name.clone().unwrap_or_default();
+                let g = gpus.0.get(&name).filter(|g| g.total > 0)?;
                 let alloc = n.status.as_ref()?.allocatable.as_ref()?;
-                let allocatable = Res::of(&Resource::from_list(alloc).ok()?, resource);
-                (allocatable.gpus > 0).then(|| NodeGpu {
-                    name: n.metadata.name.clone().unwrap_or_default(),
+                let mut allocatable = Res::of(&Resource::from_list(alloc).ok()?, resource);
+                allocatable.gpus = g.total;
+                Some(NodeGpu {
                     domain: n.metadata.labels.as_ref().and_then(|l| l.get(topology_key).cloned()),
+                    name,
                     allocatable,
-                    used: Res::default(),
+                    used: Res { gpus: g.allocated, ..Res::default() },
                 })
             })
             .collect();
@@ -127,16 +261,10 @@ impl GpuState {
         let index: HashMap<String, usize> =
             out.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
         for p in pods {
-            let Some(node) = p.spec.as_ref().and_then(|s| s.node_name.as_deref()) else {
-                continue;
-            };
-            let terminal = p
-                .status
-                .as_ref()
-                .and_then(|s| s.phase.as_deref())
-                .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
-            if let (Some(&i), false) = (index.get(node), terminal) {
-                out[i].used.add(&pod_requests(p, resource));
+            if let (Some(&i), false) = (assigned_node(p).and_then(|n| index.get(n)), is_terminal(p))
+            {
+                let r = pod_requests(p, resource);
+                out[i].used.add(&Res { gpus: 0, ..r });
             }
         }
         GpuState { nodes: out }
@@ -390,6 +518,102 @@ mod tests {
         cpu_full.used.milli_cpu = 96_000;
         let state = GpuState { nodes: vec![cpu_full] };
         assert_eq!(state.stranded_gpus(&job(1)), 8);
+    }
+
+    /// A claim holding `devices` (pool, device) of `driver`, or not
+    /// allocated.
+    fn claim(name: &str, driver: &str, devices: &[(&str, &str)], allocated: bool) -> ResourceClaim {
+        let results: Vec<serde_json::Value> = devices
+            .iter()
+            .map(|(pool, d)| {
+                serde_json::json!({"request": "gpus", "driver": driver, "pool": pool, "device": d})
+            })
+            .collect();
+        let status = if allocated {
+            serde_json::json!({"allocation": {"devices": {"results": results}}})
+        } else {
+            serde_json::json!({})
+        };
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "ns"},
+            "spec": {},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn device_view_counts_slices_and_allocated_claims() {
+        use super::super::dra::slice;
+        let d = "gpu.example.com";
+        let mut old = slice("a", 2, d);
+        old.metadata.name = Some("a-old".into());
+        old.spec.pool.generation = 0; // an older generation of a's pool: left out
+        let mut other = slice("c", 4, "other.example.com");
+        other.metadata.name = Some("c-other".into());
+        let slices = [slice("a", 8, d), old, slice("b", 4, d), other];
+        let claims = [
+            claim("x", d, &[("a", "gpu-0"), ("a", "gpu-1")], true),
+            claim("y", d, &[("b", "gpu-3")], true),
+            // Not allocated: holds nothing.
+            claim("z", d, &[("b", "gpu-0")], false),
+            // Another driver's devices, and a device no slice has.
+            claim("w", "other.example.com", &[("c", "gpu-0")], true),
+            claim("v", d, &[("a", "gpu-99")], true),
+            // The same device twice counts once.
+            claim("u", d, &[("a", "gpu-1")], true),
+        ];
+        let view = GpuView::devices(slices.iter(), claims.iter(), d);
+        let want: BTreeMap<String, NodeGpus> = [
+            ("a".to_string(), NodeGpus { total: 8, allocated: 2 }),
+            ("b".to_string(), NodeGpus { total: 4, allocated: 1 }),
+        ]
+        .into();
+        assert_eq!(view.0, want);
+    }
+
+    #[test]
+    fn both_views_give_the_same_state() {
+        // Node a: 8 GPUs, one pod of 3 GPUs and 24 CPUs; as an extended
+        // resource and as devices the state is the same.
+        let node = |gpus: bool| -> Node {
+            let mut cap = serde_json::json!({"cpu": "128", "memory": "2048Gi", "pods": "110"});
+            if gpus {
+                cap["nvidia.com/gpu"] = "8".into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "a", "labels": {"rack": "r0"}},
+                "status": {"allocatable": cap},
+            }))
+            .unwrap()
+        };
+        let pod = |gpus: bool| -> Pod {
+            let mut req = serde_json::json!({"cpu": "24", "memory": "192Gi"});
+            if gpus {
+                req["nvidia.com/gpu"] = "3".into();
+            }
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ns"},
+                "spec": {"nodeName": "a", "containers": [{"name": "c", "resources": {"requests": req}}]},
+            }))
+            .unwrap()
+        };
+        let (n, p) = (node(true), pod(true));
+        let ext = GpuView::extended([&n], [&p], "nvidia.com/gpu");
+        let a = GpuState::build([&n], [&p], &ext, "nvidia.com/gpu", "rack");
+        let d = "gpu.example.com";
+        let slices = [super::super::dra::slice("a", 8, d)];
+        let devices = [("a", "gpu-0"), ("a", "gpu-1"), ("a", "gpu-2")];
+        let claims = [claim("p-gpus", d, &devices, true)];
+        let view = GpuView::devices(slices.iter(), claims.iter(), d);
+        let (n, p) = (node(false), pod(false));
+        let b = GpuState::build([&n], [&p], &view, "nvidia.com/gpu", "rack");
+        assert_eq!(a, b);
+        assert_eq!((b.total_gpus(), b.allocated_gpus()), (8, 3));
+        assert_eq!(b.nodes[0].used.milli_cpu, 24_000);
+        // Without GPUs in the view the node is left out.
+        let none = GpuState::build([&n], [&p], &GpuView::default(), "nvidia.com/gpu", "rack");
+        assert!(none.nodes.is_empty());
     }
 
     #[test]

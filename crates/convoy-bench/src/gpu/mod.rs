@@ -8,12 +8,16 @@
 //! - `driver`: the waves (create, let the scheduler settle, sample,
 //!   refuse what could not be placed, end finished jobs), over a small
 //!   target trait implemented for the embedded cluster and an API server;
-//! - [`compare`]: the four-way comparison (`convoy-bench gpu`).
+//! - [`compare`]: the four-way comparison (`convoy-bench gpu`);
+//! - [`dra`]: the DeviceClass, ResourceSlices, ResourceClaimTemplates and
+//!   pod claims of `gpusAs: draDevices` (GPUs as DRA devices).
 //!
-//! The metrics are computed from the cluster's nodes and pods, never from
-//! the scheduler, so every scheduler is measured the same way.
+//! The metrics are computed from the cluster's nodes and pods (and with
+//! DRA devices its ResourceSlices and ResourceClaims), never from the
+//! scheduler, so every scheduler is measured the same way.
 
 pub mod compare;
+pub mod dra;
 mod driver;
 pub mod metrics;
 pub mod stream;
@@ -30,7 +34,32 @@ use crate::dataitems::DataItem;
 use crate::plan::TemplateSource;
 
 pub(crate) use driver::{ApiTarget, EmbeddedTarget, run_jobs};
-pub use metrics::{GangSpan, Summary, WaveSample};
+pub use metrics::{GangSpan, GpuView, NodeGpus, Summary, WaveSample};
+
+/// The default DRA driver (and DeviceClass) of `gpusAs: draDevices`.
+pub const DEFAULT_DRA_DRIVER: &str = "gpu.example.com";
+/// The default node label giving a node's GPU count with
+/// `gpusAs: draDevices` (as NVIDIA's GPU feature discovery labels nodes).
+pub const DEFAULT_GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+
+/// How the cluster offers GPUs and how pods ask for them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum GpusAs {
+    /// The extended resource (`resourceName`, default `nvidia.com/gpu`):
+    /// nodes' allocatable, pods' `resources.requests` (from the templates).
+    #[default]
+    ExtendedResource,
+    /// Dynamic Resource Allocation: one node-local ResourceSlice per node
+    /// (driver `draDriver`, pool = the node's name) with as many devices as
+    /// the node's `gpuCountLabel` says, one DeviceClass named after the
+    /// driver, one ResourceClaimTemplate per GPU count (`gpu-<n>`, one
+    /// request `gpus`: `exactly`, `ExactCount`, `count: n`), and each GPU
+    /// pod's claim made from it (`spec.resourceClaims` and the first
+    /// container's `resources.claims`, added by the op). The pod template
+    /// must not request `resourceName`.
+    DraDevices,
+}
 
 /// The opcode.
 pub const OPCODE: &str = "createGpuJobs";
@@ -122,6 +151,15 @@ pub struct CreateGpuJobsOp {
     pub topology_key: Option<String>,
     /// The GPU resource (default `nvidia.com/gpu`).
     pub resource_name: Option<String>,
+    /// How GPUs are offered and asked for (default `extendedResource`).
+    #[serde(default)]
+    pub gpus_as: GpusAs,
+    /// The DRA driver and DeviceClass (`gpusAs: draDevices`; default
+    /// `gpu.example.com`).
+    pub dra_driver: Option<String>,
+    /// The node label giving a node's GPU count (`gpusAs: draDevices`;
+    /// default `nvidia.com/gpu.count`); nodes without it get no slice.
+    pub gpu_count_label: Option<String>,
     /// Measure throughput over the op and report the GPU metrics.
     #[serde(default)]
     pub collect_metrics: bool,
@@ -177,6 +215,21 @@ impl CreateGpuJobsOp {
         }
         if let Some(d) = &self.stall_timeout {
             parse_duration(d).map_err(|e| format!("{op}.stallTimeout: {e}"))?;
+        }
+        if self.gpus_as == GpusAs::ExtendedResource {
+            for (field, v) in
+                [("draDriver", &self.dra_driver), ("gpuCountLabel", &self.gpu_count_label)]
+            {
+                if v.is_some() {
+                    return Err(format!("{op}.{field} needs gpusAs: draDevices"));
+                }
+            }
+        }
+        if self.dra_driver.as_deref().is_some_and(str::is_empty) {
+            return Err(format!("{op}.draDriver must not be empty"));
+        }
+        if self.gpu_count_label.as_deref().is_some_and(str::is_empty) {
+            return Err(format!("{op}.gpuCountLabel must not be empty"));
         }
         Ok(())
     }
@@ -327,6 +380,12 @@ pub struct GpuJobsStep {
     pub topology_key: String,
     /// GPU resource name.
     pub resource: String,
+    /// How GPUs are offered and asked for.
+    pub gpus_as: GpusAs,
+    /// The DRA driver and DeviceClass name.
+    pub dra_driver: String,
+    /// The node label giving a node's GPU count (DRA).
+    pub gpu_count_label: String,
     /// Measure.
     pub collect_metrics: bool,
     /// Stall timeout.
@@ -369,6 +428,12 @@ pub fn plan_step(
             .clone()
             .unwrap_or_else(|| "topology.kubernetes.io/rack".into()),
         resource: o.resource_name.clone().unwrap_or_else(|| "nvidia.com/gpu".into()),
+        gpus_as: o.gpus_as,
+        dra_driver: o.dra_driver.clone().unwrap_or_else(|| DEFAULT_DRA_DRIVER.into()),
+        gpu_count_label: o
+            .gpu_count_label
+            .clone()
+            .unwrap_or_else(|| DEFAULT_GPU_COUNT_LABEL.into()),
         collect_metrics: o.collect_metrics,
         stall_timeout: match &o.stall_timeout {
             Some(d) => parse_duration(d)?,

@@ -126,3 +126,84 @@ fn small_stream_on_the_embedded_target() {
     // Convoy places a gang whole or not at all.
     assert_eq!(jobs.data["PartialGangs"], 0.0);
 }
+
+/// The same kind of stream with the GPUs as DRA devices, on the embedded
+/// target with Convoy's GPU profile: slices, class and templates made,
+/// every job's claim allocated, the metrics counted from devices.
+#[test]
+fn small_dra_stream_on_the_embedded_target() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let text = r#"
+- name: GpuSmallDra
+  schedulerConfigPath: ../../config/gpu-cluster.yaml
+  workloadTemplate:
+  - opcode: createNodes
+    count: 12
+    nodeTemplatePath: templates/gpu/node-gpu-dra.yaml
+  - opcode: createGpuJobs
+    namespace: gpu-jobs
+    jobs: 60
+    jobsPerWave: 3
+    seed: 3
+    gpusAs: draDevices
+    gpuMix: [{gpus: 1, weight: 0.6}, {gpus: 2, weight: 0.15}, {gpus: 4, weight: 0.15}, {gpus: 8, weight: 0.1}]
+    gangs: {fraction: 0.1, members: [2], gpusPerMember: [8]}
+    meanLifetimeWaves: 10
+    podTemplatePath: templates/gpu/pod-gpu-dra.yaml
+    podGroupTemplatePath: templates/gpu/podgroup.yaml
+    collectMetrics: true
+  workloads:
+  - name: 12Nodes
+"#;
+    let config = crate::parse_str(text, "test.yaml", root.join("benches/config")).unwrap();
+    let opts = crate::RunOptions {
+        filter: None,
+        labels: crate::labels::LabelFilter::parse(""),
+        topic: "t".into(),
+        embedded: Default::default(),
+    };
+    let report = crate::run(&config, &opts).unwrap();
+    let r = &report.results[0];
+    assert!(r.error.is_none(), "{:?}", r.error);
+    let item = |metric: &str| {
+        r.items
+            .iter()
+            .find(|i| i.labels["Metric"] == metric)
+            .unwrap_or_else(|| panic!("no {metric} in {:?}", r.items))
+    };
+    let jobs = item("GpuJobs");
+    assert_eq!(jobs.data["Accepted"] + jobs.data["Rejected"], 60.0);
+    assert_eq!(jobs.data["StalledWaves"], 0.0);
+    // Jobs were placed: devices were allocated through claims.
+    assert!(jobs.data["Accepted"] >= 30.0, "{:?}", jobs.data);
+    assert_eq!(jobs.data["PartialGangs"], 0.0);
+    let free = item("GpuFullyFreeNodes");
+    assert!(free.data["Min"] <= free.data["Average"] && free.data["Average"] <= 12.0);
+    // 96 devices: a full-node job fails only once some are allocated.
+    let first = item("GpuFirstFullNodeFailure");
+    assert!(first.data["Percent"] > 0.0 && first.data["Percent"] <= 100.0);
+    item("GpuStrandedAtSaturation");
+    let allocated = item("GpuAllocatedAtSaturation").data["Average"];
+    assert!(allocated > 0.0 && allocated <= 100.0, "{allocated}");
+    let unallocated = item("GpuUnallocatedAtSaturation").data["Average"];
+    assert!((0.0..96.0).contains(&unallocated), "{unallocated}");
+}
+
+#[test]
+fn dra_options_need_dra_devices() {
+    use crate::config::Op;
+    let ok = serde_json::json!({
+        "opcode": "createGpuJobs", "jobs": 10, "jobsPerWave": 2, "meanLifetimeWaves": 3,
+        "gpuMix": [{"gpus": 1, "weight": 1}], "podTemplatePath": "p.yaml",
+        "gpusAs": "draDevices", "draDriver": "gpu.example.com",
+    });
+    Op::from_value(ok.clone()).unwrap().validate().unwrap();
+    let mut bad = ok.clone();
+    bad["gpusAs"] = "extendedResource".into();
+    let e = Op::from_value(bad).and_then(|o| o.validate()).unwrap_err();
+    assert!(e.contains("draDriver needs gpusAs: draDevices"), "{e}");
+    let mut bad = ok.clone();
+    bad["gpusAs"] = "dra".into();
+    let e = Op::from_value(bad).unwrap_err();
+    assert!(e.contains("dra"), "{e}");
+}
