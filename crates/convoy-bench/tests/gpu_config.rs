@@ -59,7 +59,14 @@ fn gpu_config_plans_with_the_traces_mix() {
 fn small_gpu_workloads_run_with_the_gpu_metrics() {
     let report = run(&config(), &opts("integration-test")).unwrap();
     let names: Vec<&str> = report.results.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["GpuFragmentation/50Nodes", "GpuFragmentationTrace/58Nodes"]);
+    assert_eq!(
+        names,
+        [
+            "GpuFragmentation/50Nodes",
+            "GpuFragmentationDra/50Nodes",
+            "GpuFragmentationTrace/58Nodes"
+        ]
+    );
     for r in &report.results {
         assert_eq!(r.error, None, "{}", r.name);
         let item = |metric: &str| {
