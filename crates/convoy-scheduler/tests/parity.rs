@@ -689,6 +689,76 @@ async fn populate_volumes(cp: &ControlPlane, o: &volumes::Objects) -> Result<()>
     Ok(())
 }
 
+/// Starts kube-scheduler on `up_cp` and Convoy on `our_cp`, both with
+/// every plugin of `features` and preemption, logging their scores, and
+/// the two sides that read their logs.
+async fn start_both(
+    up_cp: &ControlPlane,
+    our_cp: &ControlPlane,
+    features: &Features,
+) -> Result<(convoy_testenv::KubeScheduler, Scheduler, Side, Side)> {
+    let kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
+        &upstream_config(up_cp, features, Preemption::On)?,
+        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+    )?;
+    let mut convoy = Scheduler::start_with_options(
+        &our_cp.env,
+        "convoy",
+        &convoy_config(features, Preemption::On),
+        &["--log-format", "json"],
+        "info,convoy::scores=trace",
+    )?;
+    convoy.wait_ready(Duration::from_secs(30)).await?;
+    let up = Side {
+        label: "upstream",
+        scheduler: UPSTREAM,
+        client: up_cp.client.clone(),
+        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
+    };
+    let ours = Side {
+        label: "convoy",
+        scheduler: CONVOY,
+        client: our_cp.client.clone(),
+        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
+    };
+    Ok((kube_scheduler, convoy, up, ours))
+}
+
+/// Creates `pod` on both sides, waits for both decisions and adds the
+/// differences to `findings` (counting in `known` the FitErrors equal but
+/// for upstream's PostFilter part after a PreFilter rejection).
+async fn decide_both(
+    up: &mut Side,
+    ours: &mut Side,
+    convoy: &Scheduler,
+    pod: &Value,
+    findings: &mut Vec<String>,
+    known: &mut usize,
+) -> Result<(Decided, Decided)> {
+    let key = key_of(pod);
+    tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
+    let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
+    let (Some(u), Some(o)) = (u, o) else {
+        bail!("{key}: no decision in {DECIDE_TIMEOUT:?} on one side{}", convoy.tail());
+    };
+    for (side, d) in [("upstream", &u), ("convoy", &o)] {
+        for e in &d.errors {
+            findings.push(format!("{key}: {side} failed an attempt before deciding: {e}"));
+        }
+    }
+    let mut upstream = u.attempt.clone();
+    if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
+        (&u.attempt.ending, &o.attempt.ending)
+        && without_prefilter_postfilter(a) == Some(b.as_str())
+    {
+        *known += 1;
+        upstream.ending = o.attempt.ending.clone();
+    }
+    let cmp = compare(&upstream, &o.attempt);
+    findings.extend(cmp.findings.iter().map(|f| format!("{key}: {}", f.text)));
+    Ok((u, o))
+}
+
 /// Runs the volume scenario; returns the summary of each pod and the
 /// findings.
 async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
@@ -702,53 +772,13 @@ async fn check_volumes() -> Result<(Vec<String>, Vec<String>)> {
         TestProvisioner::spawn(up_cp.client.clone()),
         TestProvisioner::spawn(our_cp.client.clone()),
     );
-    let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
-        &upstream_config(&up_cp, &features, Preemption::On)?,
-        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
-    )?;
-    let mut convoy = Scheduler::start_with_options(
-        &our_cp.env,
-        "convoy",
-        &convoy_config(&features, Preemption::On),
-        &["--log-format", "json"],
-        "info,convoy::scores=trace",
-    )?;
-    convoy.wait_ready(Duration::from_secs(30)).await?;
-    let mut up = Side {
-        label: "upstream",
-        scheduler: UPSTREAM,
-        client: up_cp.client.clone(),
-        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
-    };
-    let mut ours = Side {
-        label: "convoy",
-        scheduler: CONVOY,
-        client: our_cp.client.clone(),
-        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
-    };
+    let (_kube_scheduler, convoy, mut up, mut ours) =
+        start_both(&up_cp, &our_cp, &features).await?;
     let (mut summary, mut findings, mut known) = (Vec::new(), Vec::new(), 0);
     for pod in &sc.pods {
         let key = key_of(pod);
-        tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
-        let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
-        let (Some(u), Some(o)) = (u, o) else {
-            bail!("{key}: no decision in {DECIDE_TIMEOUT:?} on one side{}", convoy.tail());
-        };
-        for (side, d) in [("upstream", &u), ("convoy", &o)] {
-            for e in &d.errors {
-                findings.push(format!("{key}: {side} failed an attempt before deciding: {e}"));
-            }
-        }
-        let mut upstream = u.attempt.clone();
-        if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
-            (&u.attempt.ending, &o.attempt.ending)
-            && without_prefilter_postfilter(a) == Some(b.as_str())
-        {
-            known += 1;
-            upstream.ending = o.attempt.ending.clone();
-        }
-        let cmp = compare(&upstream, &o.attempt);
-        findings.extend(cmp.findings.iter().map(|f| format!("{key}: {}", f.text)));
+        let (u, o) =
+            decide_both(&mut up, &mut ours, &convoy, pod, &mut findings, &mut known).await?;
         let binding: Vec<String> = u
             .attempt
             .cycle
@@ -954,53 +984,13 @@ async fn check_dra() -> Result<(Vec<String>, Vec<String>)> {
         tokio::try_join!(ControlPlane::start_cluster(), ControlPlane::start_cluster())?;
     tokio::try_join!(populate_dra(&up_cp, &sc), populate_dra(&our_cp, &sc))
         .context("creating the DRA scenario")?;
-    let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
-        &upstream_config(&up_cp, &features, Preemption::On)?,
-        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
-    )?;
-    let mut convoy = Scheduler::start_with_options(
-        &our_cp.env,
-        "convoy",
-        &convoy_config(&features, Preemption::On),
-        &["--log-format", "json"],
-        "info,convoy::scores=trace",
-    )?;
-    convoy.wait_ready(Duration::from_secs(30)).await?;
-    let mut up = Side {
-        label: "upstream",
-        scheduler: UPSTREAM,
-        client: up_cp.client.clone(),
-        tail: LogTail::new(up_cp.env.kube_scheduler_log(), parse_klog),
-    };
-    let mut ours = Side {
-        label: "convoy",
-        scheduler: CONVOY,
-        client: our_cp.client.clone(),
-        tail: LogTail::new(convoy.log_path().to_path_buf(), parse_convoy),
-    };
+    let (_kube_scheduler, convoy, mut up, mut ours) =
+        start_both(&up_cp, &our_cp, &features).await?;
     let (mut summary, mut findings, mut known) = (Vec::new(), Vec::new(), 0);
     for pod in &sc.pods {
         let key = key_of(pod);
-        tokio::try_join!(up.create(pod, None), ours.create(pod, None))?;
-        let (u, o) = tokio::try_join!(up.decide(&key), ours.decide(&key))?;
-        let (Some(u), Some(o)) = (u, o) else {
-            bail!("{key}: no decision in {DECIDE_TIMEOUT:?} on one side{}", convoy.tail());
-        };
-        for (side, d) in [("upstream", &u), ("convoy", &o)] {
-            for e in &d.errors {
-                findings.push(format!("{key}: {side} failed an attempt before deciding: {e}"));
-            }
-        }
-        let mut upstream = u.attempt.clone();
-        if let (Ending::Unschedulable(a), Ending::Unschedulable(b)) =
-            (&u.attempt.ending, &o.attempt.ending)
-            && without_prefilter_postfilter(a) == Some(b.as_str())
-        {
-            known += 1;
-            upstream.ending = o.attempt.ending.clone();
-        }
-        let cmp = compare(&upstream, &o.attempt);
-        findings.extend(cmp.findings.iter().map(|f| format!("{key}: {}", f.text)));
+        let (u, o) =
+            decide_both(&mut up, &mut ours, &convoy, pod, &mut findings, &mut known).await?;
         let scores: Vec<String> = u
             .attempt
             .cycle
