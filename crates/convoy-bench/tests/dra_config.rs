@@ -250,11 +250,15 @@ fn device_taint_toleration_binds_every_pod_on_the_embedded_target() {
 
 /// Two nodes with one device each, a DeviceTaintRule with `selector`
 /// (NoSchedule, upstream's taint key), the claim template `template`, and
-/// `pods` pods.
-fn taint_config(name: &str, selector: &str, template: &str, pods: usize) -> convoy_bench::Config {
-    let dir = std::env::temp_dir().join(format!("convoy-dra-taint-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let rule = dir.join("rule.yaml");
+/// `pods` pods; the rule's file lives in the returned directory, removed
+/// when it is dropped.
+fn taint_config(
+    selector: &str,
+    template: &str,
+    pods: usize,
+) -> (tempfile::TempDir, convoy_bench::Config) {
+    let dir = tempfile::tempdir().unwrap();
+    let rule = dir.path().join("rule.yaml");
     std::fs::write(
         &rule,
         format!(
@@ -293,7 +297,19 @@ fn taint_config(name: &str, selector: &str, template: &str, pods: usize) -> conv
 "#,
         rule = rule.display()
     );
-    parse_str(&yaml, "taint.yaml", fixture_dir()).unwrap()
+    (dir, parse_str(&yaml, "taint.yaml", fixture_dir()).unwrap())
+}
+
+/// Runs [`taint_config`]'s workload, its rule's directory kept until the
+/// run ends.
+fn run_taint(
+    selector: &str,
+    template: &str,
+    pods: usize,
+    timeout: Duration,
+) -> Result<convoy_bench::Report, String> {
+    let (_dir, config) = taint_config(selector, template, pods);
+    run(&config, &opts("Taint", timeout))
 }
 
 #[test]
@@ -301,27 +317,21 @@ fn device_taint_rules_keep_pods_off_tainted_devices() {
     let short = Duration::from_secs(3);
     // Every device tainted (the empty selector): nothing for a claim that
     // does not tolerate it.
-    let report =
-        run(&taint_config("all", "{}", "resourceclaimtemplate.yaml", 1), &opts("Taint", short))
-            .unwrap();
+    let report = run_taint("{}", "resourceclaimtemplate.yaml", 1, short).unwrap();
     let e = report.results[0].error.as_deref().expect("every device tainted");
     assert!(e.contains("0/1 scheduled") && e.contains("cannot allocate all claims"), "{e}");
     // Tolerated, both devices are used.
     let tolerant = "resourceclaimtemplate-toleration.yaml";
-    let report = run(&taint_config("tolerated", "{}", tolerant, 2), &opts("Taint", short)).unwrap();
+    let report = run_taint("{}", tolerant, 2, short).unwrap();
     assert_eq!(report.results[0].error, None);
     assert_eq!(report.results[0].windows[0].pods, 2);
     // One device tainted (driver, pool and device selected): one pod of two.
     let one = "{driver: test-driver.cdi.k8s.io, pool: resourceslice-0, device: basic-device-0}";
-    let report =
-        run(&taint_config("one", one, "resourceclaimtemplate.yaml", 2), &opts("Taint", short))
-            .unwrap();
+    let report = run_taint(one, "resourceclaimtemplate.yaml", 2, short).unwrap();
     let e = report.results[0].error.as_deref().expect("one device tainted");
     assert!(e.contains("1/2 scheduled"), "{e}");
     // No selector (upstream's own devicetaintrule.yaml): no device matched.
-    let report =
-        run(&taint_config("none", "null", "resourceclaimtemplate.yaml", 2), &opts("Taint", short))
-            .unwrap();
+    let report = run_taint("null", "resourceclaimtemplate.yaml", 2, short).unwrap();
     assert_eq!(report.results[0].error, None);
     assert_eq!(report.results[0].windows[0].pods, 2);
 }
