@@ -94,6 +94,18 @@ fn main() -> ExitCode {
     }
 }
 
+/// Writes `text` to standard output; a reader that went away (`simulate |
+/// head -1`) ends the output quietly, as other Unix tools do, instead of
+/// `print!`'s panic.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
+}
+
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::CheckConfig) => {
@@ -103,9 +115,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             // (which extension points each plugin implements).
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
             let pipeline = rt.block_on(async { convoy_scheduler::simulate::check(&config) })?;
-            print!("{}", config.summary());
-            print!("{pipeline}");
-            Ok(())
+            write_stdout(&format!("{}{pipeline}", config.summary()))
         }
         Some(Command::Simulate { cluster, output, log_decisions }) => {
             init_logging(cli.log_format, if log_decisions { "info" } else { "warn" });
@@ -115,10 +125,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let report =
                 rt.block_on(convoy_scheduler::simulate::simulate(config, objects, log_decisions))?;
             match output {
-                Output::Text => print!("{}", report.to_text()),
-                Output::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+                Output::Text => write_stdout(&report.to_text()),
+                Output::Json => {
+                    write_stdout(&format!("{}\n", serde_json::to_string_pretty(&report)?))
+                }
             }
-            Ok(())
         }
         None => {
             init_logging(cli.log_format, "info");
