@@ -8,8 +8,13 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use convoy_embedded::parse_objects;
+use std::sync::Arc;
+
+use convoy_api::FakeClock;
+use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, parse_objects};
+use convoy_scheduler::decision::LogSink;
 use convoy_scheduler::simulate::{Report, simulate};
+use convoy_scheduler::{Scheduler, SchedulerOptions};
 
 const DRIVER: &str = "gpu.example.com";
 
@@ -63,6 +68,24 @@ fn pod(name: &str, template: Option<&str>, claim: Option<&str>) -> String {
          containers: [{{name: c, resources: {{requests: {{cpu: 100m}}, claims: [{{name: gpu}}]}}}}]\n  \
          resourceClaims: [{{name: gpu, {source}}}]\n"
     )
+}
+
+/// The whole scheduler (default profile) on an embedded cluster, with a
+/// fake clock.
+fn scheduler_on(cluster: &Arc<EmbeddedCluster>) -> (Arc<Scheduler>, FakeClock) {
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config: convoy_scheduler::load_config(None).unwrap(),
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    (scheduler, clock)
 }
 
 async fn run(yaml: &str) -> Report {
@@ -154,13 +177,6 @@ async fn device_taint_rules_keep_untolerating_claims_off_tainted_devices() {
 /// devices are on its pod's node.
 #[tokio::test]
 async fn no_device_is_allocated_twice() {
-    use std::sync::Arc;
-
-    use convoy_api::FakeClock;
-    use convoy_embedded::{EmbeddedBinder, EmbeddedCluster};
-    use convoy_scheduler::decision::LogSink;
-    use convoy_scheduler::{Scheduler, SchedulerOptions};
-
     let mut yaml = String::from(CLASS);
     for i in 0..4 {
         yaml += &node(&format!("n{i}"), 4, "40Gi", "a");
@@ -172,18 +188,7 @@ async fn no_device_is_allocated_twice() {
         yaml += &pod(&format!("one-{i}"), Some("one"), None);
     }
     let (cluster, mut updates) = EmbeddedCluster::new(parse_objects(&yaml, "dra.yaml").unwrap());
-    let clock = FakeClock::new();
-    let scheduler = Scheduler::new(SchedulerOptions {
-        config: convoy_scheduler::load_config(None).unwrap(),
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
-        clock: Arc::new(clock.clone()),
-        sink: Arc::new(LogSink),
-        seed: Some(1),
-        framework_metrics: None,
-    })
-    .unwrap();
+    let (scheduler, clock) = scheduler_on(&cluster);
     scheduler.run_until_idle(&mut updates, &clock).await;
     // 16 GPUs for 18 asked: every GPU is given, once.
     let mut seen = BTreeSet::new();
@@ -243,13 +248,6 @@ async fn gpu_placement_packs_devices_from_resource_slices() {
 /// upstream hears of them as slice updates), not at the periodic flush.
 #[tokio::test]
 async fn deleting_a_device_taint_rule_releases_the_pod() {
-    use std::sync::Arc;
-
-    use convoy_api::FakeClock;
-    use convoy_embedded::{EmbeddedBinder, EmbeddedCluster};
-    use convoy_scheduler::decision::LogSink;
-    use convoy_scheduler::{Scheduler, SchedulerOptions};
-
     let mut yaml = String::from(CLASS);
     yaml += &node("big", 2, "80Gi", "b");
     yaml += "---\napiVersion: resource.k8s.io/v1\nkind: DeviceTaintRule\nmetadata: {name: broken}\n\
@@ -257,18 +255,7 @@ async fn deleting_a_device_taint_rule_releases_the_pod() {
     yaml += &template("two", 2, "");
     yaml += &pod("p", Some("two"), None);
     let (cluster, mut updates) = EmbeddedCluster::new(parse_objects(&yaml, "taint.yaml").unwrap());
-    let clock = FakeClock::new();
-    let scheduler = Scheduler::new(SchedulerOptions {
-        config: convoy_scheduler::load_config(None).unwrap(),
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
-        clock: Arc::new(clock.clone()),
-        sink: Arc::new(LogSink),
-        seed: Some(1),
-        framework_metrics: None,
-    })
-    .unwrap();
+    let (scheduler, clock) = scheduler_on(&cluster);
     scheduler.run_until_idle(&mut updates, &clock).await;
     assert_eq!(cluster.bound_count(), 0, "one of the two devices is tainted");
     assert_eq!(scheduler.queue().pending_counts().unschedulable, 1);
