@@ -342,10 +342,9 @@ struct PreFilterState {
     to_allocate: Vec<bool>,
     /// The allocation search, when some claim needs one.
     search: Option<Search>,
-    /// Filter's allocation per node, for Score and Reserve.
-    node_allocations: Mutex<HashMap<Arc<str>, Vec<AllocationResult>>>,
-    /// The node's devices around Filter's allocation, per node.
-    rooms: Mutex<HashMap<Arc<str>, DeviceRoom>>,
+    /// Filter's allocation per node (for Score and Reserve) and the
+    /// node's devices around it (for GpuPlacement).
+    node_allocations: Mutex<HashMap<Arc<str>, (Vec<AllocationResult>, DeviceRoom)>>,
     /// Claims found unavailable on some node (PostFilter deallocates one).
     unavailable: Mutex<BTreeSet<usize>>,
     /// The claims PreBind reserved for the pod, by index (Unreserve
@@ -406,7 +405,7 @@ impl DeviceRoom {
 /// nothing there (no claims, or claims allocated already).
 pub fn device_room(state: &CycleState, node: &str) -> Option<DeviceRoom> {
     let s = state.read::<PreFilterState>()?;
-    s.rooms.lock().unwrap_or_else(|e| e.into_inner()).get(node).copied()
+    s.node_allocations.lock().unwrap_or_else(|e| e.into_inner()).get(node).map(|(_, room)| *room)
 }
 
 /// What Filter allocates with.
@@ -628,7 +627,6 @@ impl PreFilterPlugin for DynamicResources {
             to_allocate,
             search,
             node_allocations: Mutex::default(),
-            rooms: Mutex::default(),
             unavailable: Mutex::default(),
             written: Mutex::default(),
         });
@@ -688,14 +686,15 @@ impl FilterPlugin for DynamicResources {
             .then(|| std::time::Instant::now() + self.args.filter_timeout);
         // Devices held by allocated claims (read under the store's lock,
         // never copied) or by claims in flight.
-        let (found, room) = self.objects.with_allocated_devices(|allocated| {
+        let found = self.objects.with_allocated_devices(|allocated| {
             let in_use = |id: &DeviceId| allocated.contains(id) || search.in_flight.contains(id);
             let found = search.allocator.allocate_until(k8s_node, &pools, &in_use, deadline);
-            let room = match &found {
-                Ok(Some(results)) => Some(DeviceRoom::of(node.name(), &pools, results, &in_use)),
-                _ => None,
-            };
-            (found, room)
+            found.map(|r| {
+                r.map(|results| {
+                    let room = DeviceRoom::of(node.name(), &pools, &results, &in_use);
+                    (results, room)
+                })
+            })
         });
         DraStats::inc(match &found {
             Ok(Some(_)) => &self.stats.allocations_found,
@@ -703,17 +702,11 @@ impl FilterPlugin for DynamicResources {
             Err(_) => &self.stats.allocation_errors,
         });
         match found {
-            Ok(Some(results)) => {
-                if let Some(room) = room {
-                    s.rooms
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(node.name_arc().clone(), room);
-                }
+            Ok(Some(choice)) => {
                 s.node_allocations
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .insert(node.name_arc().clone(), results);
+                    .insert(node.name_arc().clone(), choice);
                 Status::success()
             }
             Ok(None) => Status::unresolvable(ERR_CANNOT_ALLOCATE),
@@ -730,7 +723,7 @@ impl ScorePlugin for DynamicResources {
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
         let Some(s) = state.read::<PreFilterState>() else { return Ok(0) };
         let allocations = s.node_allocations.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(results) = allocations.get(node.name()) else { return Ok(0) };
+        let Some((results, _)) = allocations.get(node.name()) else { return Ok(0) };
         let mut next = results.iter();
         let mut score = 0;
         for (claim, &allocate) in s.claims.iter().zip(&s.to_allocate) {
@@ -780,7 +773,7 @@ impl ReservePlugin for DynamicResources {
             return Status::success();
         }
         let allocations = s.node_allocations.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(results) = allocations.get(node) else {
+        let Some((results, _)) = allocations.get(node) else {
             return Status::error("claim allocation not found for node");
         };
         let pending: Vec<_> =
