@@ -332,6 +332,9 @@ impl DynamicResources {
     }
 }
 
+/// Filter's allocation on a node and the node's devices around it.
+type NodeChoice = (Vec<AllocationResult>, DeviceRoom);
+
 /// PreFilter's state (upstream `stateData`).
 struct PreFilterState {
     /// The pod's claims, in order.
@@ -344,7 +347,7 @@ struct PreFilterState {
     search: Option<Search>,
     /// Filter's allocation per node (for Score and Reserve) and the
     /// node's devices around it (for GpuPlacement).
-    node_allocations: Mutex<HashMap<Arc<str>, (Vec<AllocationResult>, DeviceRoom)>>,
+    node_allocations: Mutex<HashMap<Arc<str>, NodeChoice>>,
     /// Claims found unavailable on some node (PostFilter deallocates one).
     unavailable: Mutex<BTreeSet<usize>>,
     /// The claims PreBind reserved for the pod, by index (Unreserve
