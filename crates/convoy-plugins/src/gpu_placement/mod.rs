@@ -174,7 +174,15 @@ impl GpuPlacement {
     /// The fragmentation score of a GPU pod on a node, in `0..=BASIS`.
     fn gpu_fragmentation_score(&self, s: &ScoreState, req: GpuRequest, node: &NodeInfo) -> i64 {
         let (capacity, free) = self.room(req.resource, node);
-        let gpus = req.shape.gpus;
+        Self::fragmentation_score(s, capacity, free, req.shape)
+    }
+
+    /// The fragmentation score of `request` on a node of `capacity` with
+    /// `free` room, in `0..=BASIS` (GPUs of a resource or DRA devices
+    /// alike): 0 where it does not fit, or where it would take a fully free
+    /// node larger than it while a partly used one can host it.
+    fn fragmentation_score(s: &ScoreState, capacity: Shape, free: Shape, request: Shape) -> i64 {
+        let gpus = request.gpus;
         if capacity.gpus <= 0 || free.gpus < gpus {
             return 0;
         }
@@ -182,7 +190,7 @@ impl GpuPlacement {
             return 0;
         }
         let leftover = (free.gpus - gpus) as f64;
-        let delta = s.distribution.delta(&free, &capacity, &req.shape)
+        let delta = s.distribution.delta(&free, &capacity, &request)
             + fragmentation::BEST_FIT_TIE_BREAK * leftover;
         Self::scaled(delta, s.max_capacity, BASIS)
     }
@@ -198,12 +206,6 @@ impl GpuPlacement {
         node: &NodeInfo,
         room: DeviceRoom,
     ) -> i64 {
-        if room.capacity <= 0 || room.free < room.requested {
-            return 0;
-        }
-        if s.spare_fully_free && room.free == room.capacity && room.capacity > room.requested {
-            return 0;
-        }
         let (alloc, used) = (&node.allocatable, &node.requested);
         let capacity =
             Shape { gpus: room.capacity, milli_cpu: alloc.milli_cpu, memory: alloc.memory };
@@ -214,10 +216,7 @@ impl GpuPlacement {
         };
         let r = &pod.requests.requests;
         let request = Shape { gpus: room.requested, milli_cpu: r.milli_cpu, memory: r.memory };
-        let leftover = (room.free - room.requested) as f64;
-        let delta = s.distribution.delta(&free, &capacity, &request)
-            + fragmentation::BEST_FIT_TIE_BREAK * leftover;
-        Self::scaled(delta, s.max_capacity, BASIS)
+        Self::fragmentation_score(s, capacity, free, request)
     }
 
     /// The score of a CPU-only pod on a node, in `0..=BASIS`: nodes without
