@@ -505,7 +505,8 @@ mod tests {
     fn validate_names_the_field() {
         let ok = LeaderElection::new("kube-system", "convoy", "me");
         assert!(ok.validate().is_ok(), "defaults are valid");
-        let cases: [(fn(&mut LeaderElection), &str); 7] = [
+        type Change = fn(&mut LeaderElection);
+        let cases: [(Change, &str); 7] = [
             (
                 |c| c.lease_duration = Duration::ZERO,
                 "leaderElection.leaseDuration: must be greater than zero",
