@@ -17,6 +17,14 @@ pub enum AdapterError {
     /// Neither an in-cluster config nor a default kubeconfig was found.
     #[error("no API server configuration (in-cluster or kubeconfig): {0}")]
     Infer(#[from] InferConfigError),
+    /// A leader-election setting is out of range.
+    #[error("leaderElection.{field}: {message}")]
+    InvalidLeaderElection {
+        /// The setting, as named in the scheduler configuration.
+        field: &'static str,
+        /// What is wrong with it.
+        message: String,
+    },
     /// An API call or building the client failed.
     #[error("API server: {0}")]
     Kube(#[from] kube::Error),

@@ -1,4 +1,4 @@
-//! Binding, status writing and leader election against a real API server
+//! Binding and status writing against a real API server
 //! (one control plane for this binary; each test has its own namespace).
 
 mod common;
@@ -8,15 +8,12 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use common::{eventually, pod};
-use convoy_adapters::leader::{self, LeaderElection};
 use convoy_adapters::{ApiBinder, StatusWriter, StatusWriterOptions};
 use convoy_api::{BindError, Binder, PodInfo, PodKey};
 use convoy_testenv::TestEnv;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use tokio::sync::watch;
 
 async fn create_pod(pods: &Api<Pod>, name: &str) -> Result<Arc<PodInfo>> {
     let created = pods.create(&PostParams::default(), &pod(name)).await?;
@@ -139,91 +136,6 @@ async fn status_writer_drops_when_full_and_never_blocks() -> Result<()> {
     assert_eq!(writer.dropped(), 50 - accepted as u64);
     assert!(!writer.flush(Duration::from_millis(200)).await, "cannot drain while stalled");
     task.abort();
-    Ok(())
-}
-
-fn election(ns: &str, identity: &str) -> LeaderElection {
-    LeaderElection {
-        lease_duration: Duration::from_secs(2),
-        renew_deadline: Duration::from_millis(1500),
-        retry_period: Duration::from_millis(300),
-        ..LeaderElection::new(ns, "convoy-scheduler", identity)
-    }
-}
-
-async fn wait_leader(
-    rx: &mut watch::Receiver<bool>,
-    want: bool,
-    timeout: Duration,
-) -> Result<Duration> {
-    let t0 = tokio::time::Instant::now();
-    tokio::time::timeout(timeout, rx.wait_for(|v| *v == want))
-        .await
-        .with_context(|| format!("leader={want} not reached within {timeout:?}"))??;
-    Ok(t0.elapsed())
-}
-
-#[tokio::test]
-async fn leader_election_hands_over_on_release_and_on_expiry() -> Result<()> {
-    let env = TestEnv::shared();
-    let client = env.client().await?;
-    let ns = env.create_namespace(&client, "adapters-leader").await?;
-
-    let (mut a_rx, a) = leader::start(client.clone(), election(&ns, "a"));
-    wait_leader(&mut a_rx, true, Duration::from_secs(5)).await?;
-    let (mut b_rx, b) = leader::start(client.clone(), election(&ns, "b"));
-    // Several renewals later, still exactly one leader.
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert!(*a_rx.borrow() && !*b_rx.borrow(), "a leads, b waits");
-    }
-    let lease = Api::<Lease>::namespaced(client.clone(), &ns).get("convoy-scheduler").await?;
-    let spec = lease.spec.context("lease spec")?;
-    assert_eq!(spec.holder_identity.as_deref(), Some("a"));
-    assert_eq!(spec.lease_duration_seconds, Some(2));
-
-    // Release: b takes over at its next retry, well within the lease duration.
-    a.release().await;
-    assert!(!*a_rx.borrow());
-    let took = wait_leader(&mut b_rx, true, Duration::from_secs(2)).await?;
-    assert!(took < Duration::from_secs(2), "handover took {took:?}");
-
-    // b stops renewing (dropped without release): c takes over once the
-    // lease expires.
-    let (mut c_rx, c) = leader::start(client.clone(), election(&ns, "c"));
-    tokio::time::sleep(Duration::from_millis(600)).await;
-    assert!(!*c_rx.borrow(), "c waits while b renews");
-    drop(b);
-    assert!(!*b_rx.borrow(), "a dropped handle reads false");
-    let took = wait_leader(&mut c_rx, true, Duration::from_secs(5)).await?;
-    assert!(took > Duration::from_millis(1000), "c waited for expiry ({took:?})");
-    let lease = Api::<Lease>::namespaced(client, &ns).get("convoy-scheduler").await?;
-    let spec = lease.spec.context("lease spec")?;
-    assert_eq!(spec.holder_identity.as_deref(), Some("c"));
-    assert_eq!(spec.lease_transitions, Some(2));
-    c.release().await;
-    Ok(())
-}
-
-#[tokio::test]
-async fn leader_reports_loss_when_lease_is_taken() -> Result<()> {
-    let env = TestEnv::shared();
-    let client = env.client().await?;
-    let ns = env.create_namespace(&client, "adapters-leader-lost").await?;
-    let (mut rx, handle) = leader::start(client.clone(), election(&ns, "a"));
-    wait_leader(&mut rx, true, Duration::from_secs(5)).await?;
-
-    // Someone overwrites the lease (as an operator or a skewed peer might).
-    let leases: Api<Lease> = Api::namespaced(client, &ns);
-    let mut lease = leases.get("convoy-scheduler").await?;
-    let spec = lease.spec.as_mut().context("lease spec")?;
-    spec.holder_identity = Some("intruder".into());
-    spec.lease_duration_seconds = Some(3600);
-    leases.replace("convoy-scheduler", &PostParams::default(), &lease).await?;
-
-    let took = wait_leader(&mut rx, false, Duration::from_secs(3)).await?;
-    assert!(took < Duration::from_millis(1500), "noticed at the next renewal ({took:?})");
-    drop(handle);
     Ok(())
 }
 

@@ -173,6 +173,17 @@ fn validate_leader_election(le: &crate::types::LeaderElection, problems: &mut Pr
     if le.lease_duration <= le.renew_deadline {
         problems.push("leaderElection.leaseDuration", None, "must be greater than renewDeadline");
     }
+    // client-go's NewLeaderElector: a candidate retries every retryPeriod
+    // stretched by up to JitterFactor (1.2).
+    if !le.retry_period.is_zero()
+        && le.renew_deadline.as_secs_f64() <= le.retry_period.as_secs_f64() * 1.2
+    {
+        problems.push(
+            "leaderElection.renewDeadline",
+            None,
+            "must be greater than retryPeriod*JitterFactor (1.2)",
+        );
+    }
     if le.resource_lock != "leases" {
         problems.push(
             "leaderElection.resourceLock",

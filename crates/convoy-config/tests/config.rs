@@ -692,6 +692,13 @@ fn errors_name_file_position_and_field() {
             &["config.yaml: leaderElection.leaseDuration: must be greater than renewDeadline"],
         ),
         (
+            "renew deadline within a jittered retry period",
+            "leaderElection: {renewDeadline: 5s, retryPeriod: 5s}\n",
+            &[
+                "config.yaml: leaderElection.renewDeadline: must be greater than retryPeriod*JitterFactor (1.2)",
+            ],
+        ),
+        (
             "wrong kind in args",
             "profiles:\n- pluginConfig:\n  - name: NodeAffinity\n    args: {kind: NodeResourcesFitArgs}\n",
             &[

@@ -141,9 +141,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 streaming_lists: cli.streaming_lists,
             };
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            match rt.block_on(convoy_scheduler::serve::serve(config, opts))? {
+            let exit = rt.block_on(convoy_scheduler::serve::serve(config, opts));
+            // Tasks still running (watches, HTTP, bindings) get a moment, not
+            // a say: a replica that lost its lease must exit promptly.
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            match exit? {
                 convoy_scheduler::run::Exit::Shutdown => Ok(()),
-                convoy_scheduler::run::Exit::LostLease => anyhow::bail!("leader election lost"),
+                convoy_scheduler::run::Exit::LostLease => anyhow::bail!("leaderelection lost"),
                 convoy_scheduler::run::Exit::WatchEnded => anyhow::bail!("the watches ended"),
             }
         }

@@ -41,6 +41,9 @@ impl Scheduler {
     /// flush the queue, and this task schedules pods while `leader` is true
     /// and the initial lists are synced. Returns on `shutdown`, when the
     /// lease is lost (scheduling stops at once), or when `updates` ends.
+    /// `leader` turning `false` after `true`, or closing (the elector ended,
+    /// even before this replica was synced), is a lost lease: the elector
+    /// never campaigns again, so neither does this loop wait to lead again.
     pub async fn run_leader(
         self: Arc<Self>,
         updates: impl Stream<Item = ClusterUpdate> + Send + 'static,
@@ -66,7 +69,10 @@ impl Scheduler {
                 tokio::select! {
                     _ = &mut shutdown => break 'outer Exit::Shutdown,
                     _ = ended.changed() => break 'outer Exit::WatchEnded,
-                    r = leader.changed() => if r.is_err() { break 'outer Exit::LostLease },
+                    r = leader.changed() => if r.is_err() {
+                        tracing::warn!("leader election lost before scheduling started");
+                        break 'outer Exit::LostLease
+                    },
                     _ = tokio::time::sleep(Duration::from_millis(50)) => {}
                 }
             }

@@ -8,7 +8,8 @@
 //! lease; it schedules only while it is the leader and the initial lists are
 //! synced (the initial lists include the PodGroups of each API the server
 //! serves). Losing the lease stops scheduling at once and ends the process
-//! (as upstream: the Deployment restarts it as a standby). SIGTERM stops
+//! within about a second, without touching the lease again (as upstream:
+//! the Deployment restarts it as a standby). SIGTERM stops
 //! taking pods, lets in-flight bindings finish (bounded by a grace period),
 //! flushes Events and releases the lease.
 
@@ -38,6 +39,9 @@ use crate::scheduler::{Scheduler, SchedulerOptions};
 
 /// How long SIGTERM waits for in-flight bindings and queued Events.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// How long a replica that lost its lease spends flushing queued Events
+/// before it exits.
+pub const LOST_LEASE_FLUSH: Duration = Duration::from_secs(1);
 /// Bindings in flight at once.
 pub const MAX_BINDS_IN_FLIGHT: usize = 256;
 
@@ -178,7 +182,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
                 renew_deadline: le.renew_deadline,
                 retry_period: le.retry_period,
             },
-        );
+        )?;
         (rx, Some(handle))
     } else {
         (always_leader_rx, None)
@@ -198,7 +202,17 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     let exit = scheduler.clone().run_leader(updates, leader, shutdown_signal()).await;
     tracing::info!(?exit, "stopping");
 
-    // Let bindings in flight finish, then flush Events and release the lease.
+    if exit == Exit::LostLease {
+        // As kube-scheduler's OnStoppedLeading: scheduling has stopped, the
+        // elector has ended and will not write the lease again; return at
+        // once so the process exits and restarts as a new candidate.
+        // Waiting here for bindings or Events could only delay that.
+        let _ = status.flush(LOST_LEASE_FLUSH).await;
+        drop(lease);
+        return Ok(exit);
+    }
+    // Let bindings in flight finish (the elector keeps renewing meanwhile),
+    // then flush Events and release the lease.
     let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
     while (scheduler.binds_in_flight() > 0 || scheduler.preemptions_in_flight() > 0)
         && tokio::time::Instant::now() < deadline

@@ -586,3 +586,46 @@ async fn high_priority_pod_preempts_two_low_priority_pods() -> Result<()> {
     ensure!(!bound.contains_key("low-0") && !bound.contains_key("low-1"), "victims remain");
     Ok(())
 }
+
+/// A leader whose lease is taken (here overwritten with a 1 s lease that
+/// nobody renews) stops, logs `leaderelection lost` and exits non-zero
+/// promptly, without writing the lease again on its way out: no release,
+/// no re-acquiring the expired lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_loses_its_lease_exits_without_touching_it_again() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let lease = "convoy-e2e-lost";
+    let leases = Api::<LeaseObject>::namespaced(cp.client.clone(), "default");
+    let mut a = Scheduler::start(&cp.env, "convoy-lost", Lease::Named(lease))?;
+    a.wait_ready(Duration::from_secs(30)).await?;
+    eventually(Duration::from_secs(10), || async {
+        let held = leases.get(lease).await.ok()?;
+        let holder = held.spec?.holder_identity?;
+        (holder == "convoy-lost").then_some(())
+    })
+    .await
+    .with_context(|| format!("convoy-lost never took the lease{}", a.tail()))?;
+
+    let mut taken = leases.get(lease).await?;
+    let spec = taken.spec.as_mut().context("lease spec")?;
+    spec.holder_identity = Some("intruder".into());
+    spec.lease_duration_seconds = Some(1);
+    let taken = leases.replace(lease, &Default::default(), &taken).await?;
+    let overwritten = Instant::now();
+
+    let status = a
+        .wait_exit(Duration::from_secs(6))
+        .await
+        .with_context(|| format!("still running 6 s after losing its lease{}", a.tail()))?;
+    println!("exited {:?} after its lease was taken ({status})", overwritten.elapsed());
+    ensure!(!status.success(), "exit status {status}{}", a.tail());
+    ensure!(a.count("leaderelection lost") >= 1, "no 'leaderelection lost'{}", a.tail());
+    let now = leases.get(lease).await?;
+    ensure!(
+        now.metadata.resource_version == taken.metadata.resource_version,
+        "the lease was written after the loss: {:?}{}",
+        now.spec,
+        a.tail()
+    );
+    Ok(())
+}

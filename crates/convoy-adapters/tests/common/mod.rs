@@ -2,6 +2,8 @@
 
 #![allow(dead_code)]
 
+pub mod forwarder;
+
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;

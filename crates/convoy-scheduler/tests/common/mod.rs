@@ -204,6 +204,21 @@ impl Scheduler {
         Ok(())
     }
 
+    /// Waits up to `timeout` for the process to exit on its own; its exit
+    /// status, or `None` if it is still running.
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL: no lease release, no flush.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
