@@ -93,6 +93,9 @@ pub struct Scheduler {
     pub(crate) running_preemptions: Arc<RunningPreemptions>,
     /// DynamicResources' counters, for the metrics.
     pub(crate) dra_stats: Arc<convoy_api::objects::DraStats>,
+    /// How long a simulation may go on, in simulated time, without any
+    /// change to the cluster ([`Scheduler::run_until_idle`]).
+    pub(crate) quiet_limit: Duration,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -191,6 +194,7 @@ impl Scheduler {
             pop_from_backoff: true,
         }));
         let cache = Arc::new(Cache::new(opts.clock.clone()));
+        let quiet_limit = quiet_limit(Duration::from_secs(cfg.pod_max_backoff_seconds), &gang_args);
         let rng = match opts.seed {
             Some(s) => SmallRng::seed_from_u64(s),
             None => SmallRng::from_os_rng(),
@@ -212,6 +216,7 @@ impl Scheduler {
             preemptions_in_flight: Arc::new(AtomicUsize::new(0)),
             running_preemptions,
             dra_stats,
+            quiet_limit,
         }))
     }
 
@@ -450,7 +455,13 @@ impl Scheduler {
                     self.report_mixed_schedulers(&info);
                     self.queue.add_and_activate(info, &quorum);
                 }
-                Err(e) => self.sink.record(&crate::schedule_one::invalid_pod_decision(&e)),
+                Err(e) => {
+                    // The API server would have refused such a pod (or a
+                    // newer one wrote a field this version cannot read): it
+                    // stays pending with the field named, and blocks nothing.
+                    tracing::warn!(pod = %e.pod, error = %e.message, "refusing a pod the scheduler cannot read");
+                    self.sink.record(&crate::schedule_one::invalid_pod_decision(&e));
+                }
             }
         }
     }
@@ -556,6 +567,21 @@ impl Scheduler {
 
 /// Cache errors on the event path mean the event stream and the cache
 /// disagree (a relist, a missed event): log and go on, never crash.
+/// How long a simulation goes on without a change to the cluster before it
+/// ends (see [`Scheduler::run_until_idle`]): longer than every timer that
+/// can change an outcome by itself. Within two maximum backoffs every pod
+/// in backoff has been retried once after the last change; the gang
+/// starvation guard holds pods back for at most its threshold plus its
+/// maximum hold. One second more for rounding.
+fn quiet_limit(max_backoff: Duration, gang_args: &HashMap<String, GangSchedulingArgs>) -> Duration {
+    let gang = gang_args
+        .values()
+        .map(|a| a.starvation_threshold_seconds.saturating_add(a.starvation_max_hold_seconds))
+        .max()
+        .unwrap_or(0);
+    (2 * max_backoff).max(Duration::from_secs(gang)) + Duration::from_secs(1)
+}
+
 fn log_cache_error(r: convoy_cache::Result<()>) {
     if let Err(e) = r {
         tracing::warn!(error = %e, "cache update");
