@@ -421,6 +421,15 @@ impl Scheduler {
         }
     }
 
+    /// A pending pod of ours that cannot be read (the API server would
+    /// have refused it, or a newer client wrote what this version cannot
+    /// evaluate): it stays pending with the field named (decision, Event,
+    /// condition) and a warning, and blocks nothing.
+    fn refuse(&self, e: &convoy_api::InvalidPod) {
+        tracing::warn!(pod = %e.pod, error = %e.message, "refusing a pod the scheduler cannot read");
+        self.sink.record(&crate::schedule_one::invalid_pod_decision(e));
+    }
+
     fn pod_added(&self, pod: Arc<Pod>) {
         let assigned =
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
@@ -455,13 +464,7 @@ impl Scheduler {
                     self.report_mixed_schedulers(&info);
                     self.queue.add_and_activate(info, &quorum);
                 }
-                Err(e) => {
-                    // The API server would have refused such a pod (or a
-                    // newer one wrote a field this version cannot read): it
-                    // stays pending with the field named, and blocks nothing.
-                    tracing::warn!(pod = %e.pod, error = %e.message, "refusing a pod the scheduler cannot read");
-                    self.sink.record(&crate::schedule_one::invalid_pod_decision(&e));
-                }
+                Err(e) => self.refuse(&e),
             }
         }
     }
@@ -506,7 +509,26 @@ impl Scheduler {
                 if !self.is_ours(&new) {
                     return;
                 }
-                let (Some(o), Some(n)) = (self.pod_info(old), self.pod_info(new)) else { return };
+                let o = PodInfo::new(old).ok().map(Arc::new);
+                let n = match PodInfo::new(new.clone()) {
+                    Ok(n) => Arc::new(n),
+                    Err(e) => {
+                        // Refused when it was added or became unreadable;
+                        // its later updates (its refusal's own condition
+                        // among them) change nothing.
+                        if let Some(o) = o {
+                            self.gang.pod_removed(&o);
+                            self.queue.delete(&o);
+                            self.refuse(&e);
+                        }
+                        return;
+                    }
+                };
+                let Some(o) = o else {
+                    // Readable now: as if just created.
+                    self.pod_added(new);
+                    return;
+                };
                 if n.is_terminal() {
                     self.gang.pod_removed(&n);
                     self.queue.delete(&o);
