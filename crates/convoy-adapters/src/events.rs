@@ -45,14 +45,17 @@ pub const COMBINED_PREFIX: &str = "(combined from similar events): ";
 /// past it, the oldest half goes.
 const MAX_ENTRIES: usize = 4096;
 
+/// An object as an Event refers to it: kind, namespace, name and UID.
+type ObjectKey = (Option<String>, Option<String>, Option<String>, Option<String>);
+
 /// What makes two Events similar: everything but the note.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct SimilarKey {
     type_: &'static str,
     reason: String,
     action: String,
-    regarding: (Option<String>, Option<String>, Option<String>, Option<String>),
-    related: Option<(Option<String>, Option<String>, Option<String>, Option<String>)>,
+    regarding: ObjectKey,
+    related: Option<ObjectKey>,
 }
 
 /// An Event's series key: similar, and the same note (`None` for the
@@ -101,9 +104,7 @@ pub(crate) struct Aggregator {
     similar: HashMap<SimilarKey, Similar>,
 }
 
-fn reference(
-    r: &ObjectReference,
-) -> (Option<String>, Option<String>, Option<String>, Option<String>) {
+fn reference(r: &ObjectReference) -> ObjectKey {
     (r.kind.clone(), r.namespace.clone(), r.name.clone(), r.uid.clone())
 }
 
