@@ -24,6 +24,7 @@ pub mod binder;
 mod claims;
 pub mod client;
 pub mod error;
+pub mod events;
 pub mod group_status;
 pub mod leader;
 pub mod objects;

@@ -12,9 +12,9 @@
 //! a bounded channel drained by one background task that writes at a
 //! limited rate; when the queue is full the write is dropped and counted
 //! (the pod's next attempt produces another). Events go through
-//! [`kube::runtime::events::Recorder`], which turns a repeat of the same
-//! event (same pod, reason and note within 6 minutes) into a
-//! `series.count` patch instead of a new object.
+//! [`crate::events`]: a repeat of the same event (same pod, reason and
+//! note within 6 minutes) is a `series.count` patch instead of a new
+//! object, and a new message is a new Event.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,11 +30,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use kube::api::{DynamicObject, ListParams};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Reporter};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
+use crate::events::EventRecorder;
 use crate::group_status::{GroupReport, initially_scheduled, xk8s_status};
 use crate::pod_groups::api_resource;
 use crate::rate::TokenBucket;
@@ -117,7 +118,7 @@ impl StatusWriter {
         };
         let task = Task {
             client: client.clone(),
-            recorder: Recorder::new(client, reporter),
+            recorder: EventRecorder::new(client, reporter),
             bucket: (opts.qps > 0.0)
                 .then(|| TokenBucket::new(opts.qps, opts.burst, tokio::time::Instant::now())),
             counters: Arc::clone(&counters),
@@ -262,7 +263,7 @@ impl StatusWriter {
 
 struct Task {
     client: kube::Client,
-    recorder: Recorder,
+    recorder: EventRecorder,
     bucket: Option<TokenBucket>,
     counters: Arc<Counters>,
     /// The `PodGroupInitiallyScheduled` condition last written (or found

@@ -522,6 +522,31 @@ mod tests {
         assert_eq!(t.len(), 2);
     }
 
+    /// A pod as a newer client might write it (a field this version does
+    /// not know, a quantity it cannot read) decodes, passes through the
+    /// watch like any other, and is refused by name when the scheduler
+    /// reads it, with its UID (for the Event and condition).
+    #[test]
+    fn an_unreadable_pod_passes_through_and_is_refused_by_name() {
+        let raw = r#"{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1", "resourceVersion": "1"},
+            "spec": {"futureField": {"x": 1}, "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": "lots"}, "limits": {"memory": "-1Gi"}}}]}}"#;
+        let pod: Pod = serde_json::from_str(raw).expect("decodes");
+        let mut t = Translator::<Pod>::default();
+        let mut out = VecDeque::new();
+        t.handle(Event::Init, &mut out);
+        t.handle(Event::InitApply(pod), &mut out);
+        assert!(t.handle(Event::InitDone, &mut out));
+        let Some(ClusterUpdate::PodAdded(p)) = out.pop_front() else { panic!("{out:?}") };
+        let err = convoy_api::PodInfo::new(p).unwrap_err();
+        assert_eq!(&*err.uid, "u1");
+        assert_eq!(
+            err.message,
+            "spec.containers[0].resources.requests[cpu]: invalid quantity \"lots\": expected a number"
+        );
+    }
+
     #[test]
     fn recreated_under_same_name_is_delete_then_add() {
         let mut t = Translator::<Pod>::default();

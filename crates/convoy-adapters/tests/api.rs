@@ -120,6 +120,45 @@ async fn status_writer_records_events_and_condition() -> Result<()> {
     Ok(())
 }
 
+/// A later FailedScheduling with another message is visible through the
+/// API (a new Event), and a repeat of it counts in its series.
+#[tokio::test]
+async fn status_writer_shows_a_new_message_and_counts_repeats() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-series").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    let (writer, _task) = StatusWriter::new(client.clone(), StatusWriterOptions::default());
+    let p = create_pod(&pods, "p").await?;
+
+    let (first, second) = (
+        "0/3 nodes are available: 3 Insufficient cpu.",
+        "0/4 nodes are available: 4 Insufficient memory.",
+    );
+    for message in [first, second, second, second] {
+        assert!(writer.unschedulable(&p.key, &p.uid, message));
+        assert!(writer.flush(Duration::from_secs(10)).await, "queue drained");
+    }
+    assert_eq!(writer.failed(), 0);
+    let lp = ListParams::default().fields("regarding.name=p");
+    let failed: Vec<Event> = events
+        .list(&lp)
+        .await?
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("FailedScheduling"))
+        .collect();
+    let count = |note: &str| {
+        let e = failed.iter().find(|e| e.note.as_deref() == Some(note));
+        e.map(|e| e.series.as_ref().map_or(1, |s| s.count))
+    };
+    assert_eq!(failed.len(), 2, "one Event per message: {failed:?}");
+    assert_eq!(count(first), Some(1));
+    assert_eq!(count(second), Some(3), "the repeats count in the second message's series");
+    Ok(())
+}
+
 #[tokio::test]
 async fn status_writer_drops_when_full_and_never_blocks() -> Result<()> {
     let env = TestEnv::shared();

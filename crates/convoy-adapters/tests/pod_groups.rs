@@ -142,6 +142,18 @@ async fn groups_of_both_apis_are_watched_and_their_status_written() -> Result<()
     install_crd(&env)?;
     create(&client, PodGroupApi::XK8s, "bad", json!({"minMember": 2, "scheduleTimeoutSeconds": 0}))
         .await?;
+    // A negative minMember, or one beyond 32 bits: the CRD's schema
+    // (`minimum: 1`, `format: int32`) refuses them; `PodGroup::from_json`
+    // refuses them too, for a server that would not.
+    for (name, min) in [("negative", json!(-1)), ("huge", json!(4_294_967_297_i64))] {
+        let created = create(&client, PodGroupApi::XK8s, name, json!({"minMember": min})).await;
+        let refused = format!("{:#}", created.err().with_context(|| format!("{name} accepted"))?);
+        ensure!(refused.contains("spec.minMember"), "{refused}");
+    }
+    let negative = json!({"schedulingPolicy": {"gang": {"minCount": -1}}});
+    let created = create(&client, PodGroupApi::Upstream, "negative", negative).await;
+    let refused = format!("{:#}", created.err().context("minCount -1 accepted")?);
+    ensure!(refused.contains("minCount"), "{refused}");
     create(&client, PodGroupApi::XK8s, "xg", json!({"minMember": 2})).await?;
     let seen = next_n(&mut updates, 1, Duration::from_secs(30)).await;
     ensure!(seen == ["apply xg min 2"], "after installing the CRD: {seen:?}");

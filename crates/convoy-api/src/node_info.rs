@@ -42,7 +42,9 @@ pub struct NodeInfo {
     pub used_ports: Vec<HostPort>,
     /// Bumped on every change (see [`next_generation`]).
     pub generation: u64,
-    /// Why the node's allocatable could not be read, if it could not.
+    /// Why the node's allocatable (or capacity) could not be read, if it
+    /// could not: an unparsable or negative amount, which the API server
+    /// would have refused. No pod is placed on such a node.
     pub invalid: Option<Arc<str>>,
     /// `spec.taints`, copied here so the Filter and Score paths read them
     /// without touching the (large, cold) node object.
@@ -52,6 +54,23 @@ pub struct NodeInfo {
     /// The names of `status.images`, sorted, each once (see
     /// [`node_images`]); shared, so copying the node info does not copy them.
     images: Arc<[NodeImage]>,
+}
+
+/// A node's allocatable resources; an unparsable or negative amount in
+/// `status.allocatable` or `status.capacity` is an error naming it
+/// (`status.capacity[memory]: invalid quantity "-1": ...`).
+fn read_allocatable(node: &Node) -> Result<Resource, String> {
+    let status = node.status.as_ref();
+    if let Some(capacity) = status.and_then(|s| s.capacity.as_ref()) {
+        Resource::from_list(capacity)
+            .map_err(|(name, e)| format!("status.capacity[{name}]: {e}"))?;
+    }
+    let alloc = status.and_then(|s| s.allocatable.as_ref());
+    alloc
+        .map(Resource::from_list)
+        .transpose()
+        .map(Option::unwrap_or_default)
+        .map_err(|(name, e)| format!("status.allocatable[{name}]: {e}"))
 }
 
 impl NodeInfo {
@@ -85,15 +104,14 @@ impl NodeInfo {
 
     /// Replaces the node object (an update); recomputes allocatable.
     pub fn set_node(&mut self, node: Arc<Node>) {
-        let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
-        match alloc.map(Resource::from_list).transpose() {
+        match read_allocatable(&node) {
             Ok(a) => {
-                self.allocatable = a.unwrap_or_default();
+                self.allocatable = a;
                 self.invalid = None;
             }
-            Err((name, e)) => {
+            Err(why) => {
                 self.allocatable = Resource::default();
-                self.invalid = Some(Arc::from(format!("status.allocatable[{name}]: {e}")));
+                self.invalid = Some(Arc::from(why));
             }
         }
         self.name = Arc::from(node.metadata.name.as_deref().unwrap_or(""));
@@ -256,5 +274,35 @@ mod tests {
         .unwrap();
         let n = NodeInfo::new(Arc::new(node));
         assert!(n.invalid.as_deref().unwrap().starts_with("status.allocatable[cpu]"));
+    }
+
+    #[test]
+    fn negative_allocatable_or_capacity_makes_the_node_unusable() {
+        let node = |status: serde_json::Value| -> Node {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n"}, "status": status}))
+                .unwrap()
+        };
+        let cases = [
+            (
+                serde_json::json!({"allocatable": {"cpu": "4", "memory": "-1Gi"}}),
+                "status.allocatable[memory]",
+            ),
+            (
+                serde_json::json!({"capacity": {"pods": "-1"}, "allocatable": {"cpu": "4"}}),
+                "status.capacity[pods]",
+            ),
+        ];
+        for (status, field) in cases {
+            let n = NodeInfo::new(Arc::new(node(status)));
+            let why = n.invalid.as_deref().unwrap();
+            assert!(why.starts_with(field), "{why}");
+            assert!(why.ends_with("must be greater than or equal to 0"), "{why}");
+            assert_eq!(n.allocatable, Resource::default(), "nothing to overcommit");
+        }
+        // An update that fixes the node makes it usable again.
+        let mut n =
+            NodeInfo::new(Arc::new(node(serde_json::json!({"allocatable": {"cpu": "-4"}}))));
+        n.set_node(Arc::new(node(serde_json::json!({"allocatable": {"cpu": "4"}}))));
+        assert_eq!((n.invalid.clone(), n.allocatable.milli_cpu), (None, 4000));
     }
 }

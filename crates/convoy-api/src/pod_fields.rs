@@ -140,7 +140,8 @@ pub const FIELDS: &[FieldRule] = &[
         "spec.{containers,initContainers}[].resources.limits",
         Ignored,
         NONE,
-        "API defaulting copies a limit into an unset request.",
+        "API defaulting copies a limit into an unset request. Checked, as every amount of \
+         the pod's resource lists: a negative or unreadable one refuses the pod.",
     ),
     rule(
         "spec.{containers,initContainers}[].resources.claims",
@@ -163,7 +164,12 @@ pub const FIELDS: &[FieldRule] = &[
         "Pod-level resources (beta, on by default): `cpu`, `memory` and `hugepages-*` replace \
          the containers' sum.",
     ),
-    rule("spec.resources.limits", Ignored, NONE, ""),
+    rule(
+        "spec.resources.limits",
+        Ignored,
+        NONE,
+        "Checked: a negative or unreadable amount refuses the pod.",
+    ),
     rule(
         "spec.resources.claims",
         Ignored,

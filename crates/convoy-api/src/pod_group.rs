@@ -209,6 +209,9 @@ impl PodGroup {
                 if min < 1 {
                     return Err(err(format!("spec.minMember: must be at least 1, got {min}")));
                 }
+                if min > i64::from(i32::MAX) {
+                    return Err(err(format!("spec.minMember: must fit in 32 bits, got {min}")));
+                }
                 let res = match spec.and_then(|s| s.get("minResources")) {
                     None | Some(Value::Null) => None,
                     Some(v) => {
@@ -245,6 +248,11 @@ impl PodGroup {
                         if min < 1 {
                             return Err(err(format!(
                                 "spec.schedulingPolicy.gang.minCount: must be at least 1, got {min}"
+                            )));
+                        }
+                        if min > i64::from(i32::MAX) {
+                            return Err(err(format!(
+                                "spec.schedulingPolicy.gang.minCount: must fit in 32 bits, got {min}"
                             )));
                         }
                         (true, min as u32, None, None)
@@ -443,6 +451,20 @@ mod tests {
                 "PodGroup default/g: spec.minMember: must be at least 1, got 0",
             ),
             (
+                json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {"name": "g"}, "spec": {"minMember": -3}}),
+                "PodGroup default/g: spec.minMember: must be at least 1, got -3",
+            ),
+            (
+                // Not truncated to 1 (2^32 + 1 as a u32).
+                json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {"name": "g"}, "spec": {"minMember": 4_294_967_297_i64}}),
+                "PodGroup default/g: spec.minMember: must fit in 32 bits, got 4294967297",
+            ),
+            (
+                json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {"name": "g"},
+                       "spec": {"minMember": 2, "minResources": {"memory": "-1Gi"}}}),
+                "PodGroup default/g: spec.minResources.memory: invalid quantity \"-1Gi\": must be greater than or equal to 0",
+            ),
+            (
                 json!({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "metadata": {"name": "g"}, "spec": {"minMember": "8"}}),
                 "PodGroup default/g: spec.minMember: expected an integer, got \"8\"",
             ),
@@ -459,6 +481,11 @@ mod tests {
                 json!({"apiVersion": "scheduling.k8s.io/v1beta1", "metadata": {"name": "g"},
                        "spec": {"schedulingPolicy": {"gang": {"minCount": -1}}}}),
                 "PodGroup default/g: spec.schedulingPolicy.gang.minCount: must be at least 1, got -1",
+            ),
+            (
+                json!({"apiVersion": "scheduling.k8s.io/v1beta1", "metadata": {"name": "g"},
+                       "spec": {"schedulingPolicy": {"gang": {"minCount": 1_i64 << 40}}}}),
+                "PodGroup default/g: spec.schedulingPolicy.gang.minCount: must fit in 32 bits",
             ),
             (
                 json!({"apiVersion": "example.com/v1", "metadata": {"name": "g"}}),

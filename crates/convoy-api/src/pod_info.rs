@@ -135,21 +135,26 @@ pub struct PodInfo {
 pub struct InvalidPod {
     /// The pod.
     pub pod: PodKey,
+    /// `metadata.uid` (empty when unset), so that the refusal is written
+    /// on this pod and not on one recreated under the same name.
+    pub uid: Arc<str>,
     /// What is wrong, starting with the field path.
     pub message: String,
 }
 
 impl PodInfo {
     /// Derives the scheduling data of a pod. Fails (naming the field) when
-    /// the pod has no spec or an unparsable quantity.
+    /// the pod has no spec, or an unparsable or negative quantity in a list
+    /// the API server validates ([`crate::resource::check_quantities`]).
     pub fn new(pod: Arc<Pod>) -> Result<Self, InvalidPod> {
         let key = PodKey::of(&pod);
-        let invalid = |message: String| InvalidPod { pod: key.clone(), message };
+        let uid: Arc<str> = Arc::from(pod.metadata.uid.as_deref().unwrap_or(""));
+        let invalid = |message: String| InvalidPod { pod: key.clone(), uid: uid.clone(), message };
         let spec = pod.spec.as_ref().ok_or_else(|| invalid("spec: missing".to_string()))?;
         let requests = pod_requests(spec).map_err(invalid)?;
         let affinity = PodAffinity::of(&key.namespace, spec.affinity.as_ref()).map(Arc::new);
         Ok(Self {
-            uid: Arc::from(pod.metadata.uid.as_deref().unwrap_or("")),
+            uid,
             priority: spec.priority.unwrap_or(0),
             key,
             requests,

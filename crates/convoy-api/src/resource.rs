@@ -34,6 +34,9 @@ pub struct QuantityError {
     pub why: &'static str,
 }
 
+/// Why a negative amount is refused (upstream's wording).
+const NEGATIVE: &str = "must be greater than or equal to 0";
+
 /// Parses a Kubernetes quantity ("500m", "1.5", "32Gi", "1e3") into
 /// thousandths of a unit, rounding up as upstream's `MilliValue` does.
 pub fn parse_milli(s: &str) -> Result<i64, QuantityError> {
@@ -196,7 +199,10 @@ impl Resource {
             .filter(|(_, v)| *v != 0)
     }
 
-    /// Builds a resource list from a Kubernetes `ResourceList` map.
+    /// Builds a resource list from a Kubernetes `ResourceList` map. A
+    /// negative amount is an error, as the API server's validation
+    /// (`ValidateNonnegativeQuantity`) makes it for every list the scheduler
+    /// reads: requests, limits, overhead, node capacity and allocatable.
     pub fn from_list(list: &BTreeMap<String, Quantity>) -> Result<Self, (String, QuantityError)> {
         let mut r = Resource::default();
         for (name, q) in list {
@@ -206,15 +212,16 @@ impl Resource {
     }
 
     fn add_quantity(&mut self, name: &str, q: &Quantity) -> Result<(), QuantityError> {
+        let v = if name == CPU { parse_milli(&q.0)? } else { parse_value(&q.0)? };
+        if v < 0 {
+            return Err(QuantityError { value: q.0.clone(), why: NEGATIVE });
+        }
         match name {
-            CPU => self.milli_cpu += parse_milli(&q.0)?,
-            MEMORY => self.memory += parse_value(&q.0)?,
-            EPHEMERAL_STORAGE => self.ephemeral_storage += parse_value(&q.0)?,
-            PODS => self.allowed_pods += parse_value(&q.0)?,
-            other => {
-                let v = parse_value(&q.0)?;
-                *self.scalar.entry(Arc::from(other)).or_insert(0) += v;
-            }
+            CPU => self.milli_cpu += v,
+            MEMORY => self.memory += v,
+            EPHEMERAL_STORAGE => self.ephemeral_storage += v,
+            PODS => self.allowed_pods += v,
+            other => *self.scalar.entry(Arc::from(other)).or_insert(0) += v,
         }
         Ok(())
     }
@@ -355,13 +362,43 @@ fn aggregate(spec: &PodSpec, defaults: Defaults, pod: &PodLevel) -> Result<Aggre
     Ok(Aggregate { requests: reqs, names_cpu, names_memory })
 }
 
+/// Checks every resource list of a pod's spec the API server validates:
+/// each container's and init container's requests and limits, the
+/// pod-level requests and limits and the overhead. Each amount must parse
+/// and be non-negative; the error names the first bad one
+/// (`spec.initContainers[1].resources.limits[memory]: invalid quantity
+/// "-1Gi": must be greater than or equal to 0`). The limits are not
+/// otherwise read: a pod is placed by its requests.
+pub fn check_quantities(spec: &PodSpec) -> Result<(), String> {
+    let check = |path: &str, list: Option<&BTreeMap<String, Quantity>>| {
+        list.map(Resource::from_list)
+            .transpose()
+            .map(drop)
+            .map_err(|(name, e)| format!("{path}[{name}]: {e}"))
+    };
+    let lists = |path: String, r: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| {
+        check(&format!("{path}.resources.requests"), r.and_then(|r| r.requests.as_ref()))?;
+        check(&format!("{path}.resources.limits"), r.and_then(|r| r.limits.as_ref()))
+    };
+    for (i, c) in spec.containers.iter().enumerate() {
+        lists(format!("spec.containers[{i}]"), c.resources.as_ref())?;
+    }
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        lists(format!("spec.initContainers[{i}]"), c.resources.as_ref())?;
+    }
+    lists("spec".to_string(), spec.resources.as_ref())?;
+    check("spec.overhead", spec.overhead.as_ref())
+}
+
 /// Computes a pod's requests as kube-scheduler v1.37.2 does (upstream
 /// `PodInfo.CalculateResource`, `framework/types.go`): see [`PodRequests`]'s
 /// fields. Status resources of in-place resized pods
 /// (`InPlacePodVerticalScaling`) are not read: requests come from the spec.
 ///
-/// Errors name the field (`spec.containers[0].resources.requests[cpu]`).
+/// Errors name the field (`spec.containers[0].resources.requests[cpu]`):
+/// every list is checked first by [`check_quantities`].
 pub fn pod_requests(spec: &PodSpec) -> Result<PodRequests, String> {
+    check_quantities(spec)?;
     let requests = match spec.resources.as_ref().and_then(|r| r.requests.as_ref()) {
         Some(list) if list.keys().any(|k| is_supported_pod_level_resource(k)) => {
             let p = Resource::from_list(list)
@@ -504,6 +541,60 @@ mod tests {
         assert_eq!(r.requests.milli_cpu, 0);
         assert_eq!(r.non_zero_milli_cpu, DEFAULT_MILLI_CPU_REQUEST);
         assert_eq!(r.non_zero_memory, DEFAULT_MEMORY_REQUEST);
+    }
+
+    /// The API server refuses a negative amount in every list of the spec;
+    /// Convoy refuses the pod and names the list and the resource.
+    #[test]
+    fn negative_amounts_name_the_field() {
+        let neg = |list: &str| serde_json::json!({list: {"memory": "-1Gi"}});
+        let cases = [
+            (
+                serde_json::json!({"containers": [{"name": "a"}, {"name": "b", "resources": neg("requests")}]}),
+                "spec.containers[1].resources.requests[memory]",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a", "resources": neg("limits")}]}),
+                "spec.containers[0].resources.limits[memory]",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a"}],
+                                   "initContainers": [{"name": "i", "resources": neg("requests")}]}),
+                "spec.initContainers[0].resources.requests[memory]",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a"}],
+                                   "initContainers": [{"name": "i", "resources": neg("limits")}]}),
+                "spec.initContainers[0].resources.limits[memory]",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a"}], "resources": neg("requests")}),
+                "spec.resources.requests[memory]",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a"}], "resources": neg("limits")}),
+                "spec.resources.limits[memory]",
+            ),
+            (
+                // Not a pod-level resource, so not counted: still refused.
+                serde_json::json!({"containers": [{"name": "a"}],
+                                   "resources": {"requests": {"example.com/x": "-1"}}}),
+                "spec.resources.requests[example.com/x]",
+            ),
+            (
+                serde_json::json!({"containers": [{"name": "a"}], "overhead": {"cpu": "-10m"}}),
+                "spec.overhead[cpu]",
+            ),
+        ];
+        for (json, field) in cases {
+            let err = pod_requests(&spec(json)).unwrap_err();
+            assert!(err.starts_with(&format!("{field}: invalid quantity")), "{field}: {err}");
+            assert!(err.ends_with("must be greater than or equal to 0"), "{err}");
+        }
+        let zero = spec(serde_json::json!({"containers": [
+            {"name": "a", "resources": {"requests": {"cpu": "0"}, "limits": {"cpu": "-0"}}}
+        ]}));
+        assert_eq!(pod_requests(&zero).unwrap().requests.milli_cpu, 0, "zero is allowed");
     }
 
     /// Upstream `TestPodInfoCalculateResources` (`framework/types_test.go`,

@@ -196,6 +196,7 @@ impl State {
     pub(crate) fn upsert_node(&mut self, node: Arc<Node>) {
         let zone = zone_key(&node);
         let name = self.node_name(node.metadata.name.as_deref().unwrap_or(""));
+        let was_invalid = self.nodes.get(&*name).and_then(|e| e.info.invalid.clone());
         let old_zone = match self.nodes.get(&*name) {
             None => {
                 let info = Arc::new(NodeInfo::new(node));
@@ -221,6 +222,15 @@ impl State {
                 old
             }
         };
+        let invalid = self.nodes.get(&*name).and_then(|e| e.info.invalid.clone());
+        if invalid.is_some() && invalid != was_invalid {
+            // Once per change: the API server would have refused the object.
+            tracing::warn!(
+                node = %name,
+                error = invalid.as_deref().unwrap_or_default(),
+                "node not usable: no pod is placed on it until its status is valid"
+            );
+        }
         if old_zone.as_deref() != Some(zone.as_str()) {
             if let Some(old) = &old_zone {
                 self.tree.remove(&name, old);

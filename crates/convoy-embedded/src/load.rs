@@ -436,6 +436,7 @@ impl Loader<'_> {
                     return Err(fail(self, msg));
                 }
             }
+            check_labels(&value).map_err(|m| fail(self, m))?;
         }
         match kind.as_str() {
             "Node" => {
@@ -730,6 +731,33 @@ impl Loader<'_> {
         self.objects.pods.push(Arc::unwrap_or_clone(pod));
         Ok(())
     }
+}
+
+/// Refuses `metadata.labels` the API server would refuse (upstream
+/// `ValidateLabels`): a key that is not a qualified name, a value that is
+/// not a label value, or a value that is not a string.
+fn check_labels(object: &Value) -> Result<(), String> {
+    // Not a map: the conversion to the typed object says so.
+    let Some(labels) = object.pointer("/metadata/labels").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    // The checks' messages start with the selector field they were written
+    // for (`key: `, `values[k]: `); here the field is the label.
+    let invalid = |key: &str, e: String| {
+        let why = e.split_once(": ").map_or(e.as_str(), |(_, why)| why).to_string();
+        format!("metadata.labels[{key}]: {why}")
+    };
+    for (key, value) in labels {
+        convoy_api::labels::validate_key(key).map_err(|e| invalid(key, e))?;
+        let Value::String(value) = value else {
+            return Err(format!(
+                "metadata.labels[{key}]: expected a string, found {}",
+                describe(value)
+            ));
+        };
+        convoy_api::labels::validate_value(key, value).map_err(|e| invalid(key, e))?;
+    }
+    Ok(())
 }
 
 /// Sets what the API server would default and the simulation needs: the

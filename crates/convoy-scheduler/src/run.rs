@@ -7,7 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use convoy_api::{ClusterUpdate, FakeClock};
+use std::collections::HashSet;
+
+use convoy_api::{ClusterUpdate, FakeClock, PodKey};
+use convoy_queue::{QueueKind, SchedulingQueue};
 use futures::{Stream, StreamExt};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
@@ -136,7 +139,16 @@ impl Scheduler {
     /// Runs a simulation to its end: applies every update, schedules every
     /// active pod, lets bindings complete, and when nothing is left but pods
     /// in backoff, moves the fake clock to the next backoff expiry. Returns
-    /// when no pod can make progress any more.
+    /// when no pod can make progress any more: nothing is left to do, or
+    /// nothing can change ([`Quiet`]): in a simulation only the scheduler
+    /// changes the cluster (bindings, evictions, nominations), so once every
+    /// pod in activeQ and backoffQ has been attempted since the last change
+    /// and failed, retrying them gives the same answers forever. The fake
+    /// clock then jumps once over every timer that could change an outcome
+    /// by itself (the quiet limit: twice the maximum backoff, or the gang
+    /// starvation guard's threshold plus hold when longer), and the run ends
+    /// after one more such round. Without this, a pod with no node to go to
+    /// at all (no nodes, or an internal error) was retried without end.
     pub async fn run_until_idle(
         self: &Arc<Self>,
         updates: &mut UnboundedReceiver<ClusterUpdate>,
@@ -144,29 +156,53 @@ impl Scheduler {
     ) {
         /// Pods scheduled between two yields to the binding tasks.
         const BATCH: usize = 256;
+        let mut quiet = Quiet::default();
         loop {
             while let Ok(u) = updates.try_recv() {
                 self.handle_update(u);
+                quiet.changed();
             }
             let mut progressed = false;
             for _ in 0..BATCH {
                 match self.queue.try_pop() {
                     Some(qpi) => {
+                        let repeat = quiet.attempt(qpi.key());
                         self.schedule_one(qpi);
                         progressed = true;
+                        if repeat && quiet.round_done(&self.queue) {
+                            break;
+                        }
                     }
                     None => break,
                 }
-            }
-            if progressed {
-                tokio::task::yield_now().await;
-                continue;
             }
             if !updates.is_empty() {
                 tokio::task::yield_now().await;
                 continue;
             }
-            if self.binds_in_flight() > 0 || self.preemptions_in_flight() > 0 {
+            let in_flight = self.binds_in_flight() > 0 || self.preemptions_in_flight() > 0;
+            if quiet.round_complete && !in_flight {
+                if quiet.waited {
+                    let pending = self.queue.pending_counts();
+                    tracing::info!(
+                        active = pending.active,
+                        backoff = pending.backoff,
+                        "simulation ends: every pod left was retried without any change \
+                         to the cluster; they stay pending"
+                    );
+                    break;
+                }
+                clock.advance(self.quiet_limit);
+                self.queue.flush_backoff_completed();
+                self.release_held_pods();
+                quiet.waited_once();
+                continue;
+            }
+            if progressed {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            if in_flight {
                 if self.waiting_pods.is_empty() {
                     tokio::task::yield_now().await;
                 } else {
@@ -192,5 +228,67 @@ impl Scheduler {
                 None => break,
             }
         }
+    }
+}
+
+/// What a simulation has tried since the cluster last changed, to tell when
+/// nothing can change any more (see [`Scheduler::run_until_idle`]).
+#[derive(Debug, Default)]
+struct Quiet {
+    /// Pods attempted since the last change.
+    attempted: HashSet<PodKey>,
+    /// Attempts in a row of pods already in `attempted`.
+    repeats: usize,
+    /// Every pod in activeQ and backoffQ was attempted since the last
+    /// change (and a pod came round again).
+    round_complete: bool,
+    /// The clock already jumped over the quiet limit since the last change.
+    waited: bool,
+}
+
+impl Quiet {
+    /// The cluster changed: everything may be different.
+    fn changed(&mut self) {
+        *self = Self::default();
+    }
+
+    /// A pod is about to be attempted; true if it was already attempted
+    /// since the last change.
+    fn attempt(&mut self, key: &PodKey) -> bool {
+        if self.attempted.contains(key) {
+            self.repeats += 1;
+            true
+        } else {
+            self.attempted.insert(key.clone());
+            self.repeats = 0;
+            false
+        }
+    }
+
+    /// After a repeat: whether every pod in activeQ and backoffQ has been
+    /// attempted since the last change. Checked once the repeats in a row
+    /// outnumber those pods, so the check costs O(1) per attempt.
+    fn round_done(&mut self, queue: &SchedulingQueue) -> bool {
+        let counts = queue.pending_counts();
+        let queued = counts.active + counts.backoff;
+        if self.repeats <= queued {
+            return false;
+        }
+        self.repeats = 0;
+        let attempted = self
+            .attempted
+            .iter()
+            .filter(|k| matches!(queue.queue_of(k), Some(QueueKind::Active | QueueKind::Backoff)))
+            .count();
+        self.round_complete = attempted >= queued;
+        self.round_complete
+    }
+
+    /// The clock jumped over the quiet limit: one more round, then the end.
+    fn waited_once(&mut self) {
+        self.attempted.clear();
+        self.repeats = 0;
+        self.round_complete = false;
+        self.waited = true;
     }
 }

@@ -332,7 +332,7 @@ pub(crate) fn uid_of(pod: &PodInfo) -> Option<Arc<str>> {
 pub fn invalid_pod_decision(e: &InvalidPod) -> Decision {
     Decision {
         pod: e.pod.clone(),
-        uid: None,
+        uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
         profile: Arc::from(""),
         outcome: Outcome::Unschedulable { message: format!("invalid pod: {}", e.message) },
         evaluated: 0,

@@ -93,6 +93,9 @@ pub struct Scheduler {
     pub(crate) running_preemptions: Arc<RunningPreemptions>,
     /// DynamicResources' counters, for the metrics.
     pub(crate) dra_stats: Arc<convoy_api::objects::DraStats>,
+    /// How long a simulation may go on, in simulated time, without any
+    /// change to the cluster ([`Scheduler::run_until_idle`]).
+    pub(crate) quiet_limit: Duration,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -191,6 +194,7 @@ impl Scheduler {
             pop_from_backoff: true,
         }));
         let cache = Arc::new(Cache::new(opts.clock.clone()));
+        let quiet_limit = quiet_limit(Duration::from_secs(cfg.pod_max_backoff_seconds), &gang_args);
         let rng = match opts.seed {
             Some(s) => SmallRng::seed_from_u64(s),
             None => SmallRng::from_os_rng(),
@@ -212,6 +216,7 @@ impl Scheduler {
             preemptions_in_flight: Arc::new(AtomicUsize::new(0)),
             running_preemptions,
             dra_stats,
+            quiet_limit,
         }))
     }
 
@@ -416,6 +421,15 @@ impl Scheduler {
         }
     }
 
+    /// A pending pod of ours that cannot be read (the API server would
+    /// have refused it, or a newer client wrote what this version cannot
+    /// evaluate): it stays pending with the field named (decision, Event,
+    /// condition) and a warning, and blocks nothing.
+    fn refuse(&self, e: &convoy_api::InvalidPod) {
+        tracing::warn!(pod = %e.pod, error = %e.message, "refusing a pod the scheduler cannot read");
+        self.sink.record(&crate::schedule_one::invalid_pod_decision(e));
+    }
+
     fn pod_added(&self, pod: Arc<Pod>) {
         let assigned =
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
@@ -450,7 +464,7 @@ impl Scheduler {
                     self.report_mixed_schedulers(&info);
                     self.queue.add_and_activate(info, &quorum);
                 }
-                Err(e) => self.sink.record(&crate::schedule_one::invalid_pod_decision(&e)),
+                Err(e) => self.refuse(&e),
             }
         }
     }
@@ -495,7 +509,26 @@ impl Scheduler {
                 if !self.is_ours(&new) {
                     return;
                 }
-                let (Some(o), Some(n)) = (self.pod_info(old), self.pod_info(new)) else { return };
+                let o = PodInfo::new(old).ok().map(Arc::new);
+                let n = match PodInfo::new(new.clone()) {
+                    Ok(n) => Arc::new(n),
+                    Err(e) => {
+                        // Refused when it was added or became unreadable;
+                        // its later updates (its refusal's own condition
+                        // among them) change nothing.
+                        if let Some(o) = o {
+                            self.gang.pod_removed(&o);
+                            self.queue.delete(&o);
+                            self.refuse(&e);
+                        }
+                        return;
+                    }
+                };
+                let Some(o) = o else {
+                    // Readable now: as if just created.
+                    self.pod_added(new);
+                    return;
+                };
                 if n.is_terminal() {
                     self.gang.pod_removed(&n);
                     self.queue.delete(&o);
@@ -556,6 +589,21 @@ impl Scheduler {
 
 /// Cache errors on the event path mean the event stream and the cache
 /// disagree (a relist, a missed event): log and go on, never crash.
+/// How long a simulation goes on without a change to the cluster before it
+/// ends (see [`Scheduler::run_until_idle`]): longer than every timer that
+/// can change an outcome by itself. Within two maximum backoffs every pod
+/// in backoff has been retried once after the last change; the gang
+/// starvation guard holds pods back for at most its threshold plus its
+/// maximum hold. One second more for rounding.
+fn quiet_limit(max_backoff: Duration, gang_args: &HashMap<String, GangSchedulingArgs>) -> Duration {
+    let gang = gang_args
+        .values()
+        .map(|a| a.starvation_threshold_seconds.saturating_add(a.starvation_max_hold_seconds))
+        .max()
+        .unwrap_or(0);
+    (2 * max_backoff).max(Duration::from_secs(gang)) + Duration::from_secs(1)
+}
+
 fn log_cache_error(r: convoy_cache::Result<()>) {
     if let Err(e) = r {
         tracing::warn!(error = %e, "cache update");

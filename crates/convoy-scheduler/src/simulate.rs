@@ -221,7 +221,14 @@ fn pending_reason(
         None => {
             // Never attempted: held back before the queue (PreEnqueue).
             let Some(pod) = pod else { return format!("pod {key} was deleted") };
-            let Ok(info) = PodInfo::new(pod) else { return "invalid pod".to_string() };
+            let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            if let Some(phase @ ("Succeeded" | "Failed")) = phase {
+                return format!("pod is {phase}: a terminal pod is not scheduled");
+            }
+            let info = match PodInfo::new(pod) {
+                Ok(info) => info,
+                Err(e) => return format!("invalid pod: {}", e.message),
+            };
             let Some(fwk) = scheduler.profiles().get(info.scheduler_name()) else {
                 return "no profile".to_string();
             };

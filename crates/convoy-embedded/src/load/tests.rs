@@ -219,6 +219,46 @@ fn errors_name_document_object_and_field() {
             "t.yaml: document 1 (Namespace prod): metadata.labels: invalid type: sequence, expected a map",
         ),
         (
+            "negative pod request",
+            POD.replace("500m", "-500m"),
+            "t.yaml: document 1 (Pod default/web-1): spec.containers[0].resources.requests[cpu]: invalid quantity \"-500m\": must be greater than or equal to 0",
+        ),
+        (
+            "negative pod limit",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources: {limits: {memory: -1Gi}}\n".to_string(),
+            "t.yaml: document 1 (Pod default/p): spec.containers[0].resources.limits[memory]: invalid quantity \"-1Gi\": must be greater than or equal to 0",
+        ),
+        (
+            "negative overhead",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  overhead: {cpu: '-1'}\n  containers: [{name: c}]\n".to_string(),
+            "t.yaml: document 1 (Pod default/p): spec.overhead[cpu]: invalid quantity \"-1\": must be greater than or equal to 0",
+        ),
+        (
+            "negative node allocatable",
+            NODE.replace("8Gi", "-8Gi"),
+            "t.yaml: document 1 (Node n1): status.allocatable[memory]: invalid quantity \"-8Gi\": must be greater than or equal to 0",
+        ),
+        (
+            "pod without containers",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\nspec: {containers: []}\n".to_string(),
+            "t.yaml: document 1 (Pod ns/p): missing field `containers` at spec",
+        ),
+        (
+            "invalid label value",
+            "apiVersion: v1\nkind: Pod\nmetadata: {name: p, labels: {app: 'web server'}}\nspec: {containers: [{name: c}]}\n".to_string(),
+            "t.yaml: document 1 (Pod default/p): metadata.labels[app]: Invalid value: \"web server\": a valid label must be an empty string",
+        ),
+        (
+            "invalid label key",
+            "apiVersion: v1\nkind: Node\nmetadata: {name: n, labels: {'-zone': a}}\n".to_string(),
+            "t.yaml: document 1 (Node n): metadata.labels[-zone]: Invalid value: \"-zone\": a qualified name",
+        ),
+        (
+            "label value not a string",
+            "apiVersion: v1\nkind: Namespace\nmetadata: {name: prod, labels: {tier: 1}}\n".to_string(),
+            "t.yaml: document 1 (Namespace prod): metadata.labels[tier]: expected a string, found a number",
+        ),
+        (
             "Service without a name",
             "apiVersion: v1\nkind: Service\nmetadata: {namespace: prod}\nspec: {selector: {app: web}}\n".to_string(),
             "t.yaml: document 1 (Service): metadata.name: required",
