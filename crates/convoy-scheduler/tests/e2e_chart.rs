@@ -112,6 +112,33 @@ fn start_as_in_the_image(
     Scheduler::spawn(&cp.env, "convoy-0", cmd)
 }
 
+/// Checks in `/proc` that process `pid` runs as the image's user would:
+/// uid and gid 65532, no capabilities, no new privileges, `/` read-only,
+/// an environment of the Deployment's two variables.
+fn check_confined(pid: u32) -> Result<()> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    let field = |name: &str| {
+        status.lines().find_map(|l| l.strip_prefix(name)).map(str::trim).unwrap_or("").to_string()
+    };
+    let ids = |v: String| v.split_whitespace().map(String::from).collect::<Vec<_>>();
+    ensure!(ids(field("Uid:")) == ["65532"; 4], "uids {}", field("Uid:"));
+    ensure!(ids(field("Gid:")) == ["65532"; 4], "gids {}", field("Gid:"));
+    ensure!(field("Groups:").is_empty(), "groups {}", field("Groups:"));
+    for caps in ["CapEff:", "CapPrm:", "CapBnd:"] {
+        ensure!(field(caps) == "0000000000000000", "{caps} {}", field(caps));
+    }
+    ensure!(field("NoNewPrivs:") == "1", "NoNewPrivs {}", field("NoNewPrivs:"));
+    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))?;
+    let root = mounts.lines().find(|l| l.split(' ').nth(4) == Some("/")).context("no / mount")?;
+    let options = root.split(' ').nth(5).unwrap_or("");
+    ensure!(options.split(',').any(|o| o == "ro"), "/ mounted {options}");
+    let environ = std::fs::read(format!("/proc/{pid}/environ"))?;
+    let mut vars: Vec<&[u8]> = environ.split(|b| *b == 0).filter(|v| !v.is_empty()).collect();
+    vars.sort();
+    ensure!(vars == [&b"CONVOY_IDENTITY=convoy-0"[..], b"RUST_LOG=info"], "environment {vars:?}");
+    Ok(())
+}
+
 /// A ready node labelled `pool` with `cpu` and, if any, `gpus` GPUs.
 fn pool_node(name: &str, pool: &str, cpu: &str, gpus: u32) -> Node {
     let mut n = node(name, cpu, "64Gi", "110");
@@ -200,7 +227,8 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
         user.as_deref() == Some("system:serviceaccount:convoy-system:convoy"),
         "the token authenticates as {user:?}"
     );
-    let secrets = Api::<Secret>::namespaced(sa.clone(), NAMESPACE).list(&ListParams::default()).await;
+    let secrets =
+        Api::<Secret>::namespaced(sa.clone(), NAMESPACE).list(&ListParams::default()).await;
     ensure!(
         matches!(&secrets, Err(kube::Error::Api(s)) if s.code == 403),
         "the ServiceAccount lists Secrets: {secrets:?}"
@@ -240,6 +268,7 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755))?;
     let mut sched = start_as_in_the_image(&cp, &rendered, &kubeconfig, root.path())?;
     sched.wait_ready(Duration::from_secs(60)).await?;
+    check_confined(sched.pid())?;
     let leases: Api<Lease> = Api::namespaced(cp.client.clone(), NAMESPACE);
     let holder = eventually(Duration::from_secs(30), || async {
         leases.get(RELEASE).await.ok()?.spec?.holder_identity.filter(|h| h == "convoy-0")
@@ -261,12 +290,15 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
         work.push(pool_pod(&format!("gpu-{i}"), "convoy-gpu", "gpu", "4", gpus));
     }
     create_pods(&pods, work).await?;
-    let names: Vec<String> = ["trio-0", "trio-1", "duo-0", "duo-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3"]
-        .map(String::from)
-        .into();
-    let bound = wait_bound(&pods, &names, Duration::from_secs(60)).await.with_context(|| sched.tail())?;
+    let names: Vec<String> =
+        ["trio-0", "trio-1", "duo-0", "duo-1", "gpu-0", "gpu-1", "gpu-2", "gpu-3"]
+            .map(String::from)
+            .into();
+    let bound =
+        wait_bound(&pods, &names, Duration::from_secs(60)).await.with_context(|| sched.tail())?;
     for gpu_node in ["gpu-0", "gpu-1"] {
-        let used: i64 = bound.values().filter(|p| node_of(p) == Some(gpu_node)).map(|p| request(p, GPU)).sum();
+        let used: i64 =
+            bound.values().filter(|p| node_of(p) == Some(gpu_node)).map(|p| request(p, GPU)).sum();
         ensure!(used == 8_000, "{gpu_node} holds {} GPUs, not 8", used / 1000);
     }
 
@@ -287,11 +319,17 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
                     })
             })
         });
-        let nominated = all.get("high")?.status.as_ref()?.nominated_node_name.as_deref() == Some("small");
+        let nominated =
+            all.get("high")?.status.as_ref()?.nominated_node_name.as_deref() == Some("small");
         (marked && nominated).then_some(())
     })
     .await;
-    ensure!(preempted.is_some(), "no preemption on small: {:?}{}", pods_by_name(&pods).await?, sched.tail());
+    ensure!(
+        preempted.is_some(),
+        "no preemption on small: {:?}{}",
+        pods_by_name(&pods).await?,
+        sched.tail()
+    );
     for name in ["low-0", "low-1"] {
         let patch = json!({"metadata": {"finalizers": null}});
         pods.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await?;
@@ -303,12 +341,24 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
 
     // What those writes left: Events, the unschedulable pod's condition,
     // both PodGroups' status.
-    let scheduled = scheduled_per_uid(&cp.client, WORK).await?;
+    // (Events are written off the hot path: they may trail the binding.)
     let all = pods_by_name(&pods).await?;
-    for name in names.iter().map(String::as_str).chain(["high"]) {
-        let uid = all[name].metadata.uid.clone().unwrap_or_default();
-        ensure!(scheduled.get(&uid) == Some(&1), "{name}: Scheduled events {:?}", scheduled.get(&uid));
-    }
+    let uids: Vec<(String, String)> = names
+        .iter()
+        .map(String::as_str)
+        .chain(["high"])
+        .map(|n| (n.to_string(), all[n].metadata.uid.clone().unwrap_or_default()))
+        .collect();
+    let once_each = eventually(Duration::from_secs(15), || async {
+        let scheduled = scheduled_per_uid(&cp.client, WORK).await.ok()?;
+        uids.iter().all(|(_, uid)| scheduled.get(uid) == Some(&1)).then_some(())
+    })
+    .await;
+    ensure!(
+        once_each.is_some(),
+        "Scheduled events per pod {:?} for {uids:?}",
+        scheduled_per_uid(&cp.client, WORK).await?
+    );
     ensure!(events(&cp.client, WORK, "Preempted").await?.len() == 2, "Preempted events");
     let huge_reported = eventually(Duration::from_secs(15), || async {
         let failed = events(&cp.client, WORK, "FailedScheduling").await.ok()?;
@@ -319,7 +369,12 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
         (event && condition.starts_with("False/Unschedulable")).then_some(())
     })
     .await;
-    ensure!(huge_reported.is_some(), "huge: {}{}", scheduled_message(&pods.get("huge").await?), sched.tail());
+    ensure!(
+        huge_reported.is_some(),
+        "huge: {}{}",
+        scheduled_message(&pods.get("huge").await?),
+        sched.tail()
+    );
     let trio = serde_json::to_value(groups(&cp, PodGroupApi::XK8s).get("trio").await?)?;
     ensure!(
         trio["status"]["phase"] == "Scheduling" && trio["status"]["scheduleStartTime"].is_string(),
@@ -327,7 +382,8 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
         trio["status"]
     );
     let duo_done = eventually(Duration::from_secs(15), || async {
-        let duo = serde_json::to_value(groups(&cp, PodGroupApi::Upstream).get("duo").await.ok()?).ok()?;
+        let duo =
+            serde_json::to_value(groups(&cp, PodGroupApi::Upstream).get("duo").await.ok()?).ok()?;
         let conditions = duo["status"]["conditions"].as_array()?.clone();
         conditions
             .iter()
@@ -339,7 +395,11 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
 
     let log = sched.log();
     ensure!(sched.running(), "convoy-0 exited{}", sched.tail());
-    ensure!(placements(&log, WORK).len() >= 9, "fewer decision lines than bindings{}", sched.tail());
+    ensure!(
+        placements(&log, WORK).len() >= 9,
+        "fewer decision lines than bindings{}",
+        sched.tail()
+    );
     let forbidden = forbidden_lines(&log);
     ensure!(forbidden.is_empty(), "the chart's RBAC refused Convoy:\n{}", forbidden.join("\n"));
     Ok(())

@@ -41,9 +41,10 @@ fn run_helm(args: &[&str], values: Option<&str>) -> Result<String> {
         std::fs::write(&file, values)?;
         cmd.arg("--values").arg(file);
     }
-    let out = cmd
-        .output()
-        .map_err(|e| Error::Command { command: format!("helm {}", args[0]), detail: e.to_string() })?;
+    let out = cmd.output().map_err(|e| Error::Command {
+        command: format!("helm {}", args[0]),
+        detail: e.to_string(),
+    })?;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     if !out.status.success() {
         return Err(Error::Command {
@@ -100,7 +101,14 @@ impl Rendered {
 pub fn render(release: &str, namespace: &str, values: &str) -> Result<Rendered> {
     let chart = chart_dir();
     let text = run_helm(
-        &["template", release, &chart.to_string_lossy(), "--namespace", namespace, "--include-crds"],
+        &[
+            "template",
+            release,
+            &chart.to_string_lossy(),
+            "--namespace",
+            namespace,
+            "--include-crds",
+        ],
         Some(values),
     )?;
     let docs: Vec<Option<Value>> = serde_saphyr::from_multiple(&text)
@@ -117,8 +125,12 @@ impl TestEnv {
     /// `kubectl apply` of `objects` (a `kind: List` or one object, as JSON)
     /// with the admin kubeconfig; the objects' namespaces must exist.
     pub fn apply(&self, objects: &Value) -> Result<()> {
-        let file = tempfile::Builder::new().prefix("apply-").suffix(".json").tempfile_in(self.dir())?;
-        std::fs::write(file.path(), serde_json::to_vec(objects).map_err(|e| Error::Chart(e.to_string()))?)?;
+        let file =
+            tempfile::Builder::new().prefix("apply-").suffix(".json").tempfile_in(self.dir())?;
+        std::fs::write(
+            file.path(),
+            serde_json::to_vec(objects).map_err(|e| Error::Chart(e.to_string()))?,
+        )?;
         self.kubectl(&["apply", "-f", &file.path().to_string_lossy()])?;
         Ok(())
     }
@@ -171,10 +183,12 @@ impl TestEnv {
             .status
             .and_then(|s| s.token)
             .filter(|t| !t.is_empty())
-            .ok_or_else(|| Error::Chart(format!("no token for ServiceAccount {namespace}/{name}")))?;
+            .ok_or_else(|| {
+                Error::Chart(format!("no token for ServiceAccount {namespace}/{name}"))
+            })?;
         let admin_config = std::fs::read_to_string(self.kubeconfig())?;
-        let mut kc: Value = serde_saphyr::from_str(&admin_config)
-            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+        let mut kc: Value =
+            serde_saphyr::from_str(&admin_config).map_err(|e| Error::Kubeconfig(e.to_string()))?;
         for context in kc["contexts"].as_array_mut().into_iter().flatten() {
             context["context"]["user"] = name.into();
         }

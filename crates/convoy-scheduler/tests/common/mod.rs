@@ -187,6 +187,11 @@ impl Scheduler {
         self.log().lines().filter(|l| l.contains(needle)).count()
     }
 
+    /// The process id (after `exec`s: the scheduler's own once started).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Whether the process is still running.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
