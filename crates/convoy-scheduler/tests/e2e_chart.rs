@@ -8,8 +8,8 @@
 //! private mount namespace) and an empty environment (no HOME).
 //!
 //! Convoy then schedules a gang of each PodGroup API, GPU pods on a
-//! GpuPlacement profile and a pod that needs preemption, and reports an
-//! unschedulable pod; the test checks the bindings, Events, pod and
+//! GpuPlacement profile and a pod that needs preemption, selects the node
+//! of a WaitForFirstConsumer claim, and reports an unschedulable pod; the test checks the bindings, Events, pod and
 //! PodGroup statuses and the Lease those need, and that Convoy's log
 //! holds no `forbidden` answer (every API error is logged with the
 //! server's message). `missing_rule_shows_as_forbidden_in_the_log` shows
@@ -28,8 +28,9 @@ use convoy_api::PodGroupApi;
 use convoy_testenv::chart::{self, RBAC_KINDS, Rendered};
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, Pod, Secret};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::scheduling::v1::PriorityClass;
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -243,6 +244,7 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
             pool_node("gpu-0", "gpu", "64", 8),
             pool_node("gpu-1", "gpu", "64", 8),
             pool_node("small", "small", "4", 0),
+            pool_node("disk", "disk", "4", 0),
         ],
     )
     .await?;
@@ -301,6 +303,37 @@ async fn convoy_schedules_with_the_charts_rbac_alone_as_the_image_runs_it() -> R
             bound.values().filter(|p| node_of(p) == Some(gpu_node)).map(|p| request(p, GPU)).sum();
         ensure!(used == 8_000, "{gpu_node} holds {} GPUs, not 8", used / 1000);
     }
+
+    // A WaitForFirstConsumer claim: VolumeBinding's PreBind patches the
+    // claim's selected node (no provisioner runs here, so the pod then
+    // waits for a volume that never comes; the patch is what is checked).
+    let class: StorageClass = serde_json::from_value(json!({
+        "metadata": {"name": "wfc"}, "provisioner": convoy_testenv::TEST_PROVISIONER,
+        "volumeBindingMode": "WaitForFirstConsumer"
+    }))?;
+    Api::<StorageClass>::all(cp.client.clone()).create(&PostParams::default(), &class).await?;
+    let claim: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "wfc",
+                 "resources": {"requests": {"storage": "1Gi"}}}
+    }))?;
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(cp.client.clone(), WORK);
+    claims.create(&PostParams::default(), &claim).await?;
+    let mut disk = pool_pod("disk", CONVOY, "disk", "1", 0);
+    disk.spec.as_mut().expect("spec").volumes = Some(vec![serde_json::from_value(
+        json!({"name": "data", "persistentVolumeClaim": {"claimName": "data"}}),
+    )?]);
+    pods.create(&PostParams::default(), &disk).await?;
+    let selected = eventually(Duration::from_secs(30), || async {
+        let c = claims.get("data").await.ok()?;
+        c.metadata.annotations?.get("volume.kubernetes.io/selected-node").cloned()
+    })
+    .await;
+    ensure!(
+        selected.as_deref() == Some("disk"),
+        "claim's selected node {selected:?}{}",
+        sched.tail()
+    );
 
     // Too big for any node: reported on the pod and in an Event.
     pods.create(&PostParams::default(), &pool_pod("huge", CONVOY, "gang", "100", 0)).await?;
