@@ -16,9 +16,10 @@ deps:
 	cd testenv && go mod download
 	cd testenv/etcd && go mod download
 	cd testenv/kwok && go mod download
+	cd testenv/helm && go mod download
 	$(CARGO) fetch --locked
 
-## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd and kwok.
+## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd, kwok and helm.
 testenv: deps
 	testenv/testenv build
 

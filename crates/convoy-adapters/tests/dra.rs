@@ -22,7 +22,6 @@ use k8s_openapi::api::resource::v1::{
     ResourceSlice,
 };
 use kube::api::{Api, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 const DRIVER: &str = "gpu.adapters-dra.example.com";
@@ -82,37 +81,15 @@ where
     Ok(Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await?)
 }
 
-/// A client acting as the chart's ServiceAccount, its ClusterRole applied.
+/// A client holding a TokenRequest token of the chart's ServiceAccount,
+/// the chart's RBAC (as `helm template` renders it) applied.
 async fn chart_client(env: &TestEnv, name: &str, namespace: &str) -> Result<kube::Client> {
     let admin = env.client().await?;
     env.create_namespace(&admin, namespace).await?;
-    let path = convoy_testenv::repo_root().join("charts/convoy/templates/rbac.yaml");
-    let rbac = std::fs::read_to_string(&path)?
-        .replace("{{ .Release.Name }}", name)
-        .replace("{{ .Release.Namespace }}", namespace);
-    ensure!(!rbac.contains("{{"), "rbac.yaml holds template code this test cannot render");
-    let sa = format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {namespace}}}\n---\n"
-    );
-    let file = env.dir().join(format!("{name}-rbac.yaml"));
-    std::fs::write(&file, sa + &rbac)?;
-    let out = std::process::Command::new(convoy_testenv::bin_dir()?.join("kubectl"))
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(["apply", "-f"])
-        .arg(&file)
-        .output()?;
-    ensure!(out.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&out.stderr));
-    let kc = Kubeconfig::read_from(env.kubeconfig())?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".into(),
-        format!("system:serviceaccounts:{namespace}"),
-        "system:authenticated".into(),
-    ]);
-    Ok(kube::Client::try_from(config)?)
+    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
+    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
+    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
+    Ok(convoy_testenv::chart::client_from(&kubeconfig).await?)
 }
 
 fn allocation(device: &str) -> Result<AllocationResult> {

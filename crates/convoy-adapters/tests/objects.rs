@@ -1,6 +1,6 @@
 //! The watches of Namespaces, Services, workload controllers and claims
 //! against a real API server: listed before `Synced`, trimmed, followed, deleted; and
-//! the Helm chart's ClusterRole is enough for every watch to sync. A
+//! the Helm chart's RBAC (rendered by helm) is enough for every watch to sync. A
 //! control plane of its own (the RBAC test installs a ClusterRole).
 
 mod common;
@@ -17,7 +17,6 @@ use k8s_openapi::api::core::v1::{
     Namespace, PersistentVolumeClaim, ReplicationController, Service,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 const NS: &str = "adapters-objects";
@@ -255,46 +254,19 @@ async fn objects_are_listed_trimmed_followed_and_deleted() -> Result<()> {
     Ok(())
 }
 
-/// The chart's ClusterRole, rendered with a release name and namespace.
-fn chart_rbac(name: &str, namespace: &str) -> Result<String> {
-    let path = convoy_testenv::repo_root().join("charts/convoy/templates/rbac.yaml");
-    let text = std::fs::read_to_string(&path)?
-        .replace("{{ .Release.Name }}", name)
-        .replace("{{ .Release.Namespace }}", namespace);
-    ensure!(!text.contains("{{"), "rbac.yaml holds template code this test cannot render");
-    Ok(text)
-}
-
+/// The chart's RBAC as `helm template` renders it, applied with its
+/// ServiceAccount; the watches run on a TokenRequest token of that
+/// ServiceAccount.
 #[tokio::test]
 async fn chart_rbac_is_enough_to_sync() -> Result<()> {
     let env = TestEnv::shared();
     let admin = env.client().await?;
     let (name, namespace) = ("convoy-rbac", "adapters-rbac");
     env.create_namespace(&admin, namespace).await?;
-    let dir = tempfile_dir(env, "rbac")?;
-    let file = dir.join("rbac.yaml");
-    let sa = format!(
-        "apiVersion: v1\nkind: ServiceAccount\nmetadata: {{name: {name}, namespace: {namespace}}}\n---\n"
-    );
-    std::fs::write(&file, sa + &chart_rbac(name, namespace)?)?;
-    let out = std::process::Command::new(convoy_testenv::bin_dir()?.join("kubectl"))
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig())
-        .args(["apply", "-f"])
-        .arg(&file)
-        .output()?;
-    ensure!(out.status.success(), "kubectl apply: {}", String::from_utf8_lossy(&out.stderr));
-
-    let kc = Kubeconfig::read_from(env.kubeconfig())?;
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
-    config.auth_info.impersonate = Some(format!("system:serviceaccount:{namespace}:{name}"));
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".into(),
-        format!("system:serviceaccounts:{namespace}"),
-        "system:authenticated".into(),
-    ]);
-    let client = kube::Client::try_from(config)?;
+    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
+    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
+    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
+    let client = convoy_testenv::chart::client_from(&kubeconfig).await?;
 
     // Nothing more than listing: a Service cannot be read by name.
     let denied = Api::<Service>::namespaced(client.clone(), namespace).get("any").await;
@@ -314,10 +286,4 @@ async fn chart_rbac_is_enough_to_sync() -> Result<()> {
     .await
     .context("the chart's ClusterRole does not let every watch list")?;
     Ok(())
-}
-
-fn tempfile_dir(env: &TestEnv, name: &str) -> Result<std::path::PathBuf> {
-    let dir = env.dir().join(name);
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
 }

@@ -24,9 +24,13 @@
 //! a name a CSIDriver object can carry), so that WaitForFirstConsumer
 //! claims are provisioned on the node the scheduler chose.
 //!
+//! [`chart`] renders the Helm chart with testenv's `helm` and installs its
+//! RBAC, with a kubeconfig holding its ServiceAccount's token.
+//!
 //! This crate may depend on `kube`. It is a dev-dependency everywhere except
 //! in `convoy-bench`, whose `compare` starts a control plane per scheduler.
 
+pub mod chart;
 mod provisioner;
 
 pub use provisioner::{TEST_CSI_PROVISIONER, TEST_PROVISIONER, TestProvisioner, volume_for};
@@ -59,6 +63,9 @@ pub enum Error {
     /// An API call made by the helper failed.
     #[error("API call: {0}")]
     Kube(#[from] kube::Error),
+    /// The chart's output or a token could not be used.
+    #[error("chart: {0}")]
+    Chart(String),
 }
 
 /// Result alias for this crate.

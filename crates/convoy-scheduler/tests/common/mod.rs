@@ -125,8 +125,6 @@ impl Scheduler {
     ) -> Result<Self> {
         let config = env.dir().join(format!("{name}.yaml"));
         std::fs::write(&config, yaml)?;
-        let log = env.dir().join(format!("{name}.log"));
-        let http = free_port()?;
         let exe = env!("CARGO_BIN_EXE_convoy-scheduler");
         // PDEATHSIG: should the test process die without unwinding (SIGKILL,
         // a timeout), the scheduler dies with it instead of retrying forever.
@@ -137,18 +135,27 @@ impl Scheduler {
         } else {
             Command::new(exe)
         };
-        let child = cmd
-            .arg("--config")
+        cmd.arg("--config")
             .arg(&config)
             .arg("--kubeconfig")
             .arg(env.kubeconfig())
-            .arg("--http-addr")
-            .arg(http.to_string())
             .arg("--identity")
             .arg(name)
             .env("HOSTNAME", name)
             .args(args)
-            .env("RUST_LOG", rust_log)
+            .env("RUST_LOG", rust_log);
+        Self::spawn(env, name, cmd)
+    }
+
+    /// Starts `cmd`, a command line ending in `convoy-scheduler`'s flags,
+    /// with `--http-addr` on a free port added and its stderr to
+    /// `<testenv dir>/<name>.log`.
+    pub fn spawn(env: &TestEnv, name: &str, mut cmd: Command) -> Result<Self> {
+        let log = env.dir().join(format!("{name}.log"));
+        let http = free_port()?;
+        let child = cmd
+            .arg("--http-addr")
+            .arg(http.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
@@ -178,6 +185,11 @@ impl Scheduler {
     /// Lines of the log containing `needle`.
     pub fn count(&self, needle: &str) -> usize {
         self.log().lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// The process id (after `exec`s: the scheduler's own once started).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Whether the process is still running.

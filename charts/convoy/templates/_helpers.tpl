@@ -1,0 +1,23 @@
+{{/* The name of every object: the release name. */}}
+{{- define "convoy.fullname" -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Labels selecting the scheduler's pods. */}}
+{{- define "convoy.selectorLabels" -}}
+app.kubernetes.io/name: convoy-scheduler
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* Labels of every object. */}}
+{{- define "convoy.labels" -}}
+{{ include "convoy.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The container image. */}}
+{{- define "convoy.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
