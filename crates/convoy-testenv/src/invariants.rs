@@ -244,6 +244,22 @@ impl InvariantChecker {
             .collect()
     }
 
+    /// Bindings to `node` first observed after `since`: (pod, when).
+    pub fn binds_to_since(&self, node: &str, since: Instant) -> Vec<(String, Instant)> {
+        let state = self.lock();
+        state
+            .binds
+            .iter()
+            .filter(|(_, n, at)| n == node && *at > since)
+            .map(|(pod, _, at)| (pod.clone(), *at))
+            .collect()
+    }
+
+    /// When `node` was seen deleted, if it was.
+    pub fn node_deleted_at(&self, node: &str) -> Option<Instant> {
+        self.lock().nodes_deleted.get(node).copied()
+    }
+
     /// How many times the checker's own watches listed again (after an
     /// expiry or a disconnection).
     pub fn relists(&self) -> u64 {
@@ -267,7 +283,12 @@ fn spawn_watch<K>(
     apply: fn(&mut State, Event<K>),
 ) -> JoinHandle<()>
 where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+    K: kube::Resource
+        + Clone
+        + std::fmt::Debug
+        + k8s_openapi::serde::de::DeserializeOwned
+        + Send
+        + 'static,
     K::DynamicType: Default,
 {
     tokio::spawn(async move {
