@@ -195,19 +195,22 @@ fn free_port() -> Result<SocketAddr> {
 }
 
 /// One chaos run: control plane, proxy, checker, supervised replicas.
+///
+/// Fields drop in order: the replicas (and their logs, kept with
+/// `CONVOY_E2E_LOG_DIR`) go before the control plane.
 pub struct Chaos {
-    /// The control plane (the checker and the test talk to it directly).
-    pub cp: ControlPlane,
-    /// The proxy every replica goes through.
-    pub proxy: FaultProxy,
-    /// The invariant checker.
-    pub checker: InvariantChecker,
     replicas: Arc<Mutex<Replicas>>,
     supervisor: tokio::task::JoinHandle<()>,
+    /// The invariant checker.
+    pub checker: InvariantChecker,
+    /// The proxy every replica goes through.
+    pub proxy: FaultProxy,
     /// The test's namespace, with a pod API.
     pub pods: Api<Pod>,
     /// The Lease the replicas race for.
     pub lease: String,
+    /// The control plane (the checker and the test talk to it directly).
+    pub cp: ControlPlane,
 }
 
 impl Chaos {
@@ -252,7 +255,7 @@ impl Chaos {
                 }
             })
         };
-        Ok(Self { cp, proxy, checker, replicas, supervisor, pods, lease })
+        Ok(Self { replicas, supervisor, checker, proxy, pods, lease, cp })
     }
 
     /// The replicas (kill, release, logs, counts).
