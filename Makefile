@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak
 
 all: test
 
@@ -34,3 +34,7 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+## soak: the chaos suite's long run (random faults for CONVOY_CHAOS_SOAK_SECS, default 600 s; docs/reliability.md).
+soak: testenv
+	$(CARGO) test -p convoy-scheduler --test chaos --locked -- --ignored --nocapture soak_random_faults

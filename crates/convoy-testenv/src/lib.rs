@@ -31,9 +31,14 @@
 //! in `convoy-bench`, whose `compare` starts a control plane per scheduler.
 
 pub mod chart;
+mod etcd;
+pub mod invariants;
 mod provisioner;
+pub mod proxy;
 
+pub use invariants::{InvariantChecker, Violation};
 pub use provisioner::{TEST_CSI_PROVISIONER, TEST_PROVISIONER, TestProvisioner, volume_for};
+pub use proxy::FaultProxy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -66,6 +71,14 @@ pub enum Error {
     /// The chart's output or a token could not be used.
     #[error("chart: {0}")]
     Chart(String),
+    /// A request to etcd's HTTP gateway failed.
+    #[error("etcd {request}: {detail}")]
+    Etcd {
+        /// The gateway path (`/v3/kv/compaction`, ...).
+        request: String,
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 /// Result alias for this crate.
@@ -268,6 +281,45 @@ impl TestEnv {
     /// Stops and restarts kube-apiserver with the same data and port.
     pub fn restart_apiserver(&self) -> Result<()> {
         run(&["restart-apiserver", "--dir", &self.dir.path().to_string_lossy()]).map(|_| ())
+    }
+
+    /// The loopback address kube-apiserver listens on (it keeps it across
+    /// [`restart_apiserver`](Self::restart_apiserver)).
+    pub fn apiserver_addr(&self) -> Result<std::net::SocketAddr> {
+        let port = std::fs::read_to_string(self.dir().join("apiserver.port"))?;
+        let port: u16 = port.trim().parse().map_err(|e| {
+            Error::Kubeconfig(format!("apiserver.port holds {:?}: {e}", port.trim()))
+        })?;
+        Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    /// Writes a copy of the admin kubeconfig whose server is `addr` (a
+    /// [`FaultProxy`] in front of the API server) and returns its path. The
+    /// serving certificate is for 127.0.0.1, so `addr` must be on loopback.
+    pub fn kubeconfig_via(&self, addr: std::net::SocketAddr) -> Result<PathBuf> {
+        let original = std::fs::read_to_string(&self.kubeconfig)?;
+        let server = format!("server: https://{}", self.apiserver_addr()?);
+        if !original.contains(&server) {
+            return Err(Error::Kubeconfig(format!(
+                "{} has no `{server}`",
+                self.kubeconfig.display()
+            )));
+        }
+        let via = original.replace(&server, &format!("server: https://{addr}"));
+        let path = self.dir().join(format!("kubeconfig-via-{}", addr.port()));
+        std::fs::write(&path, via)?;
+        Ok(path)
+    }
+
+    /// Compacts etcd's history up to its current revision (physically), so
+    /// that a watch resuming from an older resource version can only be
+    /// answered `410 Gone`; returns the revision. The API server's watch
+    /// cache still serves what it holds: combine with
+    /// [`restart_apiserver`](Self::restart_apiserver) to expire the watches
+    /// of its clients.
+    pub async fn compact_etcd(&self) -> Result<i64> {
+        let url = std::fs::read_to_string(self.dir().join("etcd.url"))?;
+        etcd::compact(url.trim()).await
     }
 
     /// Starts upstream kube-scheduler (from the same build) against this

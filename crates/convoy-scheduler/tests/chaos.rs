@@ -1,0 +1,344 @@
+//! Chaos with invariants (`docs/reliability.md`): two `convoy-scheduler`
+//! replicas race for one Lease on a private control plane and reach it only
+//! through a fault-injecting proxy; the test cuts, resets and slows their
+//! connections, restarts the API server, SIGKILLs the leader, deletes pods
+//! and nodes while bindings are in flight, and expires their watches. An
+//! independent invariant checker watches the API server directly
+//! throughout: no pod bound twice or moved, no node over its allocatable,
+//! no pod reported Scheduled by two replicas; at the end every pod is
+//! bound. A replica that exits is restarted, as a Deployment would, and
+//! counted.
+//!
+//! The bounded tests run with `cargo test`; `make soak` runs
+//! [`soak_random_faults`] (ignored by default) for `CONVOY_CHAOS_SOAK_SECS`
+//! seconds (600 by default).
+
+mod chaos_support;
+mod common;
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use chaos_support::{CONVOY, Chaos, LEASE_DURATION};
+use common::node;
+use rand::{Rng, SeedableRng};
+
+/// Slack on top of the lease duration for a failover on a loaded 2-core
+/// machine (the standby retries every 500 ms, then must bind).
+const FAILOVER_SLACK: Duration = Duration::from_secs(12);
+
+/// Connection resets and a cut, a slow link, then an API server restart,
+/// while 100 pods are created at 6 per second; 12 CPUs for 10 CPUs of
+/// pods, 120 pod slots for 100 pods, so a stale cache would over-commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_faults_and_an_api_server_restart_mid_burst() -> Result<()> {
+    let nodes = (0..4).map(|i| node(&format!("net-{i}"), "3", "8Gi", "30")).collect();
+    let chaos = Chaos::start("net", nodes, 2).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    let sleep = |s: f64| tokio::time::sleep(Duration::from_secs_f64(s));
+    let faults = async {
+        sleep(1.5).await;
+        chaos.proxy.reset();
+        sleep(2.0).await;
+        chaos.proxy.cut();
+        sleep(3.0).await;
+        chaos.proxy.heal();
+        sleep(2.0).await;
+        chaos.proxy.delay(Duration::from_millis(100));
+        sleep(3.0).await;
+        chaos.proxy.heal();
+        sleep(1.0).await;
+        let took = chaos.restart_apiserver().await?;
+        chaos.proxy.reset();
+        anyhow::Ok(took)
+    };
+    let (created, restart) = tokio::join!(chaos.create_pods("p", 0..100, 6.0, "100m"), faults);
+    created?;
+    let restart = restart?;
+    let began = Instant::now();
+    chaos.assert_all_bound(Duration::from_secs(90)).await?;
+    chaos.assert_no_violations()?;
+    println!(
+        "network faults: 100 pods bound {:?} after the last fault; API server restart took \
+         {restart:?}; proxy refused {} connections; replicas: {}; checker relists: {}",
+        began.elapsed(),
+        chaos.proxy.refused(),
+        chaos.replicas().summary(),
+        chaos.checker.relists()
+    );
+    Ok(())
+}
+
+/// The leader is SIGKILLed while pods arrive at 10 per second: the standby
+/// takes the Lease once it expires and binds the rest. The failover (kill
+/// to the first binding after the Lease changed hands) stays within the
+/// lease duration plus [`FAILOVER_SLACK`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_when_the_leader_is_killed_mid_binding() -> Result<()> {
+    let nodes = (0..3).map(|i| node(&format!("failover-{i}"), "8", "16Gi", "110")).collect();
+    let chaos = Chaos::start("failover", nodes, 2).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    let failover = async {
+        while chaos.checker.bound_count() < 20 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let killed = chaos.leader().await.context("no leader to kill")?;
+        chaos.replicas().kill(&killed);
+        let at = Instant::now();
+        let deadline = at + LEASE_DURATION + FAILOVER_SLACK + Duration::from_secs(30);
+        let (holder, took_over) = loop {
+            if let Some(h) = chaos.leader().await
+                && h != killed
+            {
+                break (h, Instant::now());
+            }
+            ensure!(Instant::now() < deadline, "nobody took over{}", chaos.replicas().tails());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let bound = loop {
+            if let Some(after) = chaos.checker.first_bind_after(took_over) {
+                break took_over + after - at;
+            }
+            ensure!(Instant::now() < deadline, "no binding after the takeover");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        // A Deployment would start the killed pod again.
+        chaos.replicas().release(&killed);
+        anyhow::Ok((killed, holder, took_over - at, bound))
+    };
+    let (created, failover) = tokio::join!(chaos.create_pods("p", 0..150, 10.0, "50m"), failover);
+    created?;
+    let (killed, holder, takeover, failover) = failover?;
+    println!(
+        "failover: killed {killed}; {holder} held the lease after {takeover:?} and bound after \
+         {failover:?} (lease {LEASE_DURATION:?})"
+    );
+    ensure!(
+        failover <= LEASE_DURATION + FAILOVER_SLACK,
+        "failover took {failover:?}, more than the lease {LEASE_DURATION:?} + {FAILOVER_SLACK:?}"
+    );
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+    chaos.assert_no_violations()?;
+    println!("failover: replicas: {}", chaos.replicas().summary());
+    Ok(())
+}
+
+/// Pods are deleted near the creation frontier (pending or being bound),
+/// a node is deleted mid-burst, and connections are reset twice. Every
+/// remaining pod fits (at most 10.6 CPUs on 12) and must be bound; no
+/// pod goes to the deleted node once the replicas had 10 s to see it go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletions_while_bindings_are_in_flight() -> Result<()> {
+    let nodes = (0..4).map(|i| node(&format!("churn-{i}"), "4", "16Gi", "40")).collect();
+    let chaos = Chaos::start("churn", nodes, 2).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    let deleter = async {
+        let mut deleted = 0;
+        for k in (0..160).step_by(3) {
+            // As soon as the pod exists: pending, or being bound.
+            let deadline = Instant::now() + Duration::from_secs(20);
+            while !chaos.delete_pod(&format!("p-{k:03}")).await? {
+                ensure!(Instant::now() < deadline, "p-{k:03} never created");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            deleted += 1;
+            if k == 60 {
+                chaos.delete_node("churn-3").await?;
+                chaos.proxy.reset();
+            }
+            if k == 120 {
+                chaos.proxy.reset();
+            }
+        }
+        anyhow::Ok(deleted)
+    };
+    let (created, deleted) = tokio::join!(chaos.create_pods("p", 0..160, 15.0, "100m"), deleter);
+    created?;
+    let deleted = deleted?;
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+    chaos.assert_no_violations()?;
+    let late = chaos.checker.bound_after_node_deleted("churn-3", Duration::from_secs(10));
+    ensure!(late.is_empty(), "bound to the deleted node churn-3 later than 10 s: {late:?}");
+    let deleted_at = chaos.checker.node_deleted_at("churn-3").context("churn-3 never deleted")?;
+    let after = chaos.checker.binds_to_since("churn-3", deleted_at);
+    println!(
+        "deletions: {deleted} pods deleted mid-burst, {} bound to churn-3 after its deletion \
+         (within 10 s); replicas: {}",
+        after.len(),
+        chaos.replicas().summary()
+    );
+    Ok(())
+}
+
+/// The replicas are cut off for several seconds; meanwhile pods are created
+/// and deleted, a node is deleted, etcd is compacted and the API server
+/// restarted, so that their watches cannot resume (410 Gone) and must list
+/// again. After the cut: the deleted pods and node are forgotten, every
+/// live pod is bound, none to the deleted node (15 s after the heal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watches_expire_and_relist_after_a_long_cut() -> Result<()> {
+    let nodes = (0..3).map(|i| node(&format!("expiry-{i}"), "4", "16Gi", "50")).collect();
+    let chaos = Chaos::start("expiry", nodes, 2).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    chaos.create_pods("a", 0..30, 30.0, "100m").await?;
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+
+    chaos.proxy.cut();
+    let cut = Instant::now();
+    chaos.create_pods("b", 0..30, 30.0, "100m").await?;
+    for i in (0..30).step_by(3) {
+        chaos.delete_pod(&format!("a-{i:03}")).await?;
+        chaos.delete_pod(&format!("b-{i:03}")).await?;
+    }
+    chaos.delete_node("expiry-2").await?;
+    let revision = chaos.cp.env.compact_etcd().await.context("compacting etcd")?;
+    let restart = chaos.restart_apiserver().await?;
+    tokio::time::sleep_until((cut + Duration::from_secs(6)).into()).await;
+    chaos.proxy.heal();
+    let healed = Instant::now();
+    chaos.create_pods("c", 0..30, 30.0, "100m").await?;
+    chaos.assert_all_bound(Duration::from_secs(90)).await?;
+    chaos.assert_no_violations()?;
+    let late = chaos.checker.binds_to_since("expiry-2", healed + Duration::from_secs(15));
+    ensure!(late.is_empty(), "bound to the deleted node expiry-2 after the heal: {late:?}");
+    let early = chaos.checker.binds_to_since("expiry-2", healed).len();
+
+    // Which replicas saw the expiry: a 410 in their log, or a relist that
+    // found objects deleted while they were not watching.
+    let replicas = chaos.replicas();
+    let mut expired = Vec::new();
+    let mut expired_total = 0;
+    for name in replicas.names() {
+        let log = replicas.log(&name);
+        let gone = log.lines().filter(|l| l.contains("too old resource version")).count();
+        let forgot = log.lines().filter(|l| l.contains("deleted while not watching")).count();
+        expired_total += gone;
+        expired
+            .push(format!("{name}: {gone} expired-watch lines, {forgot} relists with deletions"));
+    }
+    // The standby keeps its watches through the cut; the kinds nobody
+    // wrote since its list resume from a resource version older than the
+    // restarted server's watch cache, so it must have met 410 Gone.
+    ensure!(
+        expired_total > 0,
+        "no replica met an expired watch: the fault was not injected{}",
+        replicas.tails()
+    );
+    println!(
+        "watch expiry: cut {:?}, etcd compacted at revision {revision}, API server restart took \
+         {restart:?}; {early} bound to expiry-2 in the first 15 s after the heal; {}; replicas: {}",
+        healed - cut,
+        expired.join("; "),
+        replicas.summary()
+    );
+    Ok(())
+}
+
+/// The soak (`make soak`): random faults every 2–6 s for
+/// `CONVOY_CHAOS_SOAK_SECS` seconds while pods are created and deleted
+/// continuously; invariants checked throughout, every pod bound at the end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "long: run with `make soak`"]
+async fn soak_random_faults() -> Result<()> {
+    let secs: u64 = std::env::var("CONVOY_CHAOS_SOAK_SECS")
+        .ok()
+        .map(|s| s.parse().context("CONVOY_CHAOS_SOAK_SECS must be a number of seconds"))
+        .transpose()?
+        .unwrap_or(600);
+    let seed: u64 = std::env::var("CONVOY_CHAOS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::rng().random());
+    println!("soak: {secs} s, CONVOY_CHAOS_SEED={seed}");
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let nodes = (0..6).map(|i| node(&format!("soak-{i}"), "8", "32Gi", "110")).collect();
+    let chaos = Chaos::start("soak", nodes, 2).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    let end = Instant::now() + Duration::from_secs(secs);
+    let mut faults: std::collections::BTreeMap<&str, u32> = Default::default();
+    let mut failovers = Vec::new();
+    let mut next_pod = 0usize;
+    let mut next_node = 6usize;
+    let mut round = 0u32;
+    while Instant::now() < end {
+        round += 1;
+        // Churn: 20 new pods, and the pods of 80 pods ago deleted, so that
+        // the cluster stays at about 80 pods of 100m.
+        let burst = chaos.create_pods("p", next_pod..next_pod + 20, 40.0, "100m");
+        let fault = rng.random_range(0..7);
+        let cut_for = Duration::from_millis(rng.random_range(500..5000));
+        let wait = Duration::from_millis(rng.random_range(0..400));
+        let inject = async {
+            tokio::time::sleep(wait).await;
+            match fault {
+                0 => chaos.proxy.reset(),
+                1 => {
+                    chaos.proxy.cut();
+                    tokio::time::sleep(cut_for).await;
+                    chaos.proxy.heal();
+                }
+                2 => {
+                    chaos.proxy.delay(Duration::from_millis(200));
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    chaos.proxy.heal();
+                }
+                3 => {
+                    chaos.restart_apiserver().await?;
+                }
+                4 => {
+                    let Some(leader) = chaos.leader().await else { return anyhow::Ok("kill") };
+                    chaos.replicas().kill(&leader);
+                    let at = Instant::now();
+                    let mut took = None;
+                    while Instant::now() < at + Duration::from_secs(30) {
+                        if chaos.leader().await.is_some_and(|h| h != leader) {
+                            took = Some(at.elapsed());
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    chaos.replicas().release(&leader);
+                    failovers.push(took);
+                }
+                5 => {
+                    chaos.proxy.cut();
+                    chaos.cp.env.compact_etcd().await?;
+                    chaos.restart_apiserver().await?;
+                    chaos.proxy.heal();
+                }
+                _ => {
+                    // Replace a node: delete the oldest, add a new one.
+                    chaos.delete_node(&format!("soak-{}", next_node - 6)).await?;
+                    let n = node(&format!("soak-{next_node}"), "8", "32Gi", "110");
+                    common::create_nodes(&chaos.cp.client, vec![n]).await?;
+                }
+            }
+            anyhow::Ok(
+                ["reset", "cut", "delay", "apiserver-restart", "kill", "expiry", "node"][fault],
+            )
+        };
+        let (created, injected) = tokio::join!(burst, inject);
+        created?;
+        let name = injected?;
+        *faults.entry(name).or_default() += 1;
+        if name == "node" {
+            next_node += 1;
+        }
+        for k in next_pod.saturating_sub(80)..next_pod.saturating_sub(60) {
+            chaos.delete_pod(&format!("p-{k:03}")).await.ok();
+        }
+        next_pod += 20;
+        chaos.assert_no_violations().with_context(|| format!("round {round}, seed {seed}"))?;
+        tokio::time::sleep(Duration::from_millis(rng.random_range(2000..6000))).await;
+    }
+    chaos.assert_all_bound(Duration::from_secs(120)).await?;
+    chaos.assert_no_violations()?;
+    println!(
+        "soak: {round} rounds, faults {faults:?}, {} pods bound; failovers {failovers:?}; \
+         replicas: {}; unbound {:?}",
+        chaos.checker.bound_count(),
+        chaos.replicas().summary(),
+        chaos.checker.unbound(CONVOY)
+    );
+    Ok(())
+}

@@ -1,0 +1,399 @@
+//! The harness of the chaos tests (`tests/chaos.rs`, `docs/reliability.md`):
+//! a private control plane, a [`FaultProxy`] in front of its API server,
+//! `convoy-scheduler` replicas that reach the API server only through the
+//! proxy, an [`InvariantChecker`] that watches the API server directly, and
+//! a supervisor that restarts a replica that exited, as a Deployment would,
+//! and counts it.
+
+#![allow(dead_code)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, ensure};
+use convoy_testenv::{FaultProxy, InvariantChecker, TestEnv};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+
+use crate::common::{ControlPlane, pod};
+
+/// The profile (`schedulerName`) of every chaos pod.
+pub const CONVOY: &str = "convoy-scheduler";
+/// The namespace of the Lease the replicas race for.
+pub const LEASE_NAMESPACE: &str = "default";
+/// Lease duration given to the replicas (renew deadline 2 s, retry 500 ms).
+pub const LEASE_DURATION: Duration = Duration::from_secs(3);
+
+/// One replica: a name (its leader-election identity, kept across
+/// restarts, as a Deployment's pod keeps its name across container
+/// restarts) and its process, if running.
+struct Member {
+    name: String,
+    child: Option<Child>,
+    /// Killed by the test and not to be restarted until released.
+    held: bool,
+    /// When the supervisor may start it again.
+    restart_at: Option<Instant>,
+    /// Exits the supervisor saw (not counting kills by the test).
+    exits: u32,
+    /// Kills by the test.
+    kills: u32,
+    /// Exit statuses seen, for the report.
+    statuses: Vec<String>,
+}
+
+/// The replicas of one test and how to start them.
+pub struct Replicas {
+    exe: PathBuf,
+    config: PathBuf,
+    kubeconfig: PathBuf,
+    dir: PathBuf,
+    members: Vec<Member>,
+}
+
+impl Replicas {
+    fn log_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.log"))
+    }
+
+    fn spawn(&self, name: &str) -> Result<Child> {
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(name))?;
+        let http = free_port()?;
+        // PDEATHSIG: should the test process die without unwinding, the
+        // replica dies with it.
+        let mut cmd = if Path::new("/usr/bin/setpriv").exists() {
+            let mut c = Command::new("/usr/bin/setpriv");
+            c.args(["--pdeathsig", "KILL"]).arg(&self.exe);
+            c
+        } else {
+            Command::new(&self.exe)
+        };
+        cmd.arg("--config")
+            .arg(&self.config)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--http-addr")
+            .arg(http.to_string())
+            .arg("--identity")
+            .arg(name)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("spawning convoy-scheduler")
+    }
+
+    /// Restarts members that exited (after a 1 s pause, a short
+    /// CrashLoopBackOff) unless held.
+    fn supervise(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.members.len() {
+            let m = &mut self.members[i];
+            if let Some(child) = &mut m.child
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                m.exits += 1;
+                m.statuses.push(status.to_string());
+                m.child = None;
+                m.restart_at = Some(now + Duration::from_secs(1));
+            }
+            let m = &self.members[i];
+            if m.child.is_none() && !m.held && m.restart_at.is_none_or(|at| now >= at) {
+                match self.spawn(&m.name) {
+                    Ok(child) => {
+                        let m = &mut self.members[i];
+                        m.child = Some(child);
+                        m.restart_at = None;
+                    }
+                    Err(e) => eprintln!("restarting {}: {e:#}", m.name),
+                }
+            }
+        }
+    }
+
+    fn member(&mut self, name: &str) -> &mut Member {
+        self.members.iter_mut().find(|m| m.name == name).expect("a replica of this test")
+    }
+
+    /// SIGKILL (no lease release); the replica stays down until
+    /// [`release`](Self::release).
+    pub fn kill(&mut self, name: &str) {
+        let m = self.member(name);
+        if let Some(mut child) = m.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        m.kills += 1;
+        m.held = true;
+    }
+
+    /// Lets the supervisor start a killed replica again.
+    pub fn release(&mut self, name: &str) {
+        self.member(name).held = false;
+    }
+
+    /// Exits of replicas the supervisor restarted (kills not counted).
+    pub fn exits(&self) -> u32 {
+        self.members.iter().map(|m| m.exits).sum()
+    }
+
+    /// Per replica: name, exits, kills and exit statuses.
+    pub fn summary(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}: {} exits {:?}, {} kills", m.name, m.exits, m.statuses, m.kills))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    /// The whole log of a replica (all its runs).
+    pub fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.log_path(name)).unwrap_or_default()
+    }
+
+    /// The last 30 lines of every replica's log, for failure messages.
+    pub fn tails(&self) -> String {
+        let mut out = String::new();
+        for m in &self.members {
+            let log = self.log(&m.name);
+            let lines: Vec<&str> = log.lines().collect();
+            let from = lines.len().saturating_sub(30);
+            out += &format!("\n--- last lines of {} ---\n{}", m.name, lines[from..].join("\n"));
+        }
+        out
+    }
+
+    /// Names of the replicas.
+    pub fn names(&self) -> Vec<String> {
+        self.members.iter().map(|m| m.name.clone()).collect()
+    }
+}
+
+impl Drop for Replicas {
+    fn drop(&mut self) {
+        for m in &mut self.members {
+            if let Some(mut child) = m.child.take() {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+            if let Some(dir) = std::env::var_os("CONVOY_E2E_LOG_DIR") {
+                let to = PathBuf::from(dir).join(format!("chaos-{}.log", m.name));
+                let _ = std::fs::copy(self.dir.join(format!("{}.log", m.name)), to);
+            }
+        }
+    }
+}
+
+fn free_port() -> Result<SocketAddr> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
+}
+
+/// One chaos run: control plane, proxy, checker, supervised replicas.
+///
+/// Fields drop in order: the replicas (and their logs, kept with
+/// `CONVOY_E2E_LOG_DIR`) go before the control plane.
+pub struct Chaos {
+    replicas: Arc<Mutex<Replicas>>,
+    supervisor: tokio::task::JoinHandle<()>,
+    /// The invariant checker.
+    pub checker: InvariantChecker,
+    /// The proxy every replica goes through.
+    pub proxy: FaultProxy,
+    /// The test's namespace, with a pod API.
+    pub pods: Api<Pod>,
+    /// The Lease the replicas race for.
+    pub lease: String,
+    /// The control plane (the checker and the test talk to it directly).
+    pub cp: ControlPlane,
+}
+
+impl Chaos {
+    /// Starts a control plane, the proxy and the checker, creates the
+    /// namespace `ns` and `nodes`, and starts `replicas` replicas named
+    /// `<ns>-0`, `<ns>-1`, ... racing for one Lease.
+    pub async fn start(ns: &str, nodes: Vec<Node>, replicas: usize) -> Result<Self> {
+        let cp = ControlPlane::start().await?;
+        let proxy = FaultProxy::start(cp.env.apiserver_addr()?).await?;
+        let checker = InvariantChecker::start(cp.client.clone());
+        let pods = cp.namespace(ns).await?;
+        crate::common::create_nodes(&cp.client, nodes).await?;
+        ensure!(checker.wait_synced(Duration::from_secs(30)).await, "the checker never synced");
+        let lease = format!("convoy-{ns}");
+        let config = cp.env.dir().join(format!("{ns}.yaml"));
+        std::fs::write(&config, config_yaml(&lease))?;
+        let mut set = Replicas {
+            exe: PathBuf::from(env!("CARGO_BIN_EXE_convoy-scheduler")),
+            config,
+            kubeconfig: cp.env.kubeconfig_via(proxy.addr())?,
+            dir: cp.env.dir().to_path_buf(),
+            members: (0..replicas)
+                .map(|i| Member {
+                    name: format!("{ns}-{i}"),
+                    child: None,
+                    held: false,
+                    restart_at: None,
+                    exits: 0,
+                    kills: 0,
+                    statuses: Vec::new(),
+                })
+                .collect(),
+        };
+        set.supervise();
+        let replicas = Arc::new(Mutex::new(set));
+        let supervisor = {
+            let replicas = Arc::clone(&replicas);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    replicas.lock().unwrap_or_else(|e| e.into_inner()).supervise();
+                }
+            })
+        };
+        Ok(Self { replicas, supervisor, checker, proxy, pods, lease, cp })
+    }
+
+    /// The replicas (kill, release, logs, counts).
+    pub fn replicas(&self) -> MutexGuard<'_, Replicas> {
+        self.replicas.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The Lease's holder, read from the API server directly.
+    pub async fn leader(&self) -> Option<String> {
+        let leases: Api<Lease> = Api::namespaced(self.cp.client.clone(), LEASE_NAMESPACE);
+        leases.get_opt(&self.lease).await.ok()??.spec?.holder_identity
+    }
+
+    /// Waits until some replica holds the Lease and returns its name.
+    pub async fn wait_leader(&self, timeout: Duration) -> Result<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(holder) = self.leader().await
+                && self.replicas().names().contains(&holder)
+            {
+                return Ok(holder);
+            }
+            ensure!(
+                Instant::now() < deadline,
+                "no leader in {timeout:?}{}",
+                self.replicas().tails()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Creates pods `<prefix>-<i>` for `i` in `range`, `rate` per second,
+    /// each retried while the API server is away.
+    pub async fn create_pods(
+        &self,
+        prefix: &str,
+        range: std::ops::Range<usize>,
+        rate: f64,
+        cpu: &str,
+    ) -> Result<()> {
+        let start = Instant::now();
+        for (n, i) in range.enumerate() {
+            let due = start + Duration::from_secs_f64(n as f64 / rate);
+            tokio::time::sleep_until(due.into()).await;
+            create_retrying(&self.pods, pod(&format!("{prefix}-{i:03}"), CONVOY, cpu, "64Mi"))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes a pod at once (grace period 0: no kubelet runs here);
+    /// false if it was already gone.
+    pub async fn delete_pod(&self, name: &str) -> Result<bool> {
+        match self.pods.delete(name, &DeleteParams::default().grace_period(0)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes a node.
+    pub async fn delete_node(&self, name: &str) -> Result<()> {
+        Api::<Node>::all(self.cp.client.clone()).delete(name, &DeleteParams::default()).await?;
+        Ok(())
+    }
+
+    /// Restarts kube-apiserver (blocks until it is ready again) and
+    /// returns how long that took.
+    pub async fn restart_apiserver(&self) -> Result<Duration> {
+        let env: Arc<TestEnv> = Arc::clone(&self.cp.env);
+        let began = Instant::now();
+        tokio::task::spawn_blocking(move || env.restart_apiserver())
+            .await?
+            .context("restarting kube-apiserver")?;
+        Ok(began.elapsed())
+    }
+
+    /// Fails with every violation the checker saw, and the replicas' state.
+    pub fn assert_no_violations(&self) -> Result<()> {
+        let violations = self.checker.violations();
+        ensure!(
+            violations.is_empty(),
+            "{} invariant violations:\n{}\nreplicas: {}{}",
+            violations.len(),
+            violations.iter().map(|v| format!("  {v}")).collect::<Vec<_>>().join("\n"),
+            self.replicas().summary(),
+            self.replicas().tails()
+        );
+        Ok(())
+    }
+
+    /// Waits until every live pod of the test is bound; the error names
+    /// the pods left.
+    pub async fn assert_all_bound(&self, timeout: Duration) -> Result<()> {
+        if let Err(pending) = self.checker.wait_all_bound(CONVOY, timeout).await {
+            anyhow::bail!(
+                "{} pods not bound within {timeout:?}, e.g. {:?}\nreplicas: {}{}",
+                pending.len(),
+                &pending[..pending.len().min(8)],
+                self.replicas().summary(),
+                self.replicas().tails()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Chaos {
+    fn drop(&mut self) {
+        self.supervisor.abort();
+    }
+}
+
+/// The replicas' configuration: a fast client, leader election on `lease`.
+fn config_yaml(lease: &str) -> String {
+    format!(
+        "apiVersion: kubescheduler.config.k8s.io/v1\n\
+         kind: KubeSchedulerConfiguration\n\
+         clientConnection:\n  qps: 5000\n  burst: 5000\n\
+         leaderElection:\n  leaderElect: true\n  resourceName: {lease}\n  \
+         resourceNamespace: {LEASE_NAMESPACE}\n  leaseDuration: {}s\n  renewDeadline: 2s\n  \
+         retryPeriod: 500ms\n",
+        LEASE_DURATION.as_secs()
+    )
+}
+
+/// Creates a pod, retrying for up to 60 s while the API server is away; a
+/// conflict means an earlier attempt succeeded but its answer was lost.
+pub async fn create_retrying(api: &Api<Pod>, pod: Pod) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        match api.create(&PostParams::default(), &pod).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e).context("creating a pod while the API server is away"),
+        }
+    }
+}
