@@ -89,7 +89,8 @@ fn build_plugins(config: &SchedulerConfig, registry: &Registry) {
         for name in names {
             let args = profile.plugin_args.get(name);
             if let Some(factory) = registry.get(name) {
-                let _ = factory(args, &handle).map_err(|e| e.len());
+                // Refusing args is an answer; only a panic is a finding.
+                let _ = factory(args, &handle);
             }
             if name == convoy_gang::NAME || name == convoy_gang::COSCHEDULING {
                 let _ = GangSchedulingArgs::decode(args);
