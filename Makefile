@@ -2,7 +2,7 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz
 
 all: test
 
@@ -26,6 +26,10 @@ testenv: deps
 ## test: everything CI runs: builds testenv, then all Rust tests (unit, embedded, real API server).
 test: testenv
 	$(CARGO) test --workspace --locked
+
+## fuzz: a short fuzz run of the input loaders (nightly + cargo-fuzz; FUZZ_SECONDS per target, default 30).
+fuzz:
+	scripts/fuzz.sh
 
 ## lint: formatting and clippy with warnings as errors.
 lint:

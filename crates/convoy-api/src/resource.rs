@@ -101,7 +101,8 @@ pub fn parse_milli(s: &str) -> Result<i64, QuantityError> {
         for _ in 0..(-pow) {
             div = div.saturating_mul(10);
         }
-        v = (v + div - 1) / div; // round up
+        // Round up; `v + div - 1` could overflow when `div` saturated.
+        v = v / div + i128::from(v % div != 0);
     }
     if v > i64::MAX as i128 {
         return Err(err("too large"));
@@ -112,7 +113,8 @@ pub fn parse_milli(s: &str) -> Result<i64, QuantityError> {
 /// Parses a quantity into whole units, rounding up (upstream `Value`).
 pub fn parse_value(s: &str) -> Result<i64, QuantityError> {
     let m = parse_milli(s)?;
-    Ok(if m >= 0 { (m + 999) / 1000 } else { m / 1000 })
+    // Rounds towards +infinity without `m + 999`, which overflows near `i64::MAX`.
+    Ok(m / 1000 + i64::from(m % 1000 > 0))
 }
 
 /// Amounts of every resource a node offers or a pod requests: CPU in
@@ -486,6 +488,18 @@ mod tests {
         assert_eq!(parse_value("32Gi").unwrap(), 32 << 30);
         assert_eq!(parse_value("500Mi").unwrap(), 500 << 20);
         assert_eq!(parse_value("100m").unwrap(), 1);
+    }
+
+    /// Found by fuzzing (fuzz/corpus/quantity/overflow-*): rounding up
+    /// overflowed (a panic with overflow checks, a wrong amount without).
+    #[test]
+    fn rounding_up_does_not_overflow() {
+        assert_eq!(parse_value("9223372036854775807m"), Ok(9_223_372_036_854_776));
+        assert_eq!(parse_value("-9223372036854775807m"), Ok(-9_223_372_036_854_775));
+        // 2 × 10^-59: the divisor for thousandths saturates.
+        assert_eq!(parse_milli(".00000000000000000000000000002e-30"), Ok(1));
+        assert_eq!(parse_milli("-.00000000000000000000000000002e-30"), Ok(-1));
+        assert_eq!(parse_milli(".00000000000000000000000000000e-30"), Ok(0));
     }
 
     fn spec(json: serde_json::Value) -> PodSpec {
