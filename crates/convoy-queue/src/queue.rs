@@ -270,23 +270,9 @@ impl SchedulingQueue {
         old: Option<&EventObject>,
         new: Option<&EventObject>,
     ) -> usize {
-        self.move_all_except(event, old, new, None)
-    }
-
-    /// [`move_all_to_active_or_backoff`](Self::move_all_to_active_or_backoff),
-    /// leaving the pod with UID `except` where it is (upstream's
-    /// `preCheck` in `handleBindingCycleError`: a pod whose binding cycle
-    /// was rejected is not moved by the event its own failure raises).
-    pub fn move_all_except(
-        &self,
-        event: ClusterEvent,
-        old: Option<&EventObject>,
-        new: Option<&EventObject>,
-        except: Option<&str>,
-    ) -> usize {
         let (n, wake) = {
             let mut s = self.state.lock();
-            let n = s.move_all(event, old, new, except.filter(|u| !u.is_empty()));
+            let n = s.move_all(event, old, new);
             (n, s.wakeups(n))
         };
         self.wake(wake);

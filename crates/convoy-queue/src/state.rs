@@ -286,7 +286,6 @@ impl State {
         event: ClusterEvent,
         old: Option<&EventObject>,
         new: Option<&EventObject>,
-        except: Option<&str>,
     ) -> usize {
         self.in_flight.record(event);
         if self.pool.is_empty() {
@@ -300,9 +299,6 @@ impl State {
         if wildcard || self.pool.may_care(union) {
             for &id in self.pool.ids() {
                 let e = &self.store[id];
-                if except.is_some_and(|uid| *e.qpi.pod_info.uid == *uid) {
-                    continue;
-                }
                 let s = self.profiles.strategy(e, &event, interest[e.profile], Some((old, new)));
                 if s != Strategy::Skip {
                     moves.push((id, s));

@@ -20,10 +20,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use convoy_api::{
-    ActionType, ClusterEvent, CycleState, EventObject, EventResource, InvalidPod, PodInfo,
-    QueuedPodInfo, Status,
-};
+use convoy_api::{CycleState, InvalidPod, PodInfo, QueuedPodInfo, Status};
 use convoy_framework::{Framework, PermitWait, ScheduleError, ScheduleResult};
 use convoy_queue::Failure;
 
@@ -131,7 +128,7 @@ impl Scheduler {
         self: &Arc<Self>,
         fwk: Arc<Framework>,
         qpi: QueuedPodInfo,
-        state: CycleState,
+        mut state: CycleState,
         wait: Option<PermitWait>,
         decision: Decision,
     ) {
@@ -141,15 +138,19 @@ impl Scheduler {
         if let Some(wait) = wait {
             let s = wait.wait().await;
             if !s.is_success() {
-                self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+                fwk.run_unreserve(&mut state, &pod, &node);
+                self.forget(&pod);
+                self.fail_after_assume(&fwk, qpi, decision, s, true);
                 return;
             }
         }
         let shared = Arc::new(state);
         let s = fwk.run_bind(shared.clone(), pod.clone(), node.clone()).await;
-        let state = Arc::try_unwrap(shared).unwrap_or_else(|s| (*s).clone());
+        let mut state = Arc::try_unwrap(shared).unwrap_or_else(|s| (*s).clone());
         if !s.is_success() {
-            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+            fwk.run_unreserve(&mut state, &pod, &node);
+            self.forget(&pod);
+            self.fail_after_assume(&fwk, qpi, decision, s, true);
             return;
         }
         self.cache.finish_binding(&pod);
@@ -158,35 +159,6 @@ impl Scheduler {
         decision.since_first_attempt = qpi.initial_attempt_timestamp.map(|t| t.elapsed());
         self.sink.record(&decision);
         self.queue.done(&pod.uid);
-    }
-
-    /// Upstream's `handleBindingCycleError`: undo the reservation, and
-    /// since what the pod held is free again (its node's resources, its
-    /// devices in flight), tell the pending pods as an assigned pod's
-    /// deletion would. A rejected pod is requeued first and not moved by
-    /// that event (it is Unschedulable whatever it says); a pod that hit an
-    /// error may be.
-    fn binding_cycle_failed(
-        &self,
-        fwk: &Framework,
-        qpi: QueuedPodInfo,
-        mut state: CycleState,
-        decision: Decision,
-        status: Status,
-    ) {
-        let pod = qpi.pod_info.clone();
-        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
-        fwk.run_unreserve(&mut state, &pod, &node.clone());
-        self.forget(&pod);
-        let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE);
-        let old = EventObject::Pod(pod.pod.clone());
-        if status.is_rejected() {
-            self.fail_after_assume(fwk, qpi, decision, status, true);
-            self.queue.move_all_except(event, Some(&old), None, Some(&pod.uid));
-        } else {
-            self.queue.move_all_except(event, Some(&old), None, None);
-            self.fail_after_assume(fwk, qpi, decision, status, true);
-        }
     }
 
     /// Assumes the pod on the node in the cache (and tells the gang
