@@ -2,6 +2,16 @@
 SHELL := /usr/bin/env bash
 CARGO ?= cargo
 
+# Temporary files (test clusters, helm's home, fuzz scratch) go to $TMPDIR. A
+# machine without a writable /tmp (a CI runner has had none) gets one under
+# target/, so every target below works there too.
+ifeq ($(TMPDIR),)
+ifneq ($(shell test -d /tmp && test -w /tmp && echo ok),ok)
+export TMPDIR := $(CURDIR)/target/tmp
+$(shell mkdir -p $(TMPDIR))
+endif
+endif
+
 .PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz
 
 all: test
