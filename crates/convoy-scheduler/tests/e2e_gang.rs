@@ -414,8 +414,15 @@ async fn two_gangs_racing_for_one_cluster_never_share_it() -> Result<()> {
             .with_context(|| format!("no FailedScheduling Event on the losing group {g}"))?;
             ensure!(note.contains("(minMember 6)"), "{g}: {note:?}");
             if api == UP {
-                let c = initially_scheduled(&group_json(&cp, UP, ns, g).await?);
-                ensure!(c.starts_with("False/Unschedulable"), "{g}: {c}");
+                // The condition is written by the status writer after the
+                // pods' Events, asynchronously: wait for it, bounded.
+                let c = eventually(Duration::from_secs(10), || async {
+                    let c = initially_scheduled(&group_json(&cp, UP, ns, g).await.ok()?);
+                    c.starts_with("False/Unschedulable").then_some(c)
+                })
+                .await;
+                let last = initially_scheduled(&group_json(&cp, UP, ns, g).await?);
+                ensure!(c.is_some(), "{g}: condition {last:?}, expected False/Unschedulable");
             }
         }
     }
