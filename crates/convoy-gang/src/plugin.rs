@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_api::{
-    ActionType, Clock, ClusterEventWithHint, CycleState, EventResource, NodeInfoLister,
-    PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult,
-    ReservePlugin, Status, WaitingPods,
+    ActionType, Clock, ClusterEventWithHint, CycleState, EventObject, EventResource,
+    NodeInfoLister, PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin, PreFilterPlugin,
+    PreFilterResult, QueueingHint, ReservePlugin, Status, WaitingPods,
 };
 
 use crate::args::GangSchedulingArgs;
@@ -96,7 +96,11 @@ impl Plugin for GangScheduling {
                     | ActionType::UPDATE_NODE_LABEL
                     | ActionType::UPDATE_NODE_ALLOCATABLE,
             ),
-            ClusterEventWithHint::new(EventResource::AssignedPod, ActionType::DELETE),
+            ClusterEventWithHint::with_hint(
+                EventResource::AssignedPod,
+                ActionType::DELETE,
+                is_schedulable_after_pod_delete,
+            ),
         ]
     }
 
@@ -209,5 +213,25 @@ impl PermitPlugin for GangScheduling {
             st.min_member()
         );
         (Status::with_reason(convoy_api::Code::Wait, msg), timeout)
+    }
+}
+
+/// A pod that frees room may let a rejected group in, unless it is one of
+/// the group's own members: when a group is rejected (a Permit timeout, a
+/// failed group cycle) its members leave their nodes together, and each
+/// departure is an assigned pod's deletion; requeueing the group on its own
+/// departures would place it again at once, to be rejected again.
+fn is_schedulable_after_pod_delete(
+    pod: &PodInfo,
+    old: Option<&EventObject>,
+    _new: Option<&EventObject>,
+) -> QueueingHint {
+    match (old, &pod.group) {
+        (Some(EventObject::Pod(old)), Some(group))
+            if convoy_api::pod_group::group_key_of(old).as_ref() == Some(group) =>
+        {
+            QueueingHint::Skip
+        }
+        _ => QueueingHint::Queue,
     }
 }

@@ -8,12 +8,16 @@
 //! the event rate. The price is that hints are not run for these events
 //! (their objects are not kept): a matching event type counts as Queue, so
 //! the pod is retried after its backoff. The pod's own updates are kept
-//! in full (its latest version), and their hints do run.
+//! in full (its latest version), and their hints do run. So do the hints of
+//! the releases of failed binding cycles (rare, kept with their pod until no
+//! pod in flight is older than them), which a rejected pod group raises
+//! for each of its members: without them, the group's members would be
+//! requeued by their own departures.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use convoy_api::{ClusterEvent, PodInfo, PodKey};
+use convoy_api::{ClusterEvent, EventObject, PodInfo, PodKey};
 
 /// One pod being scheduled.
 #[derive(Debug)]
@@ -35,6 +39,9 @@ pub(crate) struct InFlightPod {
 pub(crate) struct InFlight {
     pods: HashMap<Arc<str>, InFlightPod>,
     events: Vec<(ClusterEvent, u64)>,
+    /// Releases of failed binding cycles, with the pod released, by
+    /// sequence number.
+    released: Vec<(ClusterEvent, EventObject, u64)>,
     seq: u64,
 }
 
@@ -63,6 +70,28 @@ impl InFlight {
         }
     }
 
+    /// Records the release of a failed binding cycle (with its pod) if any
+    /// pod is in flight; forgets the releases no pod in flight can need.
+    pub(crate) fn record_released(&mut self, event: ClusterEvent, old: EventObject) {
+        if self.pods.is_empty() {
+            return;
+        }
+        self.seq += 1;
+        self.released.push((event, old, self.seq));
+        if self.released.len() > 64 {
+            let oldest = self.pods.values().map(|p| p.since).min().unwrap_or(self.seq);
+            self.released.retain(|(_, _, s)| *s > oldest);
+        }
+    }
+
+    /// The releases recorded after sequence number `since`.
+    pub(crate) fn released_since(
+        &self,
+        since: u64,
+    ) -> impl Iterator<Item = (&ClusterEvent, &EventObject)> {
+        self.released.iter().filter(move |(_, _, s)| *s > since).map(|(e, o, _)| (e, o))
+    }
+
     /// The in-flight record of a pod, if it is in flight.
     pub(crate) fn get_mut(&mut self, uid: &str, key: &PodKey) -> Option<&mut InFlightPod> {
         self.pods.get_mut(uid).filter(|p| p.key == *key)
@@ -80,6 +109,7 @@ impl InFlight {
         let pod = if matches { self.pods.remove(uid) } else { None };
         if self.pods.is_empty() {
             self.events.clear();
+            self.released.clear();
         }
         pod
     }

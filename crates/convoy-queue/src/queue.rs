@@ -279,6 +279,26 @@ impl SchedulingQueue {
         n
     }
 
+    /// A pod's binding cycle failed after its reservation was undone: what
+    /// it held (its node's resources, its devices in flight) is free again,
+    /// and the pending pods hear of it as of an assigned pod's deletion
+    /// (upstream's `handleBindingCycleError`). The pod itself is not moved
+    /// (upstream's `preCheck`): it is requeued by its own failure. Pods in
+    /// flight meanwhile replay this event with its object, so queueing
+    /// hints run for it (the gang plugin's keeps a rejected group's
+    /// members from being requeued by their own departures).
+    ///
+    /// Returns the number of pods moved to activeQ.
+    pub fn binding_released(&self, pod: &Arc<PodInfo>) -> usize {
+        let (n, wake) = {
+            let mut s = self.state.lock();
+            let n = s.binding_released(pod);
+            (n, s.wakeups(n))
+        };
+        self.wake(wake);
+        n
+    }
+
     /// A pod was assigned (bound) or an assigned pod appeared.
     pub fn assigned_pod_added(&self, pod: &EventObject) -> usize {
         let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::ADD);

@@ -10,7 +10,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convoy_api::{Clock, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, QueuedPodInfo};
+use convoy_api::{
+    ActionType, Clock, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, QueuedPodInfo,
+};
 
 use crate::active::ActiveQ;
 use crate::backoff::{BackoffQ, backoff_expiry};
@@ -255,6 +257,10 @@ impl State {
                 for ev in self.in_flight.events_since(since) {
                     s = s.max(self.profiles.strategy(&entry, ev, u64::MAX, None));
                 }
+                for (ev, old) in self.in_flight.released_since(since) {
+                    let hints = Some((Some(old), None));
+                    s = s.max(self.profiles.strategy(&entry, ev, u64::MAX, hints));
+                }
                 if let Some(new) = updated {
                     let ev = pod_update_event(&popped, &new);
                     let old = EventObject::Pod(popped.pod.clone());
@@ -288,6 +294,27 @@ impl State {
         new: Option<&EventObject>,
     ) -> usize {
         self.in_flight.record(event);
+        self.move_pool(event, old, new, None)
+    }
+
+    /// See [`SchedulingQueue::binding_released`](crate::SchedulingQueue::binding_released).
+    pub(crate) fn binding_released(&mut self, pod: &Arc<PodInfo>) -> usize {
+        let event = ClusterEvent::new(EventResource::AssignedPod, ActionType::DELETE);
+        let old = EventObject::Pod(pod.pod.clone());
+        let moved = self.move_pool(event, Some(&old), None, Some(&pod.uid));
+        self.in_flight.record_released(event, old);
+        moved
+    }
+
+    /// Moves the pool's pods that `event` may help, except the pod with
+    /// UID `except`.
+    fn move_pool(
+        &mut self,
+        event: ClusterEvent,
+        old: Option<&EventObject>,
+        new: Option<&EventObject>,
+        except: Option<&str>,
+    ) -> usize {
         if self.pool.is_empty() {
             return 0;
         }
@@ -299,6 +326,9 @@ impl State {
         if wildcard || self.pool.may_care(union) {
             for &id in self.pool.ids() {
                 let e = &self.store[id];
+                if except.is_some_and(|uid| *e.qpi.pod_info.uid == *uid) {
+                    continue;
+                }
                 let s = self.profiles.strategy(e, &event, interest[e.profile], Some((old, new)));
                 if s != Strategy::Skip {
                     moves.push((id, s));

@@ -55,6 +55,9 @@ const LABELS: &str = "Labels";
 const GANG: &str = "Gang";
 /// Rejects pods and registers nothing.
 const SILENT: &str = "Silent";
+/// Registers AssignedPod DELETE with a hint that skips pods labelled
+/// `group: mine` (a gang plugin ignoring its own group's departures).
+const FREED: &str = "Freed";
 const PROFILE: &str = "convoy-scheduler";
 
 fn events() -> HashMap<&'static str, Vec<ClusterEventWithHint>> {
@@ -64,7 +67,24 @@ fn events() -> HashMap<&'static str, Vec<ClusterEventWithHint>> {
         }
         _ => QueueingHint::Queue,
     };
+    let freed_hint = |_: &PodInfo, old: Option<&EventObject>, _: Option<&EventObject>| match old {
+        Some(EventObject::Pod(p))
+            if p.metadata.labels.as_ref().and_then(|l| l.get("group")).map(String::as_str)
+                == Some("mine") =>
+        {
+            QueueingHint::Skip
+        }
+        _ => QueueingHint::Queue,
+    };
     HashMap::from([
+        (
+            FREED,
+            vec![ClusterEventWithHint::with_hint(
+                EventResource::AssignedPod,
+                ActionType::DELETE,
+                freed_hint,
+            )],
+        ),
         (
             GATES,
             vec![ClusterEventWithHint::new(
@@ -450,6 +470,34 @@ fn events_during_the_attempt_are_not_missed() {
     popped.retain(|p| p.pod_info.key.name.as_ref() == "p");
     q.move_all_to_active_or_backoff(pod_delete, None, None);
     assert_eq!(fail(&q, popped.pop().unwrap(), &[FIT]), Some(QueueKind::Unschedulable));
+}
+
+/// A failed binding cycle's release moves the pods it may help, never the
+/// released pod itself, and pods in flight meanwhile run the hints on it
+/// (unlike other events seen in flight, kept by type only).
+#[test]
+fn binding_released_runs_hints_for_pods_in_flight() {
+    let mine = PodBuilder::new("sibling").label("group", "mine").info();
+    let other = PodBuilder::new("stranger").info();
+    // (case, released pod, expected for a pod in flight rejected by FREED)
+    let cases =
+        [("own group", &mine, QueueKind::Unschedulable), ("other", &other, QueueKind::Backoff)];
+    for (name, released, want) in cases {
+        let (q, _clock) = setup();
+        q.add(pod("p"));
+        let qpi = q.try_pop().unwrap();
+        q.binding_released(released);
+        assert_eq!(fail(&q, qpi, &[FREED]), Some(want), "{name}");
+    }
+    // In the pool: moved unless the hint skips, and never the released pod.
+    let (q, _clock) = setup();
+    add_and_fail(&q, "p", &[FREED]);
+    add_and_fail(&q, "sibling", &[FREED]);
+    q.binding_released(&mine);
+    assert_eq!(q.queue_of(&key("p")), Some(QueueKind::Unschedulable));
+    q.binding_released(&PodBuilder::new("sibling").info());
+    assert_eq!(q.queue_of(&key("p")), Some(QueueKind::Backoff));
+    assert_eq!(q.queue_of(&key("sibling")), Some(QueueKind::Unschedulable), "not moved by itself");
 }
 
 #[test]

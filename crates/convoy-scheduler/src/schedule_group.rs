@@ -244,6 +244,18 @@ impl Scheduler {
         group_decision.outcome = GroupOutcome::Unschedulable { message: message.clone() };
         group_decision.nodes.clear();
         self.sink.record_group(&group_decision);
+        // Members placed by earlier cycles and waiting at Permit would hold
+        // their nodes (and devices) for a group that cannot complete now:
+        // they are rejected too, so nothing is held between cycles (the
+        // "optimistic rejection" of scheduler-plugins' Coscheduling
+        // PostFilter). Their binding cycles requeue them and free what
+        // they held for the pods it blocked.
+        if placed_before > 0 {
+            let why = format!("pod group {key}: {message}");
+            for uid in self.gang.assumed_uids(&key) {
+                convoy_api::WaitingPods::reject(&*self.waiting_pods, &uid, convoy_gang::NAME, &why);
+            }
+        }
 
         if plugins.is_empty() && pending.is_empty() {
             // Rejected by the group rules themselves (minResources, a

@@ -128,7 +128,7 @@ impl Scheduler {
         self: &Arc<Self>,
         fwk: Arc<Framework>,
         qpi: QueuedPodInfo,
-        mut state: CycleState,
+        state: CycleState,
         wait: Option<PermitWait>,
         decision: Decision,
     ) {
@@ -138,19 +138,15 @@ impl Scheduler {
         if let Some(wait) = wait {
             let s = wait.wait().await;
             if !s.is_success() {
-                fwk.run_unreserve(&mut state, &pod, &node);
-                self.forget(&pod);
-                self.fail_after_assume(&fwk, qpi, decision, s, true);
+                self.binding_cycle_failed(&fwk, qpi, state, decision, s);
                 return;
             }
         }
         let shared = Arc::new(state);
         let s = fwk.run_bind(shared.clone(), pod.clone(), node.clone()).await;
-        let mut state = Arc::try_unwrap(shared).unwrap_or_else(|s| (*s).clone());
+        let state = Arc::try_unwrap(shared).unwrap_or_else(|s| (*s).clone());
         if !s.is_success() {
-            fwk.run_unreserve(&mut state, &pod, &node);
-            self.forget(&pod);
-            self.fail_after_assume(&fwk, qpi, decision, s, true);
+            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
             return;
         }
         self.cache.finish_binding(&pod);
@@ -159,6 +155,28 @@ impl Scheduler {
         decision.since_first_attempt = qpi.initial_attempt_timestamp.map(|t| t.elapsed());
         self.sink.record(&decision);
         self.queue.done(&pod.uid);
+    }
+
+    /// Upstream's `handleBindingCycleError`: undo the reservation and
+    /// requeue the pod; what it held (its node's resources, its devices in
+    /// flight) is free again, and the pending pods hear of it as of an
+    /// assigned pod's deletion (the pod itself is not moved by it; the
+    /// members of its pod group rejected with it are kept where they are
+    /// by the gang plugin's queueing hint).
+    fn binding_cycle_failed(
+        &self,
+        fwk: &Framework,
+        qpi: QueuedPodInfo,
+        mut state: CycleState,
+        decision: Decision,
+        status: Status,
+    ) {
+        let pod = qpi.pod_info.clone();
+        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
+        fwk.run_unreserve(&mut state, &pod, &node.clone());
+        self.forget(&pod);
+        self.fail_after_assume(fwk, qpi, decision, status, true);
+        self.queue.binding_released(&pod);
     }
 
     /// Assumes the pod on the node in the cache (and tells the gang

@@ -441,6 +441,16 @@ impl Plugin for DynamicResources {
                 ActionType::UPDATE_POD_GENERATED_RESOURCE_CLAIM,
                 is_schedulable_after_target_pod_update,
             ),
+            // Not in upstream's list: a pod whose binding cycle failed is
+            // forgotten as if deleted (upstream's handleBindingCycleError),
+            // and the devices it held in flight are free again; without
+            // this, pods turned away for those devices would wait for the
+            // periodic flush.
+            ClusterEventWithHint::with_hint(
+                EventResource::AssignedPod,
+                ActionType::DELETE,
+                is_schedulable_after_claiming_pod_delete,
+            ),
             ClusterEventWithHint::new(
                 EventResource::DeviceClass,
                 ActionType::ADD | ActionType::UPDATE,
@@ -521,6 +531,18 @@ fn is_schedulable_after_claim_change(
         Some(old) if old.status == new.status => QueueingHint::Skip,
         Some(_) => QueueingHint::Queue,
     }
+}
+
+/// A deleted (or forgotten) pod that had resource claims may have held
+/// devices.
+fn is_schedulable_after_claiming_pod_delete(
+    _pod: &PodInfo,
+    old: Option<&EventObject>,
+    _new: Option<&EventObject>,
+) -> QueueingHint {
+    let Some(EventObject::Pod(old)) = old else { return QueueingHint::Skip };
+    let claims = old.spec.as_ref().and_then(|s| s.resource_claims.as_ref());
+    if claims.is_some_and(|c| !c.is_empty()) { QueueingHint::Queue } else { QueueingHint::Skip }
 }
 
 /// Upstream `isSchedulableAfterTargetPodUpdate`: the pod's own update
