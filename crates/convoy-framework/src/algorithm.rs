@@ -74,6 +74,11 @@ pub struct Diagnosis {
     /// What PostFilter decided, when it ran (the profile has PostFilter
     /// plugins and the cycle did not skip them).
     pub post_filter: Option<PostFilterOutcome>,
+    /// Filter ran and no node fits: the cycle's PostFilter step
+    /// ([`Framework::post_filter_phase`], preemption) applies. A pod
+    /// rejected as a whole (a refused field, PreFilter) or waiting for its
+    /// victims on its nominated node does not preempt.
+    pub post_filter_applies: bool,
     /// Nodes not in `node_to_status.map` that `node_to_status.absent`
     /// stands for (nodes a PreFilter result excluded).
     pub absent_nodes: usize,
@@ -319,7 +324,7 @@ impl Framework {
             if !status.is_rejected() {
                 return Err(ScheduleError::Internal(status));
             }
-            // No PostFilter here, unlike upstream: the default plugins'
+            // No PostFilter for this, unlike upstream: the default plugins'
             // PreFilter rejections are unresolvable (preemption cannot
             // help), and a pod GangScheduling's starvation guard holds back
             // (Unschedulable) must not preempt others.
@@ -408,7 +413,8 @@ impl Framework {
                 diagnosis.node_to_status.absent = Some(status);
                 diagnosis.absent_nodes = n;
             }
-            self.post_filter_phase(state, pod, snapshot, nominated.as_ref(), &mut diagnosis, rng);
+            // PostFilter (preemption) is the caller's next step.
+            diagnosis.post_filter_applies = true;
             return Err(fit_error(diagnosis));
         }
         let rejected = reasons_histogram(

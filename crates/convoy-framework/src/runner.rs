@@ -68,21 +68,24 @@ impl Framework {
                 .any(|p| p.priority < pod.priority && terminating_by_preemption(&p.pod))
     }
 
-    /// Runs PostFilter (preemption) for a pod that fits nowhere, unless
-    /// the profile has no PostFilter plugin or the cycle skips them, and
-    /// records what it decided in `diagnosis`.
-    pub(crate) fn post_filter_phase(
+    /// Runs PostFilter (preemption) for a pod that fits nowhere, in the
+    /// cycle that [`Framework::schedule_pod`] failed with `diagnosis`
+    /// (`state` and `snapshot` as it left them), unless the profile has no
+    /// PostFilter plugin or the cycle skips them, and records what it
+    /// decided in `diagnosis`.
+    pub fn post_filter_phase(
         &self,
         state: &CycleState,
         pod: &PodInfo,
         snapshot: &dyn NodeInfoLister,
-        nominated: Option<&NominatedPods>,
         diagnosis: &mut Diagnosis,
         rng: &mut impl Rng,
     ) {
         if self.post_filter.is_empty() || state.skip_post_filter {
             return;
         }
+        let nominated = self.nominated_for(pod);
+        let nominated = nominated.as_ref();
         let runner = CycleRunner { fwk: self, filters: self.active_filters(state), nominated };
         let ctx = PostFilterContext { nodes: snapshot, runner: &runner, random: rng.random() };
         let metrics = self.metrics.clone();

@@ -4,15 +4,17 @@
 //! 1. take a fresh snapshot of the cache (only changed nodes are copied);
 //! 2. run the profile's algorithm: PreFilter, Filter (a pod nominated to a
 //!    node tries it first), PreScore, Score, NormalizeScore, pick the best
-//!    node. A pod that fits nowhere runs PostFilter (preemption) and fails
-//!    the cycle: its victims are preempted off the loop, it is nominated to
+//!    node;
+//! 3. a pod that fits nowhere runs PostFilter (preemption) and fails the
+//!    cycle: its victims are preempted off the loop, it is nominated to
 //!    their node and requeued (`preempt.rs`);
-//! 3. assume the pod on that node in the cache, so the next cycle sees it;
-//! 4. Reserve, then Permit;
-//! 5. hand the pod to a binding task (PreBind, Bind, PostBind) and return
+//! 4. assume the pod on the chosen node in the cache, so the next cycle
+//!    sees it;
+//! 5. Reserve, then Permit;
+//! 6. hand the pod to a binding task (PreBind, Bind, PostBind) and return
 //!    at once: the loop never waits on the network.
 //!
-//! Any failure after step 3 undoes what was done, in reverse (unreserve,
+//! Any failure after step 4 undoes what was done, in reverse (unreserve,
 //! forget the assumed pod) and requeues the pod.
 
 use std::collections::BTreeMap;
@@ -56,7 +58,7 @@ impl Scheduler {
             let ls = &mut *ls;
             self.cache.update_snapshot(&mut ls.snapshot);
             let (snapshot, nodes) = (&ls.snapshot, ls.snapshot.nodes());
-            let r = fwk.schedule_pod(
+            let mut r = fwk.schedule_pod(
                 &mut state,
                 &pod,
                 snapshot,
@@ -64,6 +66,12 @@ impl Scheduler {
                 &mut ls.next_start,
                 &mut ls.rng,
             );
+            // 3: PostFilter, on the same snapshot, for a pod no node fits.
+            if let Err(ScheduleError::Fit(fit)) = &mut r
+                && fit.diagnosis.post_filter_applies
+            {
+                fwk.post_filter_phase(&state, &pod, snapshot, &mut fit.diagnosis, &mut ls.rng);
+            }
             (r, nodes.len())
         };
         let result = match result {
@@ -77,13 +85,13 @@ impl Scheduler {
         let node = result.node.clone();
         let decision = scheduled_decision(&fwk, &qpi, result, total, started, None);
 
-        // 3: assume.
+        // 4: assume.
         if let Err(e) = self.assume(&pod, &node) {
             self.fail_after_assume(&fwk, qpi, decision, Status::error(e.to_string()), false);
             return;
         }
 
-        // 4: Reserve and Permit.
+        // 5: Reserve and Permit.
         let s = fwk.run_reserve(&mut state, &pod, &node);
         if !s.is_success() {
             self.forget(&pod);
@@ -93,7 +101,7 @@ impl Scheduler {
         self.permit_and_bind(fwk, qpi, state, decision);
     }
 
-    /// Steps 4 (Permit) and 5 (binding task) for a pod assumed and
+    /// Steps 5 (Permit) and 6 (binding task) for a pod assumed and
     /// reserved on the node of its `decision`.
     pub(crate) fn permit_and_bind(
         self: &Arc<Self>,
@@ -115,7 +123,7 @@ impl Scheduler {
             }
         };
 
-        // 5: binding cycle, asynchronously.
+        // 6: binding cycle, asynchronously.
         self.binds_in_flight.fetch_add(1, Ordering::AcqRel);
         let this = self.clone();
         tokio::spawn(async move {
