@@ -9,8 +9,9 @@
 //! ...`). Decoding is strict like upstream's: unknown fields are errors.
 //!
 //! Dependencies: `serde`, `serde_json`, `serde-saphyr` (YAML, as kube-rs uses it),
-//! `serde_path_to_error` and `thiserror`. No IO besides reading the one file, no Kubernetes
-//! client; which plugins exist is told by the caller through [`KnownPlugins`].
+//! `serde_path_to_error`, `thiserror` and `kube-core` (its Go-duration type; kube-core does no
+//! IO). No IO besides reading the one file, no Kubernetes client; which plugins exist is told
+//! by the caller through [`KnownPlugins`].
 
 mod args;
 mod build;

@@ -863,3 +863,41 @@ fn dynamic_resources_args_decode() {
     let e = err("profiles:\n- pluginConfig: [{name: DynamicResources, args: {timeout: 1s}}]\n");
     assert!(e.contains("unknown field `timeout`"), "{e}");
 }
+
+/// Go durations (parsed by `kube_core::Duration`): the forms upstream files use load; a
+/// negative or malformed one is refused with its field and position.
+#[test]
+fn go_durations_in_fields() {
+    let lease = |value: &str| {
+        parse(&format!(
+            "leaderElection: {{leaseDuration: {value}, renewDeadline: 40ms, retryPeriod: 10ms}}\n"
+        ))
+        .map(|c| c.leader_election.lease_duration)
+    };
+    let cases: &[(&str, Duration)] = &[
+        ("100ms", Duration::from_millis(100)),
+        ("1h2m", Duration::from_secs(3720)),
+        ("1.5s", Duration::from_millis(1500)),
+        ("\"1m30s\"", Duration::from_secs(90)),
+    ];
+    for (value, want) in cases {
+        assert_eq!(lease(value).unwrap_or_else(|e| panic!("{value}: {e}")), *want, "{value}");
+    }
+    let refused: &[(&str, &str)] = &[
+        (
+            "-1s",
+            "config.yaml:3:33: leaderElection.leaseDuration: invalid duration \"-1s\": must not be negative",
+        ),
+        ("abc", "config.yaml:3:33: leaderElection.leaseDuration: invalid duration \"abc\""),
+    ];
+    for (value, want) in refused {
+        let message = lease(value).unwrap_err().to_string();
+        assert!(message.contains(want), "{value}: {message}\nwant: {want}");
+    }
+    let e =
+        err("profiles:\n- pluginConfig: [{name: DynamicResources, args: {filterTimeout: -1s}}]\n");
+    assert!(
+        e.contains("profiles[0].pluginConfig[0].args.filterTimeout: invalid duration \"-1s\": must not be negative"),
+        "{e}"
+    );
+}
