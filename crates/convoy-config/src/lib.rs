@@ -18,6 +18,7 @@ mod build;
 mod defaults;
 mod duration;
 mod error;
+mod gpu_args;
 mod raw;
 mod spread_args;
 mod summary;
@@ -35,6 +36,10 @@ pub use args::{
 pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
 pub use duration::{format_go_duration, parse_go_duration};
 pub use error::{ConfigError, Problem};
+pub use gpu_args::{
+    CpuOnlyPods, DEFAULT_REQUEST_SIZE_PRIOR, DEFAULT_RESOURCE_NAME, DEFAULT_TOPOLOGY_KEYS,
+    GPU_PLACEMENT_ARGS_KIND, GpuPlacementArgs, MAX_GPUS_PER_POD, RequestSizeArgs,
+};
 pub use spread_args::{DefaultConstraint, DefaultingType, PodTopologySpreadArgs};
 pub use types::{
     ClientConnection, EXTENSION_POINTS, LeaderElection, PluginRef, PluginSet, Plugins, Profile,

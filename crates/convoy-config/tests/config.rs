@@ -901,3 +901,69 @@ fn go_durations_in_fields() {
         "{e}"
     );
 }
+
+/// `GpuPlacementArgs` decode like every other plugin's args: serde, unknown fields and wrong
+/// types refused with the field and its position, defaults filled in.
+#[test]
+fn gpu_placement_args_decode() {
+    use convoy_config::{CpuOnlyPods, GpuPlacementArgs};
+    let mut plugins: Vec<String> = default_multi_point().into_iter().map(|p| p.name).collect();
+    plugins.push(names::GPU_PLACEMENT.to_owned());
+    let known = KnownPlugins::new(plugins);
+    let load = |args: &str| {
+        let text = format!(
+            "{HEADER}profiles:\n- plugins: {{multiPoint: {{enabled: [{{name: GpuPlacement}}]}}}}\n  pluginConfig:\n  - name: GpuPlacement\n    args: {args}\n"
+        );
+        parse_str(&text, "config.yaml", &known).map(|c| {
+            match c.profiles[0].plugin_args.get(names::GPU_PLACEMENT) {
+                Some(PluginArgs::GpuPlacement(a)) => a.clone(),
+                other => panic!("{other:?}"),
+            }
+        })
+    };
+    assert_eq!(load("{}").unwrap(), GpuPlacementArgs::default());
+    assert_eq!(load("").unwrap(), GpuPlacementArgs::default());
+    let a = load(
+        "{cpuOnlyPods: Neutral, requestSizePrior: [{gpus: 2, cpu: 8, memory: 16Gi, weight: 1}]}",
+    )
+    .unwrap();
+    assert_eq!(a.cpu_only_pods, CpuOnlyPods::Neutral);
+    assert_eq!(a.request_size_prior[0].cpu.as_deref(), Some("8"));
+    assert_eq!(a.request_size_prior[0].memory.as_deref(), Some("16Gi"));
+    assert_eq!(a.half_life_pods, 500);
+
+    let refused: &[(&str, &str)] = &[
+        (
+            "{resourceName: [nvidia.com/gpu]}",
+            "config.yaml:7:12: profiles[0].pluginConfig[0].args.resourceName: unknown field `resourceName`",
+        ),
+        (
+            "{requestSizePrior: [{gpus: 1, weight: 1, size: 3}]}",
+            "config.yaml:7:52: profiles[0].pluginConfig[0].args.requestSizePrior[0].size: unknown field `size`",
+        ),
+        (
+            "{halfLifePods: many}",
+            "config.yaml:7:26: profiles[0].pluginConfig[0].args.halfLifePods: invalid",
+        ),
+        (
+            "{topologyWeight: 101}",
+            "config.yaml:7:28: profiles[0].pluginConfig[0].args.topologyWeight: 101 is out of range 0..=100",
+        ),
+        (
+            "{fragmentationWeight: 0, topologyWeight: 0}",
+            "config.yaml: profiles[0].pluginConfig[0].args.fragmentationWeight: fragmentationWeight, topologyWeight and gpuMemoryWeight are all 0",
+        ),
+        (
+            "{kind: NodeResourcesFitArgs}",
+            "profiles[0].pluginConfig[0].args.kind: kind must be \"GpuPlacementArgs\"",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (args, want) in refused {
+        match load(args) {
+            Err(e) if e.to_string().contains(want) => {}
+            other => failures.push(format!("{args}: {other:?}\n  want: {want}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
