@@ -72,7 +72,7 @@ fn upstream_full_example_loads() {
     let config = load_file(&path, &known()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.parallelism, 16);
     assert_eq!(config.percentage_of_nodes_to_score, Some(0));
-    assert!(!config.enable_profiling);
+    assert!(!config.delay_cache_until_active);
     assert_eq!(config.client_connection.content_type, "application/json");
     assert_eq!(config.leader_election.resource_name, "rust-scheduler");
     assert_eq!(config.leader_election.lease_duration, Duration::from_secs(15));
@@ -900,6 +900,38 @@ fn go_durations_in_fields() {
         e.contains("profiles[0].pluginConfig[0].args.filterTimeout: invalid duration \"-1s\": must not be negative"),
         "{e}"
     );
+}
+
+/// `enableProfiling` and `enableContentionProfiling`: Convoy serves no profiling endpoints.
+/// Absent loads (upstream defaults enableProfiling to true, and upstream files omit it), so
+/// does false; an explicit true is refused with the field and its position.
+#[test]
+fn profiling_is_refused_only_when_asked_for() {
+    ok("");
+    ok("enableProfiling: false\nenableContentionProfiling: false\n");
+    let cases: &[(&str, &str)] = &[
+        (
+            "enableProfiling: true\n",
+            "config.yaml:3:18: enableProfiling: profiling endpoints are not supported by Convoy",
+        ),
+        (
+            "enableContentionProfiling: true\n",
+            "config.yaml:3:28: enableContentionProfiling: profiling endpoints are not supported by Convoy",
+        ),
+    ];
+    for (body, want) in cases {
+        let message = err(body);
+        assert!(message.contains(want), "{body}: {message}\nwant: {want}");
+    }
+    let e = parse("enableProfiling: true\nenableContentionProfiling: true\n").unwrap_err();
+    assert_eq!(e.problems().len(), 2, "{e}");
+}
+
+/// `delayCacheUntilActive` loads (false by default); the scheduler acts on it.
+#[test]
+fn delay_cache_until_active_loads() {
+    assert!(!ok("").delay_cache_until_active);
+    assert!(ok("delayCacheUntilActive: true\n").delay_cache_until_active);
 }
 
 /// `GpuPlacementArgs` decode like every other plugin's args: serde, unknown fields and wrong
