@@ -6,6 +6,7 @@ use std::fmt;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
+use crate::gpu_args::{GpuPlacementArgs, GpuPlacementArgsRaw};
 use crate::names;
 use crate::spread_args::PodTopologySpreadArgs;
 
@@ -32,6 +33,8 @@ pub enum PluginArgs {
     VolumeBinding(VolumeBindingArgs),
     /// `DynamicResourcesArgs`.
     DynamicResources(DynamicResourcesArgs),
+    /// `GpuPlacementArgs` (Convoy's own plugin).
+    GpuPlacement(GpuPlacementArgs),
     /// Raw arguments of a plugin without typed args here (out-of-tree plugins), for its factory
     /// to decode; `apiVersion`/`kind` are kept if given.
     Other(serde_json::Value),
@@ -51,8 +54,30 @@ impl PluginArgs {
             names::DEFAULT_PREEMPTION => Some(Self::DefaultPreemption(Default::default())),
             names::VOLUME_BINDING => Some(Self::VolumeBinding(Default::default())),
             names::DYNAMIC_RESOURCES => Some(Self::DynamicResources(Default::default())),
+            names::GPU_PLACEMENT => Some(Self::GpuPlacement(Default::default())),
             _ => None,
         }
+    }
+
+    /// Decodes `value` as the args of `plugin` (null: the defaults) with the loader's decoder
+    /// and validation, for args built in code rather than read from a file. Errors name the
+    /// field below `args` (`requestSizePrior[0].weight: must be positive`), several joined
+    /// with `; `.
+    pub fn from_json(plugin: &str, value: serde_json::Value) -> Result<Self, String> {
+        let mut track = serde_path_to_error::Track::new();
+        let de = serde_path_to_error::Deserializer::new(value, &mut track);
+        let args = decode(plugin, de).map_err(|e| {
+            match crate::error::join_path("", Some(&track.path())) {
+                path if path.is_empty() => e.to_string(),
+                path => format!("{path}: {e}"),
+            }
+        })?;
+        let problems: Vec<String> = args
+            .validate()
+            .into_iter()
+            .map(|(field, message)| format!("{field}: {message}"))
+            .collect();
+        if problems.is_empty() { Ok(args) } else { Err(problems.join("; ")) }
     }
 
     /// Upstream's validation of the (defaulted) args: `(field path below args, message)` pairs.
@@ -67,6 +92,7 @@ impl PluginArgs {
             Self::DefaultPreemption(args) => args.validate(),
             Self::VolumeBinding(args) => args.validate(),
             Self::DynamicResources(args) => args.validate(),
+            Self::GpuPlacement(args) => args.validate(),
             Self::Other(_) => Vec::new(),
         }
     }
@@ -131,6 +157,10 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
                     .min_candidate_nodes_absolute
                     .unwrap_or(defaults.min_candidate_nodes_absolute),
             })
+        }
+        names::GPU_PLACEMENT => {
+            let raw = Option::<GpuPlacementArgsRaw>::deserialize(deserializer)?.unwrap_or_default();
+            PluginArgs::GpuPlacement(GpuPlacementArgs::from_raw(raw))
         }
         names::VOLUME_BINDING => {
             let raw =
@@ -775,7 +805,11 @@ struct SpreadArgsRaw {
     defaulting_type: crate::spread_args::DefaultingType,
 }
 
-fn expect_str<'de, D: Deserializer<'de>>(d: D, field: &str, want: &str) -> Result<(), D::Error> {
+pub(crate) fn expect_str<'de, D: Deserializer<'de>>(
+    d: D,
+    field: &str,
+    want: &str,
+) -> Result<(), D::Error> {
     let got = String::deserialize(d)?;
     if got == want {
         Ok(())
@@ -784,7 +818,7 @@ fn expect_str<'de, D: Deserializer<'de>>(d: D, field: &str, want: &str) -> Resul
     }
 }
 
-fn api_version<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
+pub(crate) fn api_version<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
     expect_str(d, "apiVersion", ARGS_API_VERSION)
 }
 

@@ -88,6 +88,23 @@ fn build(raw: RawConfig, file: &str, known: &KnownPlugins) -> Result<SchedulerCo
             "scheduler extenders are not supported by Convoy; use plugins",
         );
     }
+    // Upstream serves /debug/pprof (and contention profiles) when these are true; Convoy
+    // has no such endpoints. Absent loads (upstream's default is true, and upstream files
+    // omit it), as does an explicit false.
+    for (field, value) in [
+        ("enableProfiling", &raw.enable_profiling),
+        ("enableContentionProfiling", &raw.enable_contention_profiling),
+    ] {
+        if let Some(value) = value
+            && value.value
+        {
+            problems.push(
+                field,
+                Some(&value.referenced),
+                "profiling endpoints are not supported by Convoy; set it to false or remove it",
+            );
+        }
+    }
     validate_leader_election(&raw.leader_election, &mut problems);
 
     let mut raw_profiles = raw.profiles;
@@ -147,10 +164,6 @@ fn build(raw: RawConfig, file: &str, known: &KnownPlugins) -> Result<SchedulerCo
         pod_max_backoff_seconds,
         leader_election: raw.leader_election,
         client_connection: raw.client_connection,
-        enable_profiling: raw.enable_profiling,
-        enable_contention_profiling: raw
-            .enable_contention_profiling
-            .unwrap_or(raw.enable_profiling),
         delay_cache_until_active: raw.delay_cache_until_active,
         profiles,
     })

@@ -1,77 +1,66 @@
-//! Go `time.Duration` strings (`metav1.Duration` in YAML): `"15s"`, `"1m30s"`, `"500ms"`, `"1.5h"`.
+//! Go `time.Duration` strings (`metav1.Duration` in YAML): `"15s"`, `"1m30s"`, `"500ms"`, `"1.5h"`,
+//! parsed by `kube_core::Duration`; formatted the way Go prints them.
 
 use std::time::Duration;
 
+use kube_core::duration::ParseError;
 use serde::{Deserialize, Deserializer};
 
-/// Parses a Go duration string. Negative durations are rejected: every duration in the
-/// scheduler configuration is a span of time that must not be negative.
+/// Parses a Go duration string with [`kube_core::Duration`] (kube-rs' `metav1.Duration`).
+/// Negative durations are rejected: every duration in the scheduler configuration is a span
+/// of time that must not be negative.
 ///
 /// Accepted units are those of Go's `time.ParseDuration`: `ns`, `us` (`µs`, `μs`), `ms`, `s`,
 /// `m`, `h`; a bare `0` is allowed, other numbers need a unit.
 pub fn parse_go_duration(text: &str) -> Result<Duration, String> {
-    let invalid = || {
-        format!(
-            "invalid duration {text:?} (expected a Go duration such as \"15s\", \"1m30s\", \"500ms\")"
-        )
-    };
-    let (negative, s) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    let magnitude = parse_unsigned(s, text).map_err(|e| e.unwrap_or_else(invalid))?;
-    if negative && !magnitude.is_zero() {
-        return Err(format!("invalid duration {text:?}: must not be negative"));
+    let invalid = |why: &str| format!("invalid duration {text:?}: {why}");
+    check_bounds(text).map_err(invalid)?;
+    let parsed: kube_core::Duration = text.parse().map_err(|e| {
+        invalid(match e {
+            ParseError::NoUnit => "missing unit (one of ns, us, ms, s, m, h)",
+            ParseError::InvalidUnit => "unknown unit (expected one of ns, us, ms, s, m, h)",
+            _ => "expected a Go duration such as \"15s\", \"1m30s\", \"500ms\"",
+        })
+    })?;
+    let magnitude = Duration::from(parsed);
+    if parsed.is_negative() && !magnitude.is_zero() {
+        return Err(invalid("must not be negative"));
+    }
+    // Go's limit: a time.Duration is an int64 count of nanoseconds.
+    if magnitude.as_nanos() > i64::MAX as u128 {
+        return Err(invalid("too large"));
     }
     Ok(magnitude)
 }
 
-/// Parses the unsigned part `s` of Go duration `text`; `Err(None)` for a generic syntax error.
-fn parse_unsigned(s: &str, text: &str) -> Result<Duration, Option<String>> {
-    let invalid = || None;
-    if s == "0" {
-        return Ok(Duration::ZERO);
+/// What `kube_core::Duration`'s parser does not refuse itself: an empty string (or a bare
+/// sign), which it reads as zero and Go refuses, and input that would make it panic (it
+/// multiplies `std::time::Duration`s, which panics on overflow and on a negative factor such
+/// as the `-5` of `"1s-5s"`). This is not a second parser: it only bounds the input.
+fn check_bounds(text: &str) -> Result<(), &'static str> {
+    let unsigned = text.strip_prefix(['-', '+']).unwrap_or(text);
+    if unsigned.is_empty() {
+        return Err("expected a Go duration such as \"15s\", \"1m30s\", \"500ms\"");
     }
-    if s.is_empty() {
-        return Err(invalid());
+    if unsigned.contains(['-', '+']) {
+        return Err("a sign is allowed only at the start");
     }
-    let mut rest = s;
-    let mut total_nanos: f64 = 0.0;
-    while !rest.is_empty() {
-        let number_len =
-            rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(|| {
-                Some(format!(
-                    "invalid duration {text:?}: missing unit (one of ns, us, ms, s, m, h)"
-                ))
-            })?;
-        let number = &rest[..number_len];
-        if number.is_empty() || number == "." || number.matches('.').count() > 1 {
-            return Err(invalid());
+    // At most 15 integer digits in all keep the sum below 10^15 hours, far from an overflow
+    // of std's Duration (and far beyond Go's limit of about 2562047h, checked after parsing).
+    let mut integer_digits = 0;
+    let mut in_fraction = false;
+    for c in unsigned.chars() {
+        match c {
+            '.' => in_fraction = true,
+            '0'..='9' if !in_fraction => integer_digits += 1,
+            '0'..='9' => {}
+            _ => in_fraction = false,
         }
-        let value: f64 = number.parse().map_err(|_| invalid())?;
-        rest = &rest[number_len..];
-        let unit_len = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let nanos_per_unit = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            unit => {
-                return Err(Some(format!(
-                    "invalid duration {text:?}: unknown unit {unit:?} (expected one of ns, us, ms, s, m, h)"
-                )));
-            }
-        };
-        total_nanos += value * nanos_per_unit;
-        rest = &rest[unit_len..];
     }
-    // Go's limit: a time.Duration is an int64 count of nanoseconds.
-    if total_nanos > i64::MAX as f64 {
-        return Err(Some(format!("invalid duration {text:?}: too large")));
+    if integer_digits > 15 {
+        return Err("too large");
     }
-    Ok(Duration::from_nanos(total_nanos.round() as u64))
+    Ok(())
 }
 
 /// Formats a duration the way Go prints it (`1m30s`, `500ms`, `0s`).
@@ -125,8 +114,11 @@ mod tests {
         let cases: &[(&str, Duration)] = &[
             ("15s", Duration::from_secs(15)),
             ("1m30s", Duration::from_secs(90)),
+            ("100ms", Duration::from_millis(100)),
             ("500ms", Duration::from_millis(500)),
+            ("1.5s", Duration::from_millis(1500)),
             ("1.5h", Duration::from_secs(5400)),
+            ("1h2m", Duration::from_secs(3720)),
             ("2h45m", Duration::from_secs(9900)),
             ("0", Duration::ZERO),
             ("-0s", Duration::ZERO),
@@ -135,6 +127,7 @@ mod tests {
             ("3µs", Duration::from_micros(3)),
             ("7ns", Duration::from_nanos(7)),
             (".5s", Duration::from_millis(500)),
+            ("2562047h", Duration::from_secs(2562047 * 3600)),
         ];
         for (text, want) in cases {
             assert_eq!(parse_go_duration(text).as_ref(), Ok(want), "{text}");
@@ -144,13 +137,20 @@ mod tests {
     #[test]
     fn rejects_bad_durations() {
         let cases: &[(&str, &str)] = &[
-            ("", "invalid duration"),
+            ("", "invalid duration \"\""),
+            ("-", "invalid duration \"-\""),
             ("15", "missing unit"),
-            ("15x", "unknown unit \"x\""),
+            ("15x", "unknown unit"),
             ("-5s", "must not be negative"),
+            ("-1s", "must not be negative"),
+            ("abc", "invalid duration \"abc\""),
             ("s", "invalid duration"),
             ("1..5s", "invalid duration"),
-            ("1e3s", "unknown unit \"e\""),
+            ("1e3s", "unknown unit"),
+            ("1s-5s", "a sign is allowed only at the start"),
+            ("2562048h", "too large"),
+            ("9999999999999999h", "too large"),
+            ("99999999999999h99999999999999h", "too large"),
         ];
         for (text, want) in cases {
             let err = parse_go_duration(text).unwrap_err();

@@ -9,14 +9,16 @@
 //! ...`). Decoding is strict like upstream's: unknown fields are errors.
 //!
 //! Dependencies: `serde`, `serde_json`, `serde-saphyr` (YAML, as kube-rs uses it),
-//! `serde_path_to_error` and `thiserror`. No IO besides reading the one file, no Kubernetes
-//! client; which plugins exist is told by the caller through [`KnownPlugins`].
+//! `serde_path_to_error`, `thiserror` and `kube-core` (its Go-duration type; kube-core does no
+//! IO). No IO besides reading the one file, no Kubernetes client; which plugins exist is told
+//! by the caller through [`KnownPlugins`].
 
 mod args;
 mod build;
 mod defaults;
 mod duration;
 mod error;
+mod gpu_args;
 mod raw;
 mod spread_args;
 mod summary;
@@ -34,6 +36,10 @@ pub use args::{
 pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
 pub use duration::{format_go_duration, parse_go_duration};
 pub use error::{ConfigError, Problem};
+pub use gpu_args::{
+    CpuOnlyPods, DEFAULT_REQUEST_SIZE_PRIOR, DEFAULT_RESOURCE_NAME, DEFAULT_TOPOLOGY_KEYS,
+    GPU_PLACEMENT_ARGS_KIND, GpuPlacementArgs, MAX_GPUS_PER_POD, RequestSizeArgs,
+};
 pub use spread_args::{DefaultConstraint, DefaultingType, PodTopologySpreadArgs};
 pub use types::{
     ClientConnection, EXTENSION_POINTS, LeaderElection, PluginRef, PluginSet, Plugins, Profile,

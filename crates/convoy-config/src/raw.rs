@@ -40,10 +40,12 @@ pub(crate) struct RawConfig {
     pub leader_election: LeaderElection,
     #[serde(default)]
     pub client_connection: ClientConnection,
-    #[serde(default = "yes")]
-    pub enable_profiling: bool,
+    /// Refused when `true` (upstream's default when absent: absent loads).
     #[serde(default)]
-    pub enable_contention_profiling: Option<bool>,
+    pub enable_profiling: Option<Spanned<bool>>,
+    /// Refused when `true`.
+    #[serde(default)]
+    pub enable_contention_profiling: Option<Spanned<bool>>,
     #[serde(default)]
     pub delay_cache_until_active: bool,
     #[serde(default)]
@@ -58,10 +60,6 @@ fn default_parallelism() -> u32 {
 
 fn default_initial_backoff() -> u64 {
     1
-}
-
-fn yes() -> bool {
-    true
 }
 
 fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {

@@ -24,11 +24,10 @@ pub struct SchedulerConfig {
     pub leader_election: LeaderElection,
     /// How to reach the API server.
     pub client_connection: ClientConnection,
-    /// `enableProfiling` (upstream default true; kept, Convoy may ignore it).
-    pub enable_profiling: bool,
-    /// `enableContentionProfiling` (kept, Convoy may ignore it).
-    pub enable_contention_profiling: bool,
-    /// `delayCacheUntilActive`: fill the caches only after winning the leader election.
+    /// `delayCacheUntilActive`: with leader election on, start the watches (and so fill the
+    /// caches) only after winning the election; default false. (`enableProfiling` and
+    /// `enableContentionProfiling` have no field: Convoy serves no profiling endpoints, so
+    /// `true` is refused and `false` or absent loads.)
     pub delay_cache_until_active: bool,
     /// Scheduling profiles, one per `schedulerName`; never empty.
     pub profiles: Vec<Profile>,

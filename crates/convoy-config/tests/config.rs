@@ -72,7 +72,7 @@ fn upstream_full_example_loads() {
     let config = load_file(&path, &known()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.parallelism, 16);
     assert_eq!(config.percentage_of_nodes_to_score, Some(0));
-    assert!(!config.enable_profiling);
+    assert!(!config.delay_cache_until_active);
     assert_eq!(config.client_connection.content_type, "application/json");
     assert_eq!(config.leader_election.resource_name, "rust-scheduler");
     assert_eq!(config.leader_election.lease_duration, Duration::from_secs(15));
@@ -862,4 +862,140 @@ fn dynamic_resources_args_decode() {
     assert!(e.contains("must not be negative"), "{e}");
     let e = err("profiles:\n- pluginConfig: [{name: DynamicResources, args: {timeout: 1s}}]\n");
     assert!(e.contains("unknown field `timeout`"), "{e}");
+}
+
+/// Go durations (parsed by `kube_core::Duration`): the forms upstream files use load; a
+/// negative or malformed one is refused with its field and position.
+#[test]
+fn go_durations_in_fields() {
+    let lease = |value: &str| {
+        parse(&format!(
+            "leaderElection: {{leaseDuration: {value}, renewDeadline: 40ms, retryPeriod: 10ms}}\n"
+        ))
+        .map(|c| c.leader_election.lease_duration)
+    };
+    let cases: &[(&str, Duration)] = &[
+        ("100ms", Duration::from_millis(100)),
+        ("1h2m", Duration::from_secs(3720)),
+        ("1.5s", Duration::from_millis(1500)),
+        ("\"1m30s\"", Duration::from_secs(90)),
+    ];
+    for (value, want) in cases {
+        assert_eq!(lease(value).unwrap_or_else(|e| panic!("{value}: {e}")), *want, "{value}");
+    }
+    let refused: &[(&str, &str)] = &[
+        (
+            "-1s",
+            "config.yaml:3:33: leaderElection.leaseDuration: invalid duration \"-1s\": must not be negative",
+        ),
+        ("abc", "config.yaml:3:33: leaderElection.leaseDuration: invalid duration \"abc\""),
+    ];
+    for (value, want) in refused {
+        let message = lease(value).unwrap_err().to_string();
+        assert!(message.contains(want), "{value}: {message}\nwant: {want}");
+    }
+    let e =
+        err("profiles:\n- pluginConfig: [{name: DynamicResources, args: {filterTimeout: -1s}}]\n");
+    assert!(
+        e.contains("profiles[0].pluginConfig[0].args.filterTimeout: invalid duration \"-1s\": must not be negative"),
+        "{e}"
+    );
+}
+
+/// `enableProfiling` and `enableContentionProfiling`: Convoy serves no profiling endpoints.
+/// Absent loads (upstream defaults enableProfiling to true, and upstream files omit it), so
+/// does false; an explicit true is refused with the field and its position.
+#[test]
+fn profiling_is_refused_only_when_asked_for() {
+    ok("");
+    ok("enableProfiling: false\nenableContentionProfiling: false\n");
+    let cases: &[(&str, &str)] = &[
+        (
+            "enableProfiling: true\n",
+            "config.yaml:3:18: enableProfiling: profiling endpoints are not supported by Convoy",
+        ),
+        (
+            "enableContentionProfiling: true\n",
+            "config.yaml:3:28: enableContentionProfiling: profiling endpoints are not supported by Convoy",
+        ),
+    ];
+    for (body, want) in cases {
+        let message = err(body);
+        assert!(message.contains(want), "{body}: {message}\nwant: {want}");
+    }
+    let e = parse("enableProfiling: true\nenableContentionProfiling: true\n").unwrap_err();
+    assert_eq!(e.problems().len(), 2, "{e}");
+}
+
+/// `delayCacheUntilActive` loads (false by default); the scheduler acts on it.
+#[test]
+fn delay_cache_until_active_loads() {
+    assert!(!ok("").delay_cache_until_active);
+    assert!(ok("delayCacheUntilActive: true\n").delay_cache_until_active);
+}
+
+/// `GpuPlacementArgs` decode like every other plugin's args: serde, unknown fields and wrong
+/// types refused with the field and its position, defaults filled in.
+#[test]
+fn gpu_placement_args_decode() {
+    use convoy_config::{CpuOnlyPods, GpuPlacementArgs};
+    let mut plugins: Vec<String> = default_multi_point().into_iter().map(|p| p.name).collect();
+    plugins.push(names::GPU_PLACEMENT.to_owned());
+    let known = KnownPlugins::new(plugins);
+    let load = |args: &str| {
+        let text = format!(
+            "{HEADER}profiles:\n- plugins: {{multiPoint: {{enabled: [{{name: GpuPlacement}}]}}}}\n  pluginConfig:\n  - name: GpuPlacement\n    args: {args}\n"
+        );
+        parse_str(&text, "config.yaml", &known).map(|c| {
+            match c.profiles[0].plugin_args.get(names::GPU_PLACEMENT) {
+                Some(PluginArgs::GpuPlacement(a)) => a.clone(),
+                other => panic!("{other:?}"),
+            }
+        })
+    };
+    assert_eq!(load("{}").unwrap(), GpuPlacementArgs::default());
+    assert_eq!(load("").unwrap(), GpuPlacementArgs::default());
+    let a = load(
+        "{cpuOnlyPods: Neutral, requestSizePrior: [{gpus: 2, cpu: 8, memory: 16Gi, weight: 1}]}",
+    )
+    .unwrap();
+    assert_eq!(a.cpu_only_pods, CpuOnlyPods::Neutral);
+    assert_eq!(a.request_size_prior[0].cpu.as_deref(), Some("8"));
+    assert_eq!(a.request_size_prior[0].memory.as_deref(), Some("16Gi"));
+    assert_eq!(a.half_life_pods, 500);
+
+    let refused: &[(&str, &str)] = &[
+        (
+            "{resourceName: [nvidia.com/gpu]}",
+            "config.yaml:7:12: profiles[0].pluginConfig[0].args.resourceName: unknown field `resourceName`",
+        ),
+        (
+            "{requestSizePrior: [{gpus: 1, weight: 1, size: 3}]}",
+            "config.yaml:7:52: profiles[0].pluginConfig[0].args.requestSizePrior[0].size: unknown field `size`",
+        ),
+        (
+            "{halfLifePods: many}",
+            "config.yaml:7:26: profiles[0].pluginConfig[0].args.halfLifePods: invalid",
+        ),
+        (
+            "{topologyWeight: 101}",
+            "config.yaml:7:28: profiles[0].pluginConfig[0].args.topologyWeight: 101 is out of range 0..=100",
+        ),
+        (
+            "{fragmentationWeight: 0, topologyWeight: 0}",
+            "config.yaml: profiles[0].pluginConfig[0].args.fragmentationWeight: fragmentationWeight, topologyWeight and gpuMemoryWeight are all 0",
+        ),
+        (
+            "{kind: NodeResourcesFitArgs}",
+            "profiles[0].pluginConfig[0].args.kind: kind must be \"GpuPlacementArgs\"",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (args, want) in refused {
+        match load(args) {
+            Err(e) if e.to_string().contains(want) => {}
+            other => failures.push(format!("{args}: {other:?}\n  want: {want}")),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

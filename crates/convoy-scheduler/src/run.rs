@@ -28,6 +28,21 @@ pub enum Exit {
     WatchEnded,
 }
 
+/// Runs `start` once this replica leads when `delay` is set (upstream's
+/// `delayCacheUntilActive`: informers start in `OnStartedLeading`), at once
+/// otherwise. `None`, without running `start`, when the election ended
+/// before this replica led.
+pub(crate) async fn after_leading<F: Future>(
+    delay: bool,
+    leader: &mut watch::Receiver<bool>,
+    start: F,
+) -> Option<F::Output> {
+    if delay && leader.wait_for(|leading| *leading).await.is_err() {
+        return None;
+    }
+    Some(start.await)
+}
+
 /// Pods scheduled between two yields of the live scheduling loop.
 const YIELD_EVERY: u32 = 32;
 
@@ -40,7 +55,9 @@ pub const ASSUMED_CLEANUP_PERIOD: Duration = Duration::from_secs(1);
 
 impl Scheduler {
     /// Runs against a live cluster: one task applies cluster updates (from
-    /// start-up, so the cache is warm before this replica leads), tickers
+    /// start-up, so the cache is warm before this replica leads; with
+    /// `delayCacheUntilActive` and leader election, from when it leads:
+    /// [`after_leading`]), tickers
     /// flush the queue, and this task schedules pods while `leader` is true
     /// and the initial lists are synced. Returns on `shutdown`, when the
     /// lease is lost (scheduling stops at once), or when `updates` ends.
@@ -56,12 +73,23 @@ impl Scheduler {
         let (ended_tx, mut ended) = watch::channel(false);
         let events = {
             let this = self.clone();
+            let mut leading = leader.clone();
+            let delay = self.delay_cache_until_active;
             tokio::spawn(async move {
-                let mut updates = std::pin::pin!(updates);
-                while let Some(u) = updates.next().await {
-                    this.handle_update(u);
+                let apply = async {
+                    // `updates` is lazy: its watches start at the first poll.
+                    let mut updates = std::pin::pin!(updates);
+                    while let Some(u) = updates.next().await {
+                        this.handle_update(u);
+                    }
+                };
+                if after_leading(delay, &mut leading, apply).await.is_some() {
+                    let _ = ended_tx.send(true);
+                } else {
+                    // The election ended before this replica led: the loop
+                    // below sees the lost lease; keep `ended` open till then.
+                    std::future::pending::<()>().await;
                 }
-                let _ = ended_tx.send(true);
             })
         };
         let tickers = self.clone().spawn_tickers();
@@ -290,5 +318,49 @@ impl Quiet {
         self.repeats = 0;
         self.round_complete = false;
         self.waited = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+
+    /// `delayCacheUntilActive`: the caches start after the lease is won,
+    /// never for a replica whose election ended first; without the delay
+    /// they start at once, leading or not.
+    #[tokio::test]
+    async fn caches_start_after_leading_when_delayed() {
+        let started = AtomicBool::new(false);
+        let start = || async {
+            started.store(true, Ordering::SeqCst);
+            "started"
+        };
+
+        let (tx, mut rx) = watch::channel(false);
+        {
+            let mut delayed = std::pin::pin!(after_leading(true, &mut rx, start()));
+            assert!(futures::poll!(delayed.as_mut()).is_pending());
+            assert!(!started.load(Ordering::SeqCst), "started before leading");
+            tx.send(true).unwrap();
+            assert_eq!(delayed.await, Some("started"));
+        }
+        assert!(started.swap(false, Ordering::SeqCst));
+
+        // Already leading: at once.
+        assert_eq!(after_leading(true, &mut rx, start()).await, Some("started"));
+        assert!(started.swap(false, Ordering::SeqCst));
+
+        // Not delayed: at once, even as a follower.
+        let (_tx, mut follower) = watch::channel(false);
+        assert_eq!(after_leading(false, &mut follower, start()).await, Some("started"));
+        assert!(started.swap(false, Ordering::SeqCst));
+
+        // The election ended before this replica led: never.
+        let (tx, mut lost) = watch::channel(false);
+        drop(tx);
+        assert_eq!(after_leading(true, &mut lost, start()).await, None);
+        assert!(!started.load(Ordering::SeqCst));
     }
 }

@@ -96,6 +96,9 @@ pub struct Scheduler {
     /// How long a simulation may go on, in simulated time, without any
     /// change to the cluster ([`Scheduler::run_until_idle`]).
     pub(crate) quiet_limit: Duration,
+    /// `delayCacheUntilActive` with leader election on: the live loop starts
+    /// the watches (and so fills the cache) only once this replica leads.
+    pub(crate) delay_cache_until_active: bool,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -217,6 +220,8 @@ impl Scheduler {
             running_preemptions,
             dra_stats,
             quiet_limit,
+            delay_cache_until_active: cfg.delay_cache_until_active
+                && cfg.leader_election.leader_elect,
         }))
     }
 

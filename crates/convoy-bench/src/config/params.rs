@@ -105,35 +105,10 @@ impl Params {
     }
 }
 
-/// Parses a Go duration (`"1h2m3.5s"`, `"300ms"`, `"10us"`, `"0"`).
+/// Parses a Go duration (`"1h2m3.5s"`, `"300ms"`, `"10us"`, `"0"`), not negative: the
+/// scheduler configuration's parser (`kube_core::Duration` underneath).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("invalid duration {s:?} (expected e.g. \"10s\", \"500ms\", \"1m30s\")");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if s.is_empty() || s.starts_with('-') {
-        return Err(err());
-    }
-    let mut rest = s.strip_prefix('+').unwrap_or(s);
-    let mut total = 0.0_f64;
-    while !rest.is_empty() {
-        let num_end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).ok_or_else(err)?;
-        let number: f64 = rest[..num_end].parse().map_err(|_| err())?;
-        rest = &rest[num_end..];
-        let unit_end = rest.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(rest.len());
-        let scale = match &rest[..unit_end] {
-            "ns" => 1e-9,
-            "us" | "µs" | "μs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(err()),
-        };
-        total += number * scale;
-        rest = &rest[unit_end..];
-    }
-    Ok(Duration::from_secs_f64(total))
+    convoy_config::parse_go_duration(s)
 }
 
 /// Formats a duration as Go does for simple values (`10ms`, `1.5s`, `250µs`).
@@ -170,7 +145,7 @@ mod tests {
             assert_eq!(parse_duration(s).unwrap(), Duration::from_millis(ms), "{s}");
         }
         assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
-        for bad in ["", "10", "5x", "-1s", "s"] {
+        for bad in ["", "10", "5x", "-1s", "s", "abc"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
         assert_eq!(format_duration(Duration::from_millis(10)), "10ms");

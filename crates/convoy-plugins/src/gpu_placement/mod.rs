@@ -98,9 +98,10 @@ struct ScoreState {
 }
 
 impl GpuPlacement {
-    /// Builds the plugin from its raw args (`PluginArgs::Other`; `None`
-    /// gives the defaults). Errors name the field
-    /// (`GpuPlacementArgs.resourceNames[0]: must not be empty`).
+    /// Builds the plugin from its args (the loader's
+    /// `PluginArgs::GpuPlacement`, or raw `PluginArgs::Other` built in code;
+    /// `None` gives the defaults). Errors name the field
+    /// (`GpuPlacementArgs.resourceNames[1]: "cpu" is not an extended resource name`).
     pub fn new(args: Option<&PluginArgs>) -> Result<Self, String> {
         Ok(Self::from_args(GpuPlacementArgs::from_plugin_args(args)?))
     }
