@@ -29,38 +29,6 @@ use serde_json::{Value, json};
 const X: PodGroupApi = PodGroupApi::XK8s;
 const UP: PodGroupApi = PodGroupApi::Upstream;
 
-/// Installs scheduler-plugins' PodGroup CRD with testenv's kubectl and
-/// waits until it is established.
-fn install_crd(cp: &ControlPlane) -> Result<()> {
-    let kubectl = convoy_testenv::bin_dir()?.join("kubectl");
-    let crd =
-        convoy_testenv::repo_root().join("charts/convoy/crds/scheduling.x-k8s.io_podgroups.yaml");
-    let kubeconfig = cp.env.kubeconfig();
-    for args in [
-        vec!["apply", "-f", crd.to_str().context("CRD path")?],
-        vec![
-            "wait",
-            "--for=condition=Established",
-            "crd/podgroups.scheduling.x-k8s.io",
-            "--timeout=30s",
-        ],
-    ] {
-        let out = std::process::Command::new(&kubectl)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(&args)
-            .output()
-            .context("running kubectl")?;
-        ensure!(
-            out.status.success(),
-            "kubectl {args:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
-}
-
 /// The PodGroup API of `api` in `ns`.
 fn groups(cp: &ControlPlane, api: PodGroupApi, ns: &str) -> Api<DynamicObject> {
     Api::namespaced_with(cp.client.clone(), ns, &api_resource(api))
