@@ -333,16 +333,24 @@ impl Chaos {
         Ok(began.elapsed())
     }
 
+    /// The replicas' exits and kills and the tails of their logs, for
+    /// failure messages. One lock: two `self.replicas()` in one statement
+    /// (a format's arguments) would hold the first guard while waiting for
+    /// the second, forever.
+    pub fn report(&self) -> String {
+        let replicas = self.replicas();
+        format!("replicas: {}{}", replicas.summary(), replicas.tails())
+    }
+
     /// Fails with every violation the checker saw, and the replicas' state.
     pub fn assert_no_violations(&self) -> Result<()> {
         let violations = self.checker.violations();
         ensure!(
             violations.is_empty(),
-            "{} invariant violations:\n{}\nreplicas: {}{}",
+            "{} invariant violations:\n{}\n{}",
             violations.len(),
             violations.iter().map(|v| format!("  {v}")).collect::<Vec<_>>().join("\n"),
-            self.replicas().summary(),
-            self.replicas().tails()
+            self.report()
         );
         Ok(())
     }
@@ -352,11 +360,10 @@ impl Chaos {
     pub async fn assert_all_bound(&self, timeout: Duration) -> Result<()> {
         if let Err(pending) = self.checker.wait_all_bound(CONVOY, timeout).await {
             anyhow::bail!(
-                "{} pods not bound within {timeout:?}, e.g. {:?}\nreplicas: {}{}",
+                "{} pods not bound within {timeout:?}, e.g. {:?}\n{}",
                 pending.len(),
                 &pending[..pending.len().min(8)],
-                self.replicas().summary(),
-                self.replicas().tails()
+                self.report()
             );
         }
         Ok(())
