@@ -6,8 +6,9 @@
 //! independent invariant checker watches the API server directly
 //! throughout: no pod bound twice or moved, no node over its allocatable,
 //! no pod reported Scheduled by two replicas; at the end every pod is
-//! bound. A replica that exits is restarted, as a Deployment would, and
-//! counted.
+//! bound. One test schedules gangs (PodGroups) through a leader kill and a
+//! cut: no group may be left partially bound. A replica that exits is
+//! restarted, as a Deployment would, and counted.
 //!
 //! The bounded tests run with `cargo test`; `make soak` runs
 //! [`soak_random_faults`] (ignored by default) for `CONVOY_CHAOS_SOAK_SECS`
@@ -19,7 +20,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use chaos_support::{CONVOY, Chaos, LEASE_DURATION};
+use chaos_support::{CONVOY, Chaos, GangMonitor, LEASE_DURATION};
 use common::node;
 use rand::{Rng, SeedableRng};
 
@@ -230,6 +231,119 @@ async fn watches_expire_and_relist_after_a_long_cut() -> Result<()> {
         healed - cut,
         expired.join("; "),
         replicas.summary()
+    );
+    Ok(())
+}
+
+/// Gangs under faults: 10 gangs of 4 pods (scheduler-plugins PodGroups,
+/// minMember 4; half created before their pods, half after) arrive two per
+/// second; the Lease holder is SIGKILLed as soon as the first pod is bound
+/// (mid-gang: its siblings' bindings may be in flight), connections are
+/// reset while the standby waits for the Lease, and cut for 2.5 s once it
+/// binds. 40 pods of 400m on 20 CPUs and 50 pod slots (80%). A monitor
+/// polls the API server every 200 ms and times each window in which a group
+/// was partially bound. Asserted: a quiescent moment (bound count stable
+/// for 2 s) with no group partially bound, every gang then bound whole
+/// (4/4), `partial_groups` empty, the failover bound, no violation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gangs_stay_whole_through_a_leader_kill_and_a_cut() -> Result<()> {
+    const GANGS: usize = 10;
+    const MEMBERS: usize = 4;
+    let began = Instant::now();
+    let nodes = (0..5).map(|i| node(&format!("gang-{i}"), "4", "8Gi", "10")).collect();
+    let chaos = Chaos::start_with("gang", nodes, 2, common::install_crd).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    let monitor = GangMonitor::start(chaos.cp.client.clone(), &chaos.ns);
+    let sleep = |s: f64| tokio::time::sleep(Duration::from_secs_f64(s));
+    let burst = async {
+        let start = Instant::now();
+        for g in 0..GANGS {
+            tokio::time::sleep_until((start + Duration::from_millis(500 * g as u64)).into()).await;
+            chaos
+                .create_gang(&format!("g-{g:02}"), MEMBERS as u32, MEMBERS, "400m", g % 2 == 0)
+                .await?;
+        }
+        anyhow::Ok(())
+    };
+    let faults = async {
+        let first = Instant::now() + Duration::from_secs(30);
+        while chaos.checker.bound_count() < 1 {
+            ensure!(Instant::now() < first, "no pod bound in 30 s{}", chaos.replicas().tails());
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let killed = chaos.leader().await.context("no leader to kill")?;
+        chaos.replicas().kill(&killed);
+        let at = Instant::now();
+        let at_kill = chaos.gangs().await?.per_group();
+        sleep(0.7).await;
+        chaos.proxy.reset();
+        let deadline = at + LEASE_DURATION + FAILOVER_SLACK + Duration::from_secs(30);
+        let (holder, took_over) = loop {
+            if let Some(h) = chaos.leader().await
+                && h != killed
+            {
+                break (h, Instant::now());
+            }
+            ensure!(Instant::now() < deadline, "nobody took over{}", chaos.replicas().tails());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let bound = loop {
+            if let Some(after) = chaos.checker.first_bind_after(took_over) {
+                break took_over + after - at;
+            }
+            ensure!(Instant::now() < deadline, "no binding after the takeover");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        chaos.replicas().release(&killed);
+        chaos.proxy.cut();
+        let cut = Instant::now();
+        sleep(2.5).await;
+        chaos.proxy.heal();
+        let healed = Instant::now();
+        anyhow::Ok((killed, holder, took_over - at, bound, at_kill, healed - cut, healed))
+    };
+    let (created, faults) = tokio::join!(burst, faults);
+    created?;
+    let (killed, holder, takeover, failover, at_kill, cut, healed) = faults?;
+    ensure!(
+        failover <= LEASE_DURATION + FAILOVER_SLACK,
+        "failover took {failover:?}, more than the lease {LEASE_DURATION:?} + {FAILOVER_SLACK:?}"
+    );
+
+    // Once no binding lands for 2 s, no group may be partially bound.
+    let (last_bind, quiet_bound) =
+        chaos.wait_gangs_quiescent(Duration::from_secs(2), Duration::from_secs(60)).await?;
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+    let gangs = chaos.gangs().await?;
+    let partial = gangs.partial();
+    ensure!(partial.is_empty(), "partially bound groups once all pods are bound: {partial:?}");
+    let per_group = gangs.per_group();
+    let short: Vec<_> = per_group.iter().filter(|(_, n, _)| *n != MEMBERS).collect();
+    ensure!(
+        per_group.len() == GANGS && short.is_empty(),
+        "{} groups, not all bound whole: {short:?}",
+        per_group.len()
+    );
+    ensure!(gangs.bound() == GANGS * MEMBERS, "{} pods bound", gangs.bound());
+    chaos.assert_no_violations()?;
+    let windows = monitor.windows();
+    let (polls, failed) = monitor.polls();
+    let at_kill: Vec<_> = at_kill.iter().filter(|(_, n, _)| *n > 0).collect();
+    println!(
+        "gangs: killed {killed} with groups bound (group, bound, min) {at_kill:?}; {holder} held \
+         the lease after {takeover:?} and bound after {failover:?} (lease {LEASE_DURATION:?}); \
+         cut {cut:?}, proxy refused {} connections",
+        chaos.proxy.refused()
+    );
+    println!(
+        "gangs: quiescent with {quiet_bound} pods bound, the last bound {:?} after the heal \
+         (polled every 250 ms); all {GANGS}x{MEMBERS} bound whole; {} partial windows seen in \
+         {polls} polls ({failed} failed), longest {:?}; test {:?}; replicas: {}",
+        last_bind.saturating_duration_since(healed),
+        windows.len(),
+        windows.iter().take(3).collect::<Vec<_>>(),
+        began.elapsed(),
+        chaos.replicas().summary()
     );
     Ok(())
 }

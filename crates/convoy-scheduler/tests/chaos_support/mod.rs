@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -14,10 +15,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
+use convoy_adapters::pod_groups::api_resource;
+use convoy_api::pod_group::{POD_GROUP_LABEL, X_K8S_API_VERSION};
+use convoy_api::{PodGroup, PodGroupApi};
+use convoy_gang::invariant::partial_groups;
 use convoy_testenv::{FaultProxy, InvariantChecker, TestEnv};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, PostParams, TypeMeta};
 
 use crate::common::{ControlPlane, pod};
 
@@ -207,6 +212,8 @@ pub struct Chaos {
     pub proxy: FaultProxy,
     /// The test's namespace, with a pod API.
     pub pods: Api<Pod>,
+    /// The test's namespace.
+    pub ns: String,
     /// The Lease the replicas race for.
     pub lease: String,
     /// The control plane (the checker and the test talk to it directly).
@@ -218,7 +225,19 @@ impl Chaos {
     /// namespace `ns` and `nodes`, and starts `replicas` replicas named
     /// `<ns>-0`, `<ns>-1`, ... racing for one Lease.
     pub async fn start(ns: &str, nodes: Vec<Node>, replicas: usize) -> Result<Self> {
+        Self::start_with(ns, nodes, replicas, |_| Ok(())).await
+    }
+
+    /// [`Chaos::start`], with `setup` run on the control plane before any
+    /// replica starts (e.g. installing a CRD the replicas should find).
+    pub async fn start_with(
+        ns: &str,
+        nodes: Vec<Node>,
+        replicas: usize,
+        setup: impl FnOnce(&ControlPlane) -> Result<()>,
+    ) -> Result<Self> {
         let cp = ControlPlane::start().await?;
+        setup(&cp)?;
         let proxy = FaultProxy::start(cp.env.apiserver_addr()?).await?;
         let checker = InvariantChecker::start(cp.client.clone());
         let pods = cp.namespace(ns).await?;
@@ -255,7 +274,7 @@ impl Chaos {
                 }
             })
         };
-        Ok(Self { replicas, supervisor, checker, proxy, pods, lease, cp })
+        Ok(Self { replicas, supervisor, checker, proxy, pods, ns: ns.to_string(), lease, cp })
     }
 
     /// The replicas (kill, release, logs, counts).
@@ -389,18 +408,258 @@ fn config_yaml(lease: &str) -> String {
     )
 }
 
-/// Creates a pod, retrying for up to 60 s while the API server is away; a
-/// conflict means an earlier attempt succeeded but its answer was lost.
-pub async fn create_retrying(api: &Api<Pod>, pod: Pod) -> Result<()> {
+/// Creates an object (a pod, a PodGroup), retrying for up to 60 s while the
+/// API server is away; a conflict means an earlier attempt succeeded but
+/// its answer was lost.
+pub async fn create_retrying<K>(api: &Api<K>, obj: K) -> Result<()>
+where
+    K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
+{
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        match api.create(&PostParams::default(), &pod).await {
+        match api.create(&PostParams::default(), &obj).await {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => return Ok(()),
             Err(_) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            Err(e) => return Err(e).context("creating a pod while the API server is away"),
+            Err(e) => return Err(e).context("creating an object while the API server is away"),
         }
+    }
+}
+
+/// scheduler-plugins' PodGroups (`scheduling.x-k8s.io/v1alpha1`) in `ns`.
+pub fn pod_groups(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), ns, &api_resource(PodGroupApi::XK8s))
+}
+
+/// A member of the scheduler-plugins PodGroup `group` (by its label),
+/// asking for `cpu`.
+pub fn gang_member(group: &str, name: &str, cpu: &str) -> Pod {
+    let mut p = pod(name, CONVOY, cpu, "64Mi");
+    p.metadata.labels = Some([(POD_GROUP_LABEL.to_string(), group.to_string())].into());
+    p
+}
+
+impl Chaos {
+    /// Creates a gang: the PodGroup `name` (scheduler-plugins' API,
+    /// `minMember` `min`) and `members` pods `<name>-<i>` of `cpu`, the
+    /// group before its pods if `group_first`, after them otherwise; each
+    /// retried while the API server is away. The PodGroup CRD must be
+    /// installed ([`Chaos::start_with`], `common::install_crd`).
+    pub async fn create_gang(
+        &self,
+        name: &str,
+        min: u32,
+        members: usize,
+        cpu: &str,
+        group_first: bool,
+    ) -> Result<()> {
+        let group: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": X_K8S_API_VERSION, "kind": "PodGroup",
+            "metadata": { "name": name, "namespace": self.ns }, "spec": { "minMember": min }
+        }))?;
+        let groups = pod_groups(&self.cp.client, &self.ns);
+        if group_first {
+            create_retrying(&groups, group.clone()).await?;
+        }
+        for i in 0..members {
+            create_retrying(&self.pods, gang_member(name, &format!("{name}-{i}"), cpu)).await?;
+        }
+        if !group_first {
+            create_retrying(&groups, group).await?;
+        }
+        Ok(())
+    }
+
+    /// The test namespace's pods and PodGroups, read from the API server.
+    pub async fn gangs(&self) -> Result<Gangs> {
+        Gangs::read(&self.cp.client, &self.ns).await
+    }
+
+    /// Waits for a quiescent moment of the gangs: the number of bound pods
+    /// unchanged for `stable` (no binding landed meanwhile) and no group
+    /// partially bound (`convoy_gang::invariant::partial_groups` empty).
+    /// A group left partially bound after a fault stays so, and fails this
+    /// after `timeout` with its name and counts. Returns when the bound
+    /// count last changed (or the first read, if it never did) and the pods
+    /// bound then.
+    pub async fn wait_gangs_quiescent(
+        &self,
+        stable: Duration,
+        timeout: Duration,
+    ) -> Result<(Instant, usize)> {
+        let deadline = Instant::now() + timeout;
+        let mut last: Option<(usize, Instant)> = None;
+        loop {
+            let gangs = self.gangs().await?;
+            let bound = gangs.bound();
+            let partial = gangs.partial();
+            let now = Instant::now();
+            let since = match last {
+                Some((n, since)) if n == bound => since,
+                _ => now,
+            };
+            last = Some((bound, since));
+            if partial.is_empty() && now - since >= stable {
+                return Ok((since, bound));
+            }
+            ensure!(
+                now < deadline,
+                "no quiescent moment in {timeout:?}: partially bound groups {partial:?}, {bound} \
+                 pods bound (unchanged for {:?})\n{}",
+                now - since,
+                self.report()
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+}
+
+/// A namespace's pods and PodGroups, as the API server stored them at one
+/// moment (two LISTs).
+pub struct Gangs {
+    /// Every pod of the namespace.
+    pub pods: Vec<Arc<Pod>>,
+    /// Every scheduler-plugins PodGroup of the namespace.
+    pub groups: Vec<Arc<PodGroup>>,
+}
+
+impl Gangs {
+    /// Lists the pods, then the PodGroups, of `ns`.
+    pub async fn read(client: &kube::Client, ns: &str) -> Result<Self> {
+        let pods = Api::<Pod>::namespaced(client.clone(), ns).list(&ListParams::default()).await?;
+        let groups = pod_groups(client, ns).list(&ListParams::default()).await?;
+        let groups = groups
+            .items
+            .into_iter()
+            .map(|mut g| {
+                // List items may come without their type.
+                g.types.get_or_insert_with(|| TypeMeta {
+                    api_version: X_K8S_API_VERSION.to_string(),
+                    kind: "PodGroup".to_string(),
+                });
+                Ok(Arc::new(PodGroup::from_json(&serde_json::to_value(&g)?)?))
+            })
+            .collect::<Result<_>>()?;
+        Ok(Self { pods: pods.items.into_iter().map(Arc::new).collect(), groups })
+    }
+
+    /// Pods bound to a node.
+    pub fn bound(&self) -> usize {
+        self.pods.iter().filter(|p| crate::common::node_of(p).is_some()).count()
+    }
+
+    /// `convoy_gang::invariant::partial_groups` over these pods and groups:
+    /// `ns/name: k/min bound` for each group with some but fewer than
+    /// `minMember` members bound.
+    pub fn partial(&self) -> Vec<String> {
+        partial_groups(&self.pods, &self.groups)
+    }
+
+    /// Per group, `(key, members bound, minMember)`.
+    pub fn per_group(&self) -> Vec<(String, usize, u32)> {
+        self.groups
+            .iter()
+            .map(|g| {
+                let bound = self
+                    .pods
+                    .iter()
+                    .filter(|p| {
+                        convoy_api::pod_group::group_key_of(p).as_ref() == Some(&g.key)
+                            && crate::common::node_of(p).is_some()
+                    })
+                    .count();
+                (g.key.to_string(), bound, g.min_member)
+            })
+            .collect()
+    }
+}
+
+/// What a [`GangMonitor`] saw.
+#[derive(Default)]
+struct Windows {
+    /// Groups partially bound at the last poll: since when, last message.
+    open: BTreeMap<String, (Instant, String)>,
+    /// Windows that closed: the group's last message, how long.
+    closed: Vec<(String, Duration)>,
+    polls: u64,
+    failed_polls: u64,
+}
+
+impl Windows {
+    /// Opens a window for each group newly partial, closes those no longer.
+    fn record(&mut self, read: Result<Gangs>, now: Instant) {
+        let Ok(gangs) = read else {
+            self.failed_polls += 1;
+            return;
+        };
+        self.polls += 1;
+        let mut partial = BTreeMap::new();
+        for g in &gangs.groups {
+            let one = partial_groups(&gangs.pods, std::slice::from_ref(g));
+            if let Some(m) = one.into_iter().next() {
+                partial.insert(g.key.to_string(), m);
+            }
+        }
+        let closed: Vec<String> =
+            self.open.keys().filter(|k| !partial.contains_key(*k)).cloned().collect();
+        for k in closed {
+            let (since, m) = self.open.remove(&k).expect("open");
+            self.closed.push((m, now - since));
+        }
+        for (k, m) in partial {
+            self.open.entry(k).or_insert((now, String::new())).1 = m;
+        }
+    }
+}
+
+/// Polls a namespace's gangs from the API server every 200 ms and records
+/// each window in which a group was partially bound (the gang invariant
+/// allows one only while bindings are in flight: a SIGKILL or a cut
+/// between the binds of a gang's members opens one, until the rest are
+/// bound). Stops when dropped.
+pub struct GangMonitor {
+    windows: Arc<Mutex<Windows>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl GangMonitor {
+    /// Starts polling `ns` with `client` (straight to the API server).
+    pub fn start(client: kube::Client, ns: &str) -> Self {
+        let windows = Arc::new(Mutex::new(Windows::default()));
+        let w = Arc::clone(&windows);
+        let ns = ns.to_string();
+        let task = tokio::spawn(async move {
+            loop {
+                let read = Gangs::read(&client, &ns).await;
+                w.lock().unwrap_or_else(|e| e.into_inner()).record(read, Instant::now());
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        Self { windows, task }
+    }
+
+    /// Every partial window seen, closed or still open: the group's last
+    /// message (`ns/name: k/min bound`) and how long, longest first.
+    pub fn windows(&self) -> Vec<(String, Duration)> {
+        let w = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let mut all = w.closed.clone();
+        all.extend(w.open.values().map(|(since, m)| (format!("{m} (open)"), now - *since)));
+        all.sort_by_key(|w| std::cmp::Reverse(w.1));
+        all
+    }
+
+    /// Polls done, and polls that failed (the API server away).
+    pub fn polls(&self) -> (u64, u64) {
+        let w = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        (w.polls, w.failed_polls)
+    }
+}
+
+impl Drop for GangMonitor {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
