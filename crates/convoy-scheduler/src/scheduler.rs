@@ -444,8 +444,11 @@ impl Scheduler {
                 self.gang.pod_removed(&info);
                 return;
             }
-            self.gang.pod_upsert(&info);
+            // A bound member may complete its group's quorum: the pending
+            // members PreEnqueue held (they were listed before it) go.
+            let quorum = self.gang.pod_upsert(&info);
             log_cache_error(self.cache.add_pod(info));
+            self.queue.activate(&quorum);
             self.move_all(
                 EventResource::AssignedPod,
                 ActionType::ADD,

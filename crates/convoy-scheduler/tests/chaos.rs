@@ -255,15 +255,10 @@ async fn watches_expire_and_relist_after_a_long_cut() -> Result<()> {
 /// for 2 s) with no group partially bound, every gang then bound whole
 /// (4/4), `partial_groups` empty, the failover bound, no violation.
 ///
-/// Ignored in `make test` because it fails in about half the runs on a
-/// real bug (docs/reliability.md, "Known failure"): a bind answered with a
-/// connection error after the request was sent (kube's `SendRequest`) may
-/// have bound the pod; when the replica then loses its Lease, the next
-/// leader leaves that gang partially bound (1/4, 2/4) and never schedules
-/// its pending members. Run it with
-/// `cargo test -p convoy-scheduler --test chaos -- --ignored gangs_stay`.
+/// It found a bug (docs/reliability.md, "Found by the gang test"): a
+/// restarted leader left a gang partially bound when it listed the gang's
+/// bound member after its pending ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known failure: a gang left partially bound after an ambiguous bind and a Lease loss (docs/reliability.md)"]
 async fn gangs_stay_whole_through_a_leader_kill_and_a_cut() -> Result<()> {
     const GANGS: usize = 10;
     const MEMBERS: usize = 4;
