@@ -448,7 +448,9 @@ impl Scheduler {
             // members PreEnqueue held (they were listed before it) go.
             let quorum = self.gang.pod_upsert(&info);
             log_cache_error(self.cache.add_pod(info));
-            self.queue.activate(&quorum);
+            if !quorum.is_empty() {
+                self.queue.activate(&quorum);
+            }
             self.move_all(
                 EventResource::AssignedPod,
                 ActionType::ADD,
