@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use chaos_support::{CONVOY, Chaos, GangMonitor, LEASE_DURATION};
-use common::node;
+use common::{ControlPlane, node};
 use rand::{Rng, SeedableRng};
 
 /// Slack on top of the lease duration for a failover on a loaded 2-core
@@ -184,7 +184,11 @@ async fn deletions_while_bindings_are_in_flight() -> Result<()> {
 /// and deleted, a node is deleted, etcd is compacted and the API server
 /// restarted, so that their watches cannot resume (410 Gone) and must list
 /// again. After the cut: the deleted pods and node are forgotten, every
-/// live pod is bound, none to the deleted node (15 s after the heal).
+/// live pod is bound, none to the deleted node (15 s after the heal). The
+/// replica that watched throughout must meet 410 on its Pod and Node
+/// watches and relist, finding exactly the 10 pods and the node deleted
+/// while it was cut off; it is then made the leader (the other replica
+/// killed if it leads) and must bind 8 more pods, none to the deleted node.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watches_expire_and_relist_after_a_long_cut() -> Result<()> {
     let nodes = (0..3).map(|i| node(&format!("expiry-{i}"), "4", "16Gi", "50")).collect();
@@ -213,35 +217,108 @@ async fn watches_expire_and_relist_after_a_long_cut() -> Result<()> {
     ensure!(late.is_empty(), "bound to the deleted node expiry-2 after the heal: {late:?}");
     let early = chaos.checker.binds_to_since("expiry-2", healed).len();
 
+    // The replica that ran through the cut without exiting (the standby;
+    // the leader exits when it cannot renew) kept its watches: its Pod and
+    // Node watches resume from resource versions older than the restarted
+    // server's watch cache, so each must meet 410 Gone and relist, and the
+    // relists must find what was deleted while it was cut off.
+    let survivor = chaos.replicas().survivors().into_iter().next();
+    let survivor = survivor.with_context(|| format!("every replica exited{}", chaos.report()))?;
+    let (pods_gone, nodes_gone) = survivor_relisted(&chaos, &survivor, healed).await?;
+    let took_over = lead_with(&chaos, &survivor).await?;
+    chaos.create_pods("d", 0..8, 30.0, "100m").await?;
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+    chaos.assert_no_violations()?;
+    let wrong = chaos.checker.binds_to_since("expiry-2", healed + Duration::from_secs(15));
+    ensure!(wrong.is_empty(), "bound to the deleted node expiry-2: {wrong:?}");
     // Which replicas saw the expiry: a 410 in their log, or a relist that
     // found objects deleted while they were not watching.
     let replicas = chaos.replicas();
-    let mut expired = Vec::new();
-    let mut expired_total = 0;
-    for name in replicas.names() {
-        let log = replicas.log(&name);
-        let gone = log.lines().filter(|l| l.contains("too old resource version")).count();
-        let forgot = log.lines().filter(|l| l.contains("deleted while not watching")).count();
-        expired_total += gone;
-        expired
-            .push(format!("{name}: {gone} expired-watch lines, {forgot} relists with deletions"));
-    }
-    // The standby keeps its watches through the cut; the kinds nobody
-    // wrote since its list resume from a resource version older than the
-    // restarted server's watch cache, so it must have met 410 Gone.
-    ensure!(
-        expired_total > 0,
-        "no replica met an expired watch: the fault was not injected{}",
-        replicas.tails()
-    );
+    let expired: Vec<String> = replicas
+        .names()
+        .iter()
+        .map(|name| {
+            let log = replicas.log(name);
+            let gone = log.lines().filter(|l| l.contains("too old resource version")).count();
+            let forgot = log.lines().filter(|l| l.contains("deleted while not watching")).count();
+            format!("{name}: {gone} expired-watch lines, {forgot} relists with deletions")
+        })
+        .collect();
     println!(
         "watch expiry: cut {:?}, etcd compacted at revision {revision}, API server restart took \
-         {restart:?}; {early} bound to expiry-2 in the first 15 s after the heal; {}; replicas: {}",
+         {restart:?}; {early} bound to expiry-2 in the first 15 s after the heal; {}; {survivor} \
+         (watching throughout) met 410 on Pods and Nodes and relisted: {pods_gone} pods and \
+         {nodes_gone} node found deleted; it then led{} and bound 8 more pods; replicas: {}",
         healed - cut,
         expired.join("; "),
+        took_over
+            .map(|d| format!(" (Lease held {d:?} after the other replica was killed)"))
+            .unwrap_or_default(),
         replicas.summary()
     );
     Ok(())
+}
+
+/// Waits (up to 90 s after `healed`) until `survivor`'s Pod and Node
+/// watches have met 410 Gone and relisted, and returns how many pods and
+/// nodes the relists found deleted. Those must be the 10 `a` pods deleted
+/// during the cut (the `b` pods it never saw) and the node expiry-2: a
+/// relist that misses a deletion leaves a ghost in the cache.
+async fn survivor_relisted(chaos: &Chaos, survivor: &str, healed: Instant) -> Result<(u64, u64)> {
+    let deadline = healed + Duration::from_secs(90);
+    loop {
+        let log = chaos.replicas().log(survivor);
+        let expired = |kind: &str| {
+            let tag = format!("kind=\"{kind}\"");
+            log.lines().any(|l| l.contains(&tag) && l.contains("too old resource version"))
+        };
+        let gone = |kind: &str| -> u64 {
+            let tag = format!("kind=\"{kind}\"");
+            log.lines()
+                .filter(|l| l.contains("deleted while not watching") && l.contains(&tag))
+                .filter_map(|l| {
+                    l.split("count=").nth(1)?.split_whitespace().next()?.parse::<u64>().ok()
+                })
+                .sum()
+        };
+        let (pods, nodes) = (gone("Pod"), gone("Node"));
+        if expired("Pod") && expired("Node") && pods > 0 && nodes > 0 {
+            ensure!(
+                pods == 10 && nodes == 1,
+                "{survivor}'s relists found {pods} pods and {nodes} nodes deleted, not 10 and 1{}",
+                chaos.report()
+            );
+            return Ok((pods, nodes));
+        }
+        ensure!(
+            Instant::now() < deadline,
+            "{survivor}'s Pod and Node watches did not meet 410 Gone and relist within 90 s \
+             (Pod: 410 {}, {pods} found deleted; Node: 410 {}, {nodes}){}",
+            expired("Pod"),
+            expired("Node"),
+            chaos.report()
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Makes `survivor` the leader: if another replica holds the Lease, it is
+/// SIGKILLed (and kept down) and the survivor must take over; returns the
+/// time from the kill to the survivor holding the Lease, if a kill was
+/// needed.
+async fn lead_with(chaos: &Chaos, survivor: &str) -> Result<Option<Duration>> {
+    let holder = chaos.wait_leader(Duration::from_secs(60)).await?;
+    if holder == survivor {
+        return Ok(None);
+    }
+    chaos.replicas().kill(&holder);
+    let at = Instant::now();
+    let deadline = at + LEASE_DURATION + FAILOVER_SLACK;
+    while chaos.leader().await.as_deref() != Some(survivor) {
+        ensure!(Instant::now() < deadline, "{survivor} never took over{}", chaos.report());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Some(at.elapsed()))
 }
 
 /// Gangs under faults: 10 gangs of 4 pods (scheduler-plugins PodGroups,
@@ -340,6 +417,75 @@ async fn gangs_stay_whole_through_a_leader_kill_and_a_cut() -> Result<()> {
         windows.len(),
         windows.iter().take(3).collect::<Vec<_>>(),
         began.elapsed(),
+        chaos.replicas().summary()
+    );
+    Ok(())
+}
+
+/// Graceful deletion under faults, on a control plane with controllers and
+/// KWOK: pods become Running, and a deleted pod stays Terminating for its
+/// grace period (4 s), holding its node's resources as on a real cluster.
+/// Two KWOK nodes of 2 CPUs are filled by 8 pods of 500m; all 8 are deleted
+/// gracefully while 8 replacements arrive; every connection is reset at
+/// once and cut for 2 s a second later. Asserted: no over-commit at any
+/// time (the checker counts a Terminating pod until it is gone, so a
+/// replacement bound into a Terminating pod's room is a violation), no
+/// replacement bound before the grace period could end, every replacement
+/// bound once the old pods are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn terminating_pods_hold_their_room_through_faults() -> Result<()> {
+    const GRACE: i64 = 4;
+    let nodes = (0..2)
+        .map(|i| {
+            let name = format!("graceful-{i}");
+            let mut n = convoy_testenv::kwok_node(&name);
+            n.status = node(&name, "2", "4Gi", "110").status;
+            n
+        })
+        .collect();
+    let cp = ControlPlane::start_cluster().await?;
+    let chaos = Chaos::start_on(cp, "graceful", nodes, 2, |_| Ok(())).await?;
+    chaos.wait_leader(Duration::from_secs(60)).await?;
+    let graceful = |name: String| {
+        let mut p = common::pod(&name, CONVOY, "500m", "64Mi");
+        p.spec.as_mut().expect("spec").termination_grace_period_seconds = Some(GRACE);
+        p
+    };
+    for i in 0..8 {
+        chaos_support::create_retrying(&chaos.pods, graceful(format!("old-{i}"))).await?;
+    }
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+
+    let deleted = Instant::now();
+    for i in 0..8 {
+        ensure!(chaos.delete_pod_gracefully(&format!("old-{i}")).await?, "old-{i} was gone");
+    }
+    chaos.proxy.reset();
+    for i in 0..8 {
+        chaos_support::create_retrying(&chaos.pods, graceful(format!("new-{i}"))).await?;
+        if i == 3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            chaos.proxy.cut();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            chaos.proxy.heal();
+        }
+    }
+    chaos.assert_all_bound(Duration::from_secs(90)).await?;
+    chaos.assert_no_violations()?;
+    let first = chaos.checker.first_bind_after(deleted).context("no bind after the deletions")?;
+    // KWOK ends a pod at its deletionTimestamp (deletion + grace); the
+    // clock is the same machine's, so a replacement bound earlier would
+    // have been bound into a live pod's room (and counted as an
+    // over-commit above). The margin covers the deletion calls' own time.
+    ensure!(
+        first + Duration::from_millis(500) >= Duration::from_secs(GRACE as u64),
+        "a replacement was bound {first:?} after the deletions, before the {GRACE} s grace \
+         period ended\n{}",
+        chaos.report()
+    );
+    println!(
+        "graceful deletion: first replacement bound {first:?} after the deletions (grace \
+         {GRACE} s); all 8 bound; replicas: {}",
         chaos.replicas().summary()
     );
     Ok(())

@@ -148,6 +148,16 @@ impl Replicas {
         self.members.iter().map(|m| m.exits).sum()
     }
 
+    /// Replicas that never exited and were never killed: those whose
+    /// watches ran through every fault.
+    pub fn survivors(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .filter(|m| m.exits == 0 && m.kills == 0)
+            .map(|m| m.name.clone())
+            .collect()
+    }
+
     /// Per replica: name, exits, kills and exit statuses.
     pub fn summary(&self) -> String {
         self.members
@@ -236,7 +246,18 @@ impl Chaos {
         replicas: usize,
         setup: impl FnOnce(&ControlPlane) -> Result<()>,
     ) -> Result<Self> {
-        let cp = ControlPlane::start().await?;
+        Self::start_on(ControlPlane::start().await?, ns, nodes, replicas, setup).await
+    }
+
+    /// [`Chaos::start_with`] on a given control plane (e.g.
+    /// [`ControlPlane::start_cluster`], with controllers and KWOK).
+    pub async fn start_on(
+        cp: ControlPlane,
+        ns: &str,
+        nodes: Vec<Node>,
+        replicas: usize,
+        setup: impl FnOnce(&ControlPlane) -> Result<()>,
+    ) -> Result<Self> {
         setup(&cp)?;
         let proxy = FaultProxy::start(cp.env.apiserver_addr()?).await?;
         let checker = InvariantChecker::start(cp.client.clone());
@@ -329,6 +350,17 @@ impl Chaos {
     /// false if it was already gone.
     pub async fn delete_pod(&self, name: &str) -> Result<bool> {
         match self.pods.delete(name, &DeleteParams::default().grace_period(0)).await {
+            Ok(_) => Ok(true),
+            Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Deletes a pod with its own grace period (it stays Terminating until
+    /// KWOK ends it, on a control plane with controllers); false if it
+    /// was already gone.
+    pub async fn delete_pod_gracefully(&self, name: &str) -> Result<bool> {
+        match self.pods.delete(name, &DeleteParams::default()).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 404 => Ok(false),
             Err(e) => Err(e.into()),
