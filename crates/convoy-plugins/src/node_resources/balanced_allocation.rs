@@ -7,8 +7,6 @@
 
 use std::sync::Arc;
 
-use smallvec::SmallVec;
-
 use convoy_api::{
     CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreScorePlugin,
     ScorePlugin, Status, names,
@@ -66,22 +64,33 @@ pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatabl
 /// over the fractions (capped at 1) of the resources with allocatable > 0;
 /// for two resources `std = |f1 - f2| / 2`, for one or none 0.
 pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
-    let mut fractions: SmallVec<[f64; 4]> = SmallVec::new();
-    let mut total = 0.0;
-    for (r, a) in requested.iter().zip(allocatable) {
-        if *a == 0 {
-            continue;
+    // One pass keeps the first two fractions (the common case, cpu and
+    // memory); a third resource or more takes a second pass for the
+    // variance, recomputing the fractions in the same order.
+    let fraction = |r: i64, a: i64| (r as f64 / a as f64).min(1.0);
+    let scored = || requested.iter().zip(allocatable).filter(|(_, a)| **a != 0);
+    let (mut n, mut total, mut first, mut second) = (0usize, 0.0, 0.0, 0.0);
+    for (&r, &a) in scored() {
+        let f = fraction(r, a);
+        match n {
+            0 => first = f,
+            1 => second = f,
+            _ => {}
         }
-        let f = (*r as f64 / *a as f64).min(1.0);
         total += f;
-        fractions.push(f);
+        n += 1;
     }
-    let std = match fractions.len() {
+    let std = match n {
         0 | 1 => 0.0,
-        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        2 => ((first - second) / 2.0).abs(),
         n => {
             let mean = total / n as f64;
-            let sum: f64 = fractions.iter().map(|f| (f - mean) * (f - mean)).sum();
+            let sum: f64 = scored()
+                .map(|(&r, &a)| {
+                    let f = fraction(r, a);
+                    (f - mean) * (f - mean)
+                })
+                .sum();
             (sum / n as f64).sqrt()
         }
     };
