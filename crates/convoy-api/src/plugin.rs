@@ -236,6 +236,24 @@ pub trait ScorePlugin: Plugin {
     /// `[MIN_NODE_SCORE, MAX_NODE_SCORE]`. Err aborts the attempt.
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status>;
 
+    /// Scores many nodes at once: `out[i]` for `nodes[i]` (same length).
+    /// The framework calls this when it does not time each node's call; it
+    /// must give exactly what [`score`](Self::score) gives node by node.
+    /// The default calls `score` per node; a plugin on the hot path
+    /// overrides it to read its CycleState once per cycle, not per node.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        for (node, o) in nodes.iter().zip(out) {
+            *o = self.score(state, pod, node)?;
+        }
+        Ok(())
+    }
+
     /// NormalizeScore: rescales all nodes' scores (same order as the nodes
     /// scored). The default leaves them as they are.
     fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, _scores: &mut [i64]) -> Status {

@@ -596,27 +596,44 @@ impl Framework {
             }
             Ok(())
         };
-        // Node-major scores, computed in parallel over nodes when worth it.
-        let mut by_node = vec![0i64; n * k];
+        // Plugin-major scores: plugin j's column is `scores[j * n..(j + 1) * n]`.
+        let mut scores = vec![0i64; n * k];
         let pool =
             self.pool.as_ref().filter(|p| p.current_num_threads() > 1 && n >= PARALLEL_THRESHOLD);
-        match pool {
-            Some(pool) => pool.install(|| {
-                by_node.par_chunks_mut(k * CHUNK).enumerate().try_for_each(|(c, out)| {
-                    for (i, o) in out.chunks_mut(k).enumerate() {
-                        score_node(&nodes[c * CHUNK + i], o)?;
+        if k == 0 || (pool.is_none() && plugin_metrics.is_none()) {
+            // The common cycle: one call per plugin over all nodes, so each
+            // plugin reads its cycle state once, not once per node.
+            for (j, (p, _)) in plugins.iter().enumerate() {
+                p.score_nodes(state, pod, nodes, &mut scores[j * n..(j + 1) * n])
+                    .map_err(|s| s.with_plugin(p.name()))?;
+            }
+        } else {
+            // Node by node: in parallel over nodes when worth it, or timing
+            // each plugin's call (sampled cycles); node-major, then
+            // transposed.
+            let mut by_node = vec![0i64; n * k];
+            match pool {
+                Some(pool) => pool.install(|| {
+                    by_node.par_chunks_mut(k * CHUNK).enumerate().try_for_each(|(c, out)| {
+                        for (i, o) in out.chunks_mut(k).enumerate() {
+                            score_node(&nodes[c * CHUNK + i], o)?;
+                        }
+                        Ok::<(), Status>(())
+                    })
+                })?,
+                None => {
+                    for (i, o) in by_node.chunks_mut(k.max(1)).enumerate().take(n) {
+                        score_node(&nodes[i], o)?;
                     }
-                    Ok::<(), Status>(())
-                })
-            })?,
-            None => {
-                for (i, o) in by_node.chunks_mut(k.max(1)).enumerate().take(n) {
-                    score_node(&nodes[i], o)?;
+                }
+            }
+            for i in 0..n {
+                for j in 0..k {
+                    scores[j * n + i] = by_node[i * k + j];
                 }
             }
         }
         let mut totals = vec![0i64; n];
-        let mut column = vec![0i64; n];
         // Each plugin's weighted score per node (node-major), kept only when
         // someone reads the score events.
         let mut weighted = if tracing::enabled!(target: SCORES_TARGET, tracing::Level::TRACE) {
@@ -625,10 +642,8 @@ impl Framework {
             None
         };
         for (j, (p, weight)) in plugins.iter().enumerate() {
-            for i in 0..n {
-                column[i] = by_node[i * k + j];
-            }
-            let s = p.normalize_score(state, pod, &mut column);
+            let column = &mut scores[j * n..(j + 1) * n];
+            let s = p.normalize_score(state, pod, column);
             if !s.is_success() {
                 return Err(s.with_plugin(p.name()));
             }

@@ -68,6 +68,22 @@ pub(crate) mod testing {
     use futures::future::BoxFuture;
     use k8s_openapi::api::core::v1::{Node, Pod};
 
+    /// Each node's score from `ScorePlugin::score`, node by node, after
+    /// checking that `score_nodes` (the framework's usual path) gives the
+    /// same scores; panics on an error or a difference.
+    pub(crate) fn score_each(
+        plugin: &dyn convoy_api::ScorePlugin,
+        state: &convoy_api::CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Vec<i64> {
+        let each: Vec<i64> = nodes.iter().map(|n| plugin.score(state, pod, n).unwrap()).collect();
+        let mut batch = vec![-1; nodes.len()];
+        plugin.score_nodes(state, pod, nodes, &mut batch).unwrap();
+        assert_eq!(batch, each, "{}: score_nodes differs from score per node", plugin.name());
+        each
+    }
+
     /// A binder that answers with a fixed result.
     pub(crate) struct FixedBinder(pub(crate) Result<(), BindError>);
 

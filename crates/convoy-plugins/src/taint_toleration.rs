@@ -185,22 +185,43 @@ impl ScorePlugin for TaintToleration {
     /// The number of PreferNoSchedule taints the pod does not tolerate
     /// (reversed by `normalize_score`).
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        let count = |tolerations: &[Toleration]| {
-            node.taints()
-                .iter()
-                .filter(|t| t.effect == PREFER_NO_SCHEDULE)
-                .filter(|t| !tolerations_tolerate_taint(tolerations, t))
-                .count() as i64
-        };
         Ok(match state.read::<PreScoreState>() {
-            Some(s) => count(&s.tolerations_prefer_no_schedule),
-            None => count(pod_tolerations(pod)),
+            Some(s) => intolerable_prefer_no_schedule(node, &s.tolerations_prefer_no_schedule),
+            None => intolerable_prefer_no_schedule(node, pod_tolerations(pod)),
         })
+    }
+
+    /// [`score`](Self::score) for every node, the state read once.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let tolerations = match state.read::<PreScoreState>() {
+            Some(s) => &s.tolerations_prefer_no_schedule[..],
+            None => pod_tolerations(pod),
+        };
+        for (node, o) in nodes.iter().zip(out) {
+            *o = intolerable_prefer_no_schedule(node, tolerations);
+        }
+        Ok(())
     }
 
     fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [i64]) -> Status {
         default_normalize_score(MAX_NODE_SCORE, true, scores)
     }
+}
+
+/// The node's `PreferNoSchedule` taints that `tolerations` do not tolerate
+/// (TaintToleration's raw score, upstream `countIntolerableTaintsPreferNoSchedule`).
+fn intolerable_prefer_no_schedule(node: &NodeInfo, tolerations: &[Toleration]) -> i64 {
+    node.taints()
+        .iter()
+        .filter(|t| t.effect == PREFER_NO_SCHEDULE)
+        .filter(|t| !tolerations_tolerate_taint(tolerations, t))
+        .count() as i64
 }
 
 /// Queue when the node goes from untolerated (or absent) to tolerated.
@@ -427,7 +448,7 @@ mod tests {
                 .is_success()
         );
         let mut scores: Vec<i64> =
-            nodes.iter().map(|n| TaintToleration.score(&state, &pod, n).unwrap()).collect();
+            crate::helper::testing::score_each(&TaintToleration, &state, &pod, &nodes);
         assert_eq!(scores, vec![0, 1, 2, 0]);
         TaintToleration.normalize_score(&state, &pod, &mut scores);
         assert_eq!(scores, vec![100, 50, 0, 100]);
@@ -533,7 +554,7 @@ mod tests {
             );
             assert!(s.is_success(), "{name}: {s}");
             let mut scores: Vec<i64> =
-                nodes.iter().map(|n| TaintToleration.score(&state, &pod, n).unwrap()).collect();
+                crate::helper::testing::score_each(&TaintToleration, &state, &pod, &nodes);
             assert!(TaintToleration.normalize_score(&state, &pod, &mut scores).is_success());
             assert_eq!(scores, want, "{name}");
         }

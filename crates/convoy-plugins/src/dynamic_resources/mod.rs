@@ -763,6 +763,25 @@ impl ScorePlugin for DynamicResources {
         Ok(score)
     }
 
+    /// [`score`](Self::score) for every node; a pod without claims scores 0
+    /// everywhere without a per-node lookup.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        if state.read::<PreFilterState>().is_none_or(|s| s.claims.is_empty()) {
+            out.fill(0);
+            return Ok(());
+        }
+        for (node, o) in nodes.iter().zip(out) {
+            *o = self.score(state, pod, node)?;
+        }
+        Ok(())
+    }
+
     fn normalize_score(&self, _state: &CycleState, _pod: &PodInfo, scores: &mut [i64]) -> Status {
         crate::helper::default_normalize_score(convoy_api::MAX_NODE_SCORE, false, scores)
     }

@@ -445,8 +445,7 @@ fn earlier_first_available_subrequests_score_higher() {
     let mut state = CycleState::new();
     assert!(f.pre_filter(&mut state, &p).is_success());
     assert_eq!(f.filter(&state, &p), ["n0: ok", "n1: ok"]);
-    let mut scores: Vec<i64> =
-        f.nodes.iter().map(|n| f.plugin.score(&state, &p, n).unwrap()).collect();
+    let mut scores: Vec<i64> = crate::helper::testing::score_each(&f.plugin, &state, &p, &f.nodes);
     assert_eq!(scores, [8, 7], "n0 takes the first subrequest, n1 the second");
     assert!(f.plugin.normalize_score(&state, &p, &mut scores).is_success());
     assert_eq!(scores, [100, 87]);

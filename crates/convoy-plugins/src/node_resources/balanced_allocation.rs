@@ -145,6 +145,32 @@ impl ScorePlugin for BalancedAllocation {
         };
         Ok(self.scorer.with_node_amounts(node, requests, balanced_resource_scorer))
     }
+
+    /// [`score`](Self::score) for every node, the state read once.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let computed;
+        let requests = match state.read::<PreScoreState>() {
+            Some(s) => &s.0,
+            None => {
+                computed = self.scorer.pod_requests(pod);
+                if computed.iter().all(|r| *r == 0) {
+                    out.fill(0);
+                    return Ok(());
+                }
+                &computed
+            }
+        };
+        for (node, o) in nodes.iter().zip(out) {
+            *o = self.scorer.with_node_amounts(node, requests, balanced_resource_scorer);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +186,7 @@ mod tests {
         assert!(
             ba.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default()).is_success()
         );
-        nodes.iter().map(|n| ba.score(&state, pod, n).unwrap()).collect()
+        crate::helper::testing::score_each(ba, &state, pod, nodes)
     }
 
     #[test]

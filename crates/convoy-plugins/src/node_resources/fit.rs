@@ -300,9 +300,38 @@ impl ScorePlugin for Fit {
                 &computed
             }
         };
-        Ok(self.scorer.with_node_amounts(node, pod_requests, |requested, _, allocatable| {
+        Ok(self.node_score(pod_requests, node))
+    }
+
+    /// [`score`](Self::score) for every node, the state read once.
+    fn score_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        out: &mut [i64],
+    ) -> Result<(), Status> {
+        let computed;
+        let pod_requests = match state.read::<PreScoreState>() {
+            Some(s) => &s.0,
+            None => {
+                computed = self.scorer.pod_requests(pod);
+                &computed
+            }
+        };
+        for (node, o) in nodes.iter().zip(out) {
+            *o = self.node_score(pod_requests, node);
+        }
+        Ok(())
+    }
+}
+
+impl Fit {
+    /// The strategy's score of one node for these pod requests.
+    fn node_score(&self, pod_requests: &[i64], node: &NodeInfo) -> i64 {
+        self.scorer.with_node_amounts(node, pod_requests, |requested, _, allocatable| {
             self.strategy_score(requested, allocatable)
-        }))
+        })
     }
 }
 

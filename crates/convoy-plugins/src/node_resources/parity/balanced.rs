@@ -2,7 +2,7 @@
 //! (`noderesources/balanced_allocation_test.go`, v1.37.2), the cases without
 //! DRA objects.
 
-use convoy_api::{CycleState, PreScorePlugin, ScorePlugin};
+use convoy_api::{CycleState, PreScorePlugin};
 use convoy_config::{NodeResourcesBalancedAllocationArgs, PluginArgs, ResourceSpec};
 
 use super::*;
@@ -38,7 +38,7 @@ fn run(
         }
         assert!(s.is_success(), "{s}");
     }
-    Some(nodes.iter().map(|n| ba.score(&state, pod, n).unwrap()).collect())
+    Some(crate::helper::testing::score_each(&ba, &state, pod, nodes))
 }
 
 /// (name, resources, pod, nodes, existing pods, run PreScore, scores or

@@ -51,7 +51,7 @@ fn scores(fit: &Fit, pod: &PodInfo, nodes: &[Arc<NodeInfo>], run_pre_score: bool
         let s = fit.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default());
         assert!(s.is_success(), "{s}");
     }
-    nodes.iter().map(|n| fit.score(&state, pod, n).unwrap()).collect()
+    crate::helper::testing::score_each(fit, &state, pod, nodes)
 }
 
 /// `Req({"cpu": "1000", "memory": "2000"}).Req({"cpu": "2000", "memory": "3000"})`.
