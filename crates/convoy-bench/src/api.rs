@@ -30,14 +30,15 @@ use crate::any::{complete, type_of};
 use crate::config::Stage;
 use crate::dataitems::DataItem;
 use crate::dynamic::{Dynamic, Placement};
-use crate::embedded::{RunError, Window};
-use crate::evictions::Evictions;
+use crate::embedded::RunError;
 use crate::labels::Selector;
+use crate::measure::Window;
+use crate::measure::evictions::Evictions;
+use crate::measure::throughput::{SampleInterval, UPSTREAM_INTERVAL};
 use crate::objects::{PodFactory, build_nodes, build_pods, literal_object, render_objects};
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
 use crate::priority::PriorityBridge;
 use crate::progress::Progress;
-use crate::throughput::{SampleInterval, UPSTREAM_INTERVAL};
 use crate::tracker::{Created, PodTracker, selected_pods};
 use convoy_api::PodKey;
 
@@ -147,7 +148,7 @@ pub struct ApiOutcome {
     /// The scheduler process's resource use (`None` for the in-process
     /// null binder).
     pub usage: Option<Usage>,
-    /// Bound pods removed by others (see [`crate::evictions`]).
+    /// Bound pods removed by others (see [`crate::measure::evictions`]).
     pub evictions: Evictions,
 }
 

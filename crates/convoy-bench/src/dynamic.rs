@@ -202,7 +202,7 @@ impl Dynamic {
         self: std::sync::Arc<Self>,
         templates: Vec<Value>,
         namespace: String,
-        own_deletes: crate::evictions::OwnDeletes,
+        own_deletes: crate::measure::evictions::OwnDeletes,
     ) -> Result<DynamicChurner, String> {
         let mut apis = Vec::new();
         for t in &templates {
@@ -221,7 +221,7 @@ impl Dynamic {
 pub(crate) struct DynamicChurner {
     apis: Vec<(Api<DynamicObject>, DynamicObject)>,
     /// Pods it deletes are not evictions.
-    own_deletes: crate::evictions::OwnDeletes,
+    own_deletes: crate::measure::evictions::OwnDeletes,
 }
 
 impl Churner for DynamicChurner {

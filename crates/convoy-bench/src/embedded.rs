@@ -28,12 +28,13 @@ use crate::any::{
 };
 use crate::churn::Churner;
 use crate::config::Stage;
-use crate::evictions::Evictions;
 use crate::labels::Selector;
+use crate::measure::Window;
+use crate::measure::evictions::Evictions;
+use crate::measure::throughput::SampleInterval;
 use crate::objects::{PodFactory, build_nodes, literal_object, render_objects};
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
 use crate::progress::Progress;
-use crate::throughput::{SampleInterval, Sampled};
 use crate::tracker::{Created, PodTracker, selected_pods};
 
 /// Requests in flight in a steady state (the embedded cluster answers at
@@ -69,27 +70,6 @@ impl Default for EmbeddedOptions {
     }
 }
 
-/// One measured window of a workload.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Window {
-    /// The namespace (`createPods`) or name (`startCollectingMetrics`).
-    pub name: String,
-    /// Pods bound during the window.
-    pub pods: usize,
-    /// Wall time of the window.
-    pub duration: Duration,
-    /// When the first and the last bind of the window were seen (offsets
-    /// from its start).
-    pub bind_span: Option<(Duration, Duration)>,
-    /// Throughput samples.
-    pub sampled: Sampled,
-    /// Pod-group metrics, for a window in which groups were placed.
-    pub groups: Option<crate::groups::GroupWindow>,
-    /// Bound pods removed by others while the window was open (see
-    /// [`crate::evictions`]).
-    pub evictions: usize,
-}
-
 /// Why a workload failed.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -117,7 +97,7 @@ pub enum RunError {
 pub struct EmbeddedOutcome {
     /// Measured windows.
     pub windows: Vec<Window>,
-    /// Bound pods removed by others (see [`crate::evictions`]).
+    /// Bound pods removed by others (see [`crate::measure::evictions`]).
     pub evictions: Evictions,
 }
 
@@ -285,7 +265,7 @@ struct EmbeddedChurner {
     op_index: usize,
     serial: std::sync::atomic::AtomicU64,
     /// Pods it deletes are not evictions.
-    own_deletes: crate::evictions::OwnDeletes,
+    own_deletes: crate::measure::evictions::OwnDeletes,
 }
 
 impl Churner for EmbeddedChurner {

@@ -24,12 +24,9 @@
 //! - [`progress`]: the live progress line on stderr;
 //! - [`embedded`]: the embedded target, Convoy's live loop on an
 //!   in-memory cluster;
-//! - [`throughput`]: upstream's throughput collector, replayed over bind
-//!   instants at a chosen interval;
-//! - [`evictions`]: `EvictedPods`, bound pods removed by someone other
-//!   than the benchmark (preemption victims);
-//! - [`groups`]: pod-group latency and groups per second (gang
-//!   workloads);
+//! - [`measure`]: the measured window and its figures: throughput as
+//!   upstream's collector computes it, `EvictedPods` (preemption victims),
+//!   pod-group latency and groups per second (gang workloads);
 //! - [`gpu`]: the GPU fragmentation benchmark (`createGpuJobs`, its
 //!   metrics, `convoy-bench gpu`);
 //! - [`dataitems`]: the DataItems file and the threshold check;
@@ -55,11 +52,10 @@ pub mod dataitems;
 pub mod dra;
 mod dynamic;
 pub mod embedded;
-pub mod evictions;
 pub mod gate;
 pub mod gpu;
-pub mod groups;
 pub mod labels;
+pub mod measure;
 pub mod objects;
 pub mod plan;
 pub mod priority;
@@ -69,7 +65,6 @@ pub mod run;
 mod steady;
 pub mod table;
 pub mod template;
-pub mod throughput;
 mod tracker;
 pub mod volumes;
 

@@ -9,7 +9,7 @@ use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::config::parse_duration;
 use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
-use convoy_bench::throughput::SampleInterval;
+use convoy_bench::measure::throughput::SampleInterval;
 use convoy_bench::{RunOptions, load_file};
 
 #[derive(Parser)]
@@ -319,7 +319,7 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     print!("{}", report.table());
-    print!("{}", convoy_bench::groups::table(&report));
+    print!("{}", report.group_table());
     match report.write(&args.out, &opts.topic) {
         Ok(path) => println!("DataItems: {}", path.display()),
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),
@@ -421,7 +421,7 @@ fn compare(args: CompareArgs) -> ExitCode {
             Err(e) => return fail(e),
         };
     print!("{}", comparison.table());
-    print!("{}", convoy_bench::groups::compare_table(&comparison));
+    print!("{}", comparison.group_table());
     match comparison.write(&args.out, &opts.topic) {
         Ok(path) => println!("DataItems: {}", path.display()),
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
-use convoy_bench::throughput::SampleInterval;
+use convoy_bench::measure::throughput::SampleInterval;
 use convoy_bench::{RunOptions, parse_str};
 use convoy_testenv::TestEnv;
 

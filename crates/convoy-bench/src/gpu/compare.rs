@@ -25,8 +25,8 @@ use crate::api::{ApiOptions, SchedulerKind};
 use crate::dataitems::{DataItem, DataItems};
 use crate::embedded::EmbeddedOptions;
 use crate::labels::LabelFilter;
+use crate::measure::throughput::{SampleInterval, Summary as Throughput};
 use crate::run::{RunOptions, data_item, plan_all, select};
-use crate::throughput::{SampleInterval, Summary as Throughput};
 
 /// Where a variant runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -37,7 +37,7 @@ use super::metrics::{
 use super::stream::{Job, PodShape, jobs};
 use super::{GpuJobsStep, GpusAs, Outcome, dra};
 use crate::dynamic::{Dynamic, Placement};
-use crate::evictions::OwnDeletes;
+use crate::measure::evictions::OwnDeletes;
 use crate::plan::{TemplateSource, env_for};
 use crate::template::Value as TValue;
 
