@@ -30,7 +30,6 @@ use crate::any::{complete, type_of};
 use crate::config::Stage;
 use crate::dataitems::DataItem;
 use crate::dynamic::{Dynamic, Placement};
-use crate::embedded::RunError;
 use crate::labels::Selector;
 use crate::measure::Window;
 use crate::measure::evictions::Evictions;
@@ -39,7 +38,8 @@ use crate::objects::{PodFactory, build_nodes, build_pods, literal_object, render
 use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
 use crate::priority::PriorityBridge;
 use crate::progress::Progress;
-use crate::tracker::{Created, PodTracker, selected_pods};
+use crate::runner::RunError;
+use crate::runner::tracker::{Created, PodTracker, selected_pods};
 use convoy_api::PodKey;
 
 /// Requests in flight when creating, deleting or binding objects.
@@ -921,7 +921,7 @@ impl Exec {
         let own = self.tracker.state.lock().own_deletes.clone();
         let churner = self.dynamic.clone().churner(templates, s.namespace.clone(), own).await?;
         let n = s.templates.len();
-        self.churns.push(tokio::spawn(crate::churn::run(churner, n, s.mode, s.interval)));
+        self.churns.push(tokio::spawn(crate::runner::churn::run(churner, n, s.mode, s.interval)));
         Ok(())
     }
 
@@ -937,7 +937,7 @@ impl Exec {
         let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
         let (client, priorities) = (self.client.clone(), self.priorities.clone());
         let namespace = s.namespace.clone();
-        let outcome = crate::steady::run(
+        let outcome = crate::runner::steady::run(
             &self.tracker.state,
             &s.namespace,
             &mut factory,

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::any::{is_crd, type_of};
-use crate::churn::Churner;
+use crate::runner::churn::Churner;
 
 /// How long a create is retried while its kind is not served (upstream).
 pub const RETRY_FOR: Duration = Duration::from_secs(20);

@@ -19,11 +19,11 @@
 //!   `churn`, `--prepare`): their type, what the embedded target holds,
 //!   manifest files; the API target creates them through the dynamic API
 //!   (`dynamic`);
-//! - `churn` and `steady`: the background `churn` task and the
-//!   steady-state `createPods`, shared by both targets;
 //! - [`progress`]: the live progress line on stderr;
-//! - [`embedded`]: the embedded target, Convoy's live loop on an
-//!   in-memory cluster;
+//! - [`runner`]: walks a plan's steps once for every target (windows,
+//!   waits, steady states, churn), over the `Target` trait;
+//! - [`targets`]: the embedded target, Convoy's live loop on an in-memory
+//!   cluster;
 //! - [`measure`]: the measured window and its figures: throughput as
 //!   upstream's collector computes it, `EvictedPods` (preemption victims),
 //!   pod-group latency and groups per second (gang workloads);
@@ -45,13 +45,11 @@
 
 pub mod any;
 pub mod api;
-mod churn;
 pub mod compare;
 pub mod config;
 pub mod dataitems;
 pub mod dra;
 mod dynamic;
-pub mod embedded;
 pub mod gate;
 pub mod gpu;
 pub mod labels;
@@ -62,10 +60,10 @@ pub mod priority;
 pub mod progress;
 pub mod report;
 pub mod run;
-mod steady;
+pub mod runner;
 pub mod table;
+pub mod targets;
 pub mod template;
-mod tracker;
 pub mod volumes;
 
 pub use config::{Config, ConfigError, load_file, parse_str};

@@ -7,9 +7,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand, ValueEnum};
 use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::config::parse_duration;
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::measure::throughput::SampleInterval;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file};
 
 #[derive(Parser)]

@@ -11,13 +11,13 @@ use serde::Serialize;
 use crate::api::ApiOptions;
 use crate::config::{Config, SCHEDULING_THROUGHPUT, TestCase, Workload, format_duration};
 use crate::dataitems::{DataItem, DataItems, apply_threshold};
-use crate::embedded::{self, EmbeddedOptions};
 use crate::labels::LabelFilter;
 use crate::measure::Window;
 use crate::measure::groups::{latency_summary, overall_rate};
 use crate::measure::throughput::Summary;
 use crate::plan::{Plan, plan};
 use crate::table::millis;
+use crate::targets::embedded::{self, EmbeddedOptions};
 
 /// What to run and where results go.
 #[derive(Debug, Clone)]

@@ -10,8 +10,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use convoy_bench::api::{ApiOptions, SchedulerKind};
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, parse_str};
 use convoy_testenv::TestEnv;
 

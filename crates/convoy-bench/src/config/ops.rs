@@ -191,7 +191,7 @@ pub struct CreatePodsOp {
     pub duration_param: Option<String>,
     /// PersistentVolume file (plain YAML, as upstream's `getSpecFromFile`):
     /// with `persistentVolumeClaimTemplatePath`, each pod gets its own
-    /// claim bound to its own volume (see [`crate::objects::PodVolumes`]).
+    /// claim bound to its own volume (see [`crate::volumes::PodVolumes`]).
     pub persistent_volume_template_path: Option<String>,
     /// PersistentVolumeClaim file (plain YAML). Without it the volume
     /// template is ignored, as upstream's `getPodStrategy` ignores it.

@@ -23,10 +23,10 @@ use serde::Serialize;
 use super::Outcome;
 use crate::api::{ApiOptions, SchedulerKind};
 use crate::dataitems::{DataItem, DataItems};
-use crate::embedded::EmbeddedOptions;
 use crate::labels::LabelFilter;
 use crate::measure::throughput::{SampleInterval, Summary as Throughput};
 use crate::run::{RunOptions, data_item, plan_all, select};
+use crate::targets::embedded::EmbeddedOptions;
 
 /// Where a variant runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -137,7 +137,7 @@ pub fn run(
                 continue;
             }
             let windows = match v.at {
-                Where::Embedded => crate::embedded::run(&plan, &opts.embedded)
+                Where::Embedded => crate::targets::embedded::run(&plan, &opts.embedded)
                     .map(|o| o.windows)
                     .map_err(|e| e.to_string()),
                 Where::Testenv(kind) => {
