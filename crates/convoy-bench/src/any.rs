@@ -2,8 +2,8 @@
 //! `--prepare` create them: their type, the kinds the embedded target
 //! holds, and manifest files.
 //!
-//! The API target creates any kind through the dynamic API (see
-//! [`crate::dynamic`]); the embedded cluster holds nodes, pods, PodGroups
+//! The API target creates any kind through the dynamic API (its
+//! `dynamic` module); the embedded cluster holds nodes, pods, PodGroups
 //! and the other kinds the scheduler reads ([`ClusterObject`]: Namespaces,
 //! Services, ReplicationControllers, ReplicaSets, StatefulSets), so
 //! anything else is refused there with an error naming the kind.

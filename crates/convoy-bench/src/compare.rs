@@ -9,12 +9,12 @@ use std::path::{Path, PathBuf};
 
 use convoy_testenv::{Options as TestEnvOptions, TestEnv};
 
-use crate::api::{ApiOptions, SchedulerKind};
 use crate::config::{Config, SCHEDULING_THROUGHPUT};
 use crate::dataitems::DataItems;
 use crate::measure::groups::{bind_span_rate, latency_summary, overall_rate};
 use crate::run::{Report, RunOptions, api_workload, describe_evictions, evictions_of, run_each};
 use crate::table::millis;
+use crate::targets::api::{ApiOptions, SchedulerKind};
 
 /// The reports of a comparison, one per scheduler, in the order run.
 #[derive(Debug, Clone, Default)]

@@ -44,19 +44,16 @@
 //! [`compare`] only.
 
 pub mod any;
-pub mod api;
 pub mod compare;
 pub mod config;
 pub mod dataitems;
 pub mod dra;
-mod dynamic;
 pub mod gate;
 pub mod gpu;
 pub mod labels;
 pub mod measure;
 pub mod objects;
 pub mod plan;
-pub mod priority;
 pub mod progress;
 pub mod report;
 pub mod run;

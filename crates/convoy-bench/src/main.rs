@@ -5,10 +5,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::config::parse_duration;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::measure::throughput::SampleInterval;
+use convoy_bench::targets::api::{ApiOptions, SchedulerKind};
 use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file};
 

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::api::ApiOptions;
 use crate::config::{Config, SCHEDULING_THROUGHPUT, TestCase, Workload, format_duration};
 use crate::dataitems::{DataItem, DataItems, apply_threshold};
 use crate::labels::LabelFilter;
@@ -17,6 +16,7 @@ use crate::measure::groups::{latency_summary, overall_rate};
 use crate::measure::throughput::Summary;
 use crate::plan::{Plan, plan};
 use crate::table::millis;
+use crate::targets::api::ApiOptions;
 use crate::targets::embedded::{self, EmbeddedOptions};
 
 /// What to run and where results go.
@@ -178,7 +178,7 @@ pub fn run_api(config: &Config, opts: &RunOptions, api: &ApiOptions) -> Result<R
 
 /// One workload on the API-server target: its windows and DataItems.
 pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<DataItem>), String> {
-    let outcome = crate::api::run(plan, api).map_err(|e| e.to_string())?;
+    let outcome = crate::targets::api::run(plan, api).map_err(|e| e.to_string())?;
     let scheduler = api.scheduler.name();
     let mut items: Vec<DataItem> = outcome
         .windows
@@ -201,7 +201,7 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
     let labels = [("Scheduler".to_string(), scheduler.to_string())].into();
     items.extend(crate::gpu::take_items(plan, &labels));
     if let Some(u) = &outcome.usage {
-        items.extend(crate::api::usage_items(&plan.name, api.scheduler, u));
+        items.extend(crate::targets::api::usage_items(&plan.name, api.scheduler, u));
     }
     Ok((outcome.windows, items))
 }

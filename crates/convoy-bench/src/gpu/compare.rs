@@ -21,11 +21,11 @@ use convoy_testenv::{Options, TestEnv};
 use serde::Serialize;
 
 use super::Outcome;
-use crate::api::{ApiOptions, SchedulerKind};
 use crate::dataitems::{DataItem, DataItems};
 use crate::labels::LabelFilter;
 use crate::measure::throughput::{SampleInterval, Summary as Throughput};
 use crate::run::{RunOptions, data_item, plan_all, select};
+use crate::targets::api::{ApiOptions, SchedulerKind};
 use crate::targets::embedded::EmbeddedOptions;
 
 /// Where a variant runs.
@@ -155,7 +155,7 @@ pub fn run(
                             scheduler: kind,
                             ..api.clone()
                         };
-                        let r = crate::api::run(&plan, &api).map_err(|e| e.to_string());
+                        let r = crate::targets::api::run(&plan, &api).map_err(|e| e.to_string());
                         drop(env);
                         r.map(|o| o.windows)
                     })
@@ -196,7 +196,7 @@ fn install(kubeconfig: &std::path::Path, manifests: &[serde_json::Value]) -> Res
         let client = convoy_adapters::connect(Some(kubeconfig), 50.0, 100)
             .await
             .map_err(|e| format!("connecting: {e}"))?;
-        let dynamic = crate::dynamic::Dynamic::new(client);
+        let dynamic = crate::targets::api::dynamic::Dynamic::new(client);
         for m in manifests {
             dynamic.prepare(m).await?;
         }

@@ -33,7 +33,7 @@ use crate::config::{Params, check_count, parse_duration};
 use crate::dataitems::DataItem;
 use crate::plan::TemplateSource;
 
-pub(crate) use driver::{ApiTarget, DraObject, Target, run_jobs};
+pub(crate) use driver::{DraObject, SYNC_TIMEOUT, Target, run_jobs};
 pub use metrics::{GangSpan, GpuView, NodeGpus, Summary, WaveSample};
 
 /// The default DRA driver (and DeviceClass) of `gpusAs: draDevices`.

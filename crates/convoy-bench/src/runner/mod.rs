@@ -104,7 +104,7 @@ pub(crate) trait Target {
     /// Creates the pods of a `createPods` step, readied by
     /// [`Target::prepare_pods`]: one at a time unless the target has a
     /// better way.
-    async fn create_pods(&self, pods: Vec<Pod>) -> Result<(), String> {
+    async fn create_pods(&self, _namespace: &str, pods: Vec<Pod>) -> Result<(), String> {
         for pod in pods {
             self.create_pod(pod).await?;
         }
@@ -357,7 +357,7 @@ impl<T: Target> Runner<'_, T> {
             self.start_window(s.namespace.clone(), vec![s.namespace.clone()], None)?;
         }
         self.created.entry(s.namespace.clone()).or_default().extend(pods.iter().map(Created::of));
-        self.target.create_pods(pods).await?;
+        self.target.create_pods(&s.namespace, pods).await?;
         if !s.skip_wait {
             self.wait_scheduled(std::slice::from_ref(&s.namespace), &Selector::default()).await?;
         }
