@@ -151,6 +151,9 @@ pub(crate) trait Target {
     async fn describe_pods(&self, _keys: &[PodKey]) -> Vec<String> {
         Vec::new()
     }
+    /// Stops the scheduler and what feeds the tracker, once the steps are
+    /// over (the evictions are read after).
+    async fn stop(&mut self);
 }
 
 /// How the runner behaves, whatever the target.
@@ -198,17 +201,28 @@ pub struct Outcome {
     pub evictions: Evictions,
 }
 
+impl<'a> Options<'a> {
+    /// The options of a run.
+    pub(crate) fn new(
+        sample_interval: SampleInterval,
+        timeout: Duration,
+        progress: bool,
+        prepare: &'a [Value],
+    ) -> Self {
+        Self { sample_interval, timeout, progress, prepare }
+    }
+}
+
 /// Runs `plan` against `target` (started, its scheduler running), which
-/// feeds `tracker`: the `--prepare` manifests, then each step in turn;
-/// returns the measured windows. Background churn is stopped when the
-/// steps are over. The caller reads the evictions from `tracker` once it
-/// has stopped the scheduler.
+/// feeds `tracker`: the `--prepare` manifests, then each step in turn.
+/// When the steps are over, background churn is stopped, then the target;
+/// the evictions are read last.
 pub(crate) async fn run<T: Target>(
     plan: &Plan,
     target: &mut T,
     tracker: &Arc<Mutex<PodTracker>>,
     opts: Options<'_>,
-) -> Result<Vec<Window>, RunError> {
+) -> Result<Outcome, RunError> {
     let progress = opts.progress.then(|| {
         let t = tracker.clone();
         Progress::start(
@@ -245,7 +259,10 @@ pub(crate) async fn run<T: Target>(
         churn.abort();
     }
     drop(progress);
-    result.map(|()| runner.windows)
+    let windows = runner.windows;
+    target.stop().await;
+    let evictions = tracker.lock().evictions;
+    result.map(|()| Outcome { windows, evictions })
 }
 
 /// One workload's bookkeeping over its target.

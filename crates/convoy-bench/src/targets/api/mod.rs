@@ -136,21 +136,17 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
         client,
         tracker: tracker.clone(),
         scheduler: opts.scheduler,
+        running: Some(scheduler),
+        watch_task,
+        usage: None,
         namespaces: HashSet::new(),
         priorities: Arc::default(),
     };
-    let runner_opts = runner::Options {
-        sample_interval: opts.sample_interval,
-        timeout: opts.timeout,
-        progress: opts.progress,
-        prepare: &opts.prepare,
-    };
-    let windows = runner::run(plan, &mut target, &tracker, runner_opts).await;
-    let usage = scheduler.usage();
-    drop(scheduler);
-    watch_task.abort();
-    let evictions = tracker.lock().evictions;
-    windows.map(|windows| ApiOutcome { windows, usage, evictions })
+    let runner_opts =
+        runner::Options::new(opts.sample_interval, opts.timeout, opts.progress, &opts.prepare);
+    let outcome = runner::run(plan, &mut target, &tracker, runner_opts).await?;
+    let usage = target.usage;
+    Ok(ApiOutcome { windows: outcome.windows, usage, evictions: outcome.evictions })
 }
 
 /// Feeds the tracker from a watch of every pod; `synced` once the initial
@@ -180,6 +176,12 @@ struct ApiServer {
     dynamic: Arc<Dynamic>,
     tracker: Arc<Mutex<PodTracker>>,
     scheduler: SchedulerKind,
+    /// The scheduler under test, stopped on drop.
+    running: Option<scheduler::Running>,
+    /// The pod watch that feeds the tracker.
+    watch_task: tokio::task::JoinHandle<()>,
+    /// The scheduler process's resource use, read when it is stopped.
+    usage: Option<Usage>,
     /// Namespaces created (or found) by this workload.
     namespaces: HashSet<String>,
     /// Pod and PodGroup priorities on a server with the Priority admission
@@ -421,6 +423,14 @@ impl Target for ApiServer {
             seen.push(describe_pod(&self.client, k).await);
         }
         seen
+    }
+
+    /// Reads the scheduler's resource use, stops it, then the watch.
+    async fn stop(&mut self) {
+        if let Some(running) = self.running.take() {
+            self.usage = running.usage();
+        }
+        self.watch_task.abort();
     }
 }
 

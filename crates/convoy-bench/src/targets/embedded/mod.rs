@@ -110,17 +110,10 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Outcome, RunEr
     tokio::time::sleep(Duration::from_millis(100)).await;
 
     let mut target = Embedded::new(cluster, tracker.clone(), attempts, scheduler_name);
-    let runner_opts = runner::Options {
-        sample_interval: opts.sample_interval,
-        timeout: opts.timeout,
-        progress: opts.progress,
-        prepare: &opts.prepare,
-    };
-    let windows = runner::run(plan, &mut target, &tracker, runner_opts).await;
-    let _ = stop_tx.send(());
-    let _ = loop_task.await;
-    let evictions = tracker.lock().evictions;
-    windows.map(|windows| Outcome { windows, evictions })
+    target.scheduler = Some((stop_tx, loop_task));
+    let runner_opts =
+        runner::Options::new(opts.sample_interval, opts.timeout, opts.progress, &opts.prepare);
+    runner::run(plan, &mut target, &tracker, runner_opts).await
 }
 
 /// Keeps the last failure, to explain a timeout, marks pods attempted
@@ -173,6 +166,8 @@ struct Embedded {
     /// Whether a pod with finalizers was created: only then does a delete
     /// look the pod up first (see [`Embedded::delete`]).
     finalizers: AtomicBool,
+    /// Stops the scheduler's loop, and the loop (none in unit tests).
+    scheduler: Option<(oneshot::Sender<()>, tokio::task::JoinHandle<convoy_scheduler::run::Exit>)>,
 }
 
 impl Embedded {
@@ -190,6 +185,7 @@ impl Embedded {
             namespaces: BTreeSet::new(),
             pod_groups: HashSet::new(),
             finalizers: AtomicBool::new(false),
+            scheduler: None,
         }
     }
 
@@ -449,6 +445,13 @@ impl Target for Embedded {
         match self.attempts.last_failure.lock().as_ref() {
             Some((pod, m)) => format!("; last failure: {pod}: {m}"),
             None => String::new(),
+        }
+    }
+
+    async fn stop(&mut self) {
+        if let Some((stop, loop_task)) = self.scheduler.take() {
+            let _ = stop.send(());
+            let _ = loop_task.await;
         }
     }
 }
