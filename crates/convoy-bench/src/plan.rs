@@ -465,7 +465,7 @@ fn namespace_template(t: &TemplateSource) -> Result<Namespace, String> {
     {
         return Err(at(format!("kind {kind}, expected Namespace")));
     }
-    crate::objects::typed(v).map_err(at)
+    crate::any::typed(v).map_err(at)
 }
 
 /// Resolves a `createPods` op (also one pod set of `createPodSets`).

@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
 use kube::api::ObjectMeta;
 
-use crate::objects::typed;
+use crate::any::typed;
 use crate::plan::{CsiNodeTemplate, TemplateSource, VolumeTemplates};
 
 /// The annotation listing a node's in-tree plugins migrated to CSI

@@ -3,7 +3,7 @@
 //! `params`).
 //!
 //! Decoding is strict as upstream's (`UnmarshalStrict`): unknown keys are
-//! errors, and so (checked in [`plan`](crate::plan)) is a parameter no op
+//! errors, and so (checked when a workload is planned) is a parameter no op
 //! uses. Paths are relative to the config file.
 
 mod ops;

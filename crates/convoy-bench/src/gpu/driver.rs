@@ -114,7 +114,7 @@ fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Resul
     if s.gpus_as == GpusAs::DraDevices {
         dra::add_claim(&mut v, j.shape.gpus, &s.resource)?;
     }
-    crate::objects::typed(v).map_err(|e| format!("pod template: {e}"))
+    crate::any::typed(v).map_err(|e| format!("pod template: {e}"))
 }
 
 fn render_group(s: &GpuJobsStep, j: &Job) -> Result<Value, String> {

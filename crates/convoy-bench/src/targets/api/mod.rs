@@ -6,8 +6,8 @@
 //! pod watcher: the instant a pod is first seen with a `nodeName` is its
 //! bind, as upstream's collector sees it in its pod informer.
 //!
-//! The caller provides a fresh API server per workload (see
-//! [`crate::compare`]); this module only adds objects to it.
+//! The caller provides a fresh API server per workload (as `compare`
+//! does); this module only adds objects to it.
 
 pub(crate) mod dynamic;
 mod gpu;
