@@ -236,6 +236,17 @@ pub enum Step {
     },
     /// `createGpuJobs`.
     CreateGpuJobs(Box<crate::gpu::GpuJobsStep>),
+    /// `startScheduler`: the scheduler starts here, not before the first
+    /// step.
+    StartScheduler,
+}
+
+impl Plan {
+    /// Whether a `startScheduler` step starts the scheduler (otherwise it
+    /// starts before the first step).
+    pub fn starts_scheduler_late(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, Step::StartScheduler))
+    }
 }
 
 /// A workload ready to run.
@@ -430,6 +441,7 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
             Op::AllocResourceClaims(o) => Step::AllocResourceClaims {
                 namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
             },
+            Op::StartScheduler(_) => Step::StartScheduler,
             Op::CreateGpuJobs(o) => Step::CreateGpuJobs(Box::new(
                 crate::gpu::plan_step(o, i, &mut params, &mut template).map_err(at)?,
             )),

@@ -138,6 +138,24 @@ fn tiny_workload_produces_data_items() {
 }
 
 #[test]
+fn a_backlog_is_bound_once_the_scheduler_starts() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/config/performance-config.yaml");
+    let config = load_file(&path).unwrap();
+    let mut o = opts("short");
+    o.filter = Some("^SchedulingBacklog$/^5Nodes$".into());
+    let report = run(&config, &o).unwrap();
+    assert_eq!(report.results.len(), 1);
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows.len(), 1);
+    assert_eq!(r.windows[0].name, "backlog");
+    assert_eq!(r.windows[0].pods, 10, "the backlog is bound inside the window");
+    let (first, last) = r.windows[0].bind_span.unwrap();
+    assert!(first <= last);
+}
+
+#[test]
 fn threshold_failure_is_reported_as_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let config = load_file(&setup(dir.path())).unwrap();

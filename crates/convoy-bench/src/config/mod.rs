@@ -17,9 +17,9 @@ use serde::{Deserialize, Deserializer};
 pub use ops::{
     BarrierOp, ChurnOp, CreateAnyOp, CreateNamespacesOp, CreateNodesOp, CreatePodGroupsOp,
     CreatePodSetsOp, CreatePodsOp, CsiVolumeNodeResources, DeletePodsOp, LabelNodePrepareStrategy,
-    NestedCreatePodsOp, NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp, Stage,
-    StartCollectingMetricsOp, StopCollectingMetricsOp, UNSUPPORTED_OPCODES,
-    UniqueNodeLabelStrategy, check_count,
+    NestedCreatePodsOp, NodeAllocatableStrategy, Op, START_SCHEDULER, SUPPORTED_OPCODES, SleepOp,
+    Stage, StartCollectingMetricsOp, StartSchedulerOp, StopCollectingMetricsOp,
+    UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy, check_count,
 };
 pub use params::{Params, format_duration, parse_duration};
 
@@ -248,6 +248,11 @@ impl Config {
             }
             for (j, op) in tc.workload_template.iter().enumerate() {
                 op.validate().map_err(|e| at(format!("workloadTemplate[{j}]: {e}")))?;
+            }
+            let starts =
+                tc.workload_template.iter().filter(|op| matches!(op, Op::StartScheduler(_)));
+            if starts.count() > 1 {
+                return Err(at(format!("{START_SCHEDULER} appears more than once")));
             }
             let collects = tc.workload_template.iter().any(|op| match op {
                 Op::CreatePods(p) => p.collect_metrics,

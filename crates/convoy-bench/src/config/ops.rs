@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 /// The opcodes convoy-bench runs.
-pub const SUPPORTED_OPCODES: [&str; 14] = [
+pub const SUPPORTED_OPCODES: [&str; 15] = [
     "createNodes",
     "createNamespaces",
     "createPods",
@@ -27,7 +27,11 @@ pub const SUPPORTED_OPCODES: [&str; 14] = [
     "stopCollectingMetrics",
     "allocResourceClaims",
     crate::gpu::OPCODE,
+    START_SCHEDULER,
 ];
+
+/// `startScheduler`, convoy-bench's own opcode (see [`StartSchedulerOp`]).
+pub const START_SCHEDULER: &str = "startScheduler";
 
 /// Upstream opcodes convoy-bench does not run yet.
 pub const UNSUPPORTED_OPCODES: [&str; 9] = [
@@ -73,6 +77,8 @@ pub enum Op {
     AllocResourceClaims(AllocResourceClaimsOp),
     /// `createGpuJobs` (convoy-bench's own, see [`crate::gpu`]).
     CreateGpuJobs(crate::gpu::CreateGpuJobsOp),
+    /// `startScheduler` (convoy-bench's own).
+    StartScheduler(StartSchedulerOp),
 }
 
 /// `createNodes`: `count` (or `countParam`) nodes from a template or the
@@ -384,6 +390,16 @@ pub struct StartCollectingMetricsOp {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StopCollectingMetricsOp {}
 
+/// `startScheduler` (convoy-bench's own, at most once per workload): the
+/// scheduler under test starts here instead of before the first op, so
+/// that the ops before it leave a backlog (pods created while no scheduler
+/// runs) that it then works through, as a scheduler restarted on a busy
+/// cluster does. An op before it must not wait for binds
+/// (`skipWaitToCompletion`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StartSchedulerOp {}
+
 /// `allocResourceClaims` (upstream's `dra.go` `allocResourceClaimsOp`):
 /// allocates every unallocated ResourceClaim of the namespace with the
 /// structured allocator, each on a node picked at random among those where
@@ -432,6 +448,7 @@ impl Op {
             "stopCollectingMetrics" => Op::StopCollectingMetrics(decode(v).map_err(ctx)?),
             "allocResourceClaims" => Op::AllocResourceClaims(decode(v).map_err(ctx)?),
             crate::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
+            START_SCHEDULER => Op::StartScheduler(decode(v).map_err(ctx)?),
             o if UNSUPPORTED_OPCODES.contains(&o) => {
                 return Err(format!(
                     "opcode {o:?} is an upstream opcode convoy-bench does not support yet \
@@ -465,6 +482,7 @@ impl Op {
             Op::StopCollectingMetrics(_) => "stopCollectingMetrics",
             Op::AllocResourceClaims(_) => "allocResourceClaims",
             Op::CreateGpuJobs(_) => crate::gpu::OPCODE,
+            Op::StartScheduler(_) => START_SCHEDULER,
         }
     }
 
@@ -566,7 +584,9 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::StopCollectingMetrics(_) | Op::AllocResourceClaims(_) => Ok(()),
+            Op::StopCollectingMetrics(_) | Op::AllocResourceClaims(_) | Op::StartScheduler(_) => {
+                Ok(())
+            }
             Op::CreateGpuJobs(o) => o.validate(),
         }
     }

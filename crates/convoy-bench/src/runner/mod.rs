@@ -103,16 +103,23 @@ impl<'a> Options<'a> {
     }
 }
 
-/// Runs `plan` against `target` (started, its scheduler running), which
-/// feeds `tracker`: the `--prepare` manifests, then each step in turn.
-/// When the steps are over, background churn is stopped, then the target;
-/// the evictions are read last.
+/// Runs `plan` against `target`, which feeds `tracker`: starts the
+/// scheduler (unless a `startScheduler` step does), applies the
+/// `--prepare` manifests, then runs each step in turn. When the steps are
+/// over, background churn is stopped, then the target; the evictions are
+/// read last.
 pub(crate) async fn run<T: Target>(
     plan: &Plan,
     target: &mut T,
     tracker: &Arc<Mutex<PodTracker>>,
     opts: Options<'_>,
 ) -> Result<Outcome, RunError> {
+    if !plan.starts_scheduler_late()
+        && let Err(e) = target.start_scheduler().await
+    {
+        target.stop().await;
+        return Err(RunError::Scheduler(e));
+    }
     let progress = opts.progress.then(|| {
         let t = tracker.clone();
         Progress::start(
@@ -211,6 +218,7 @@ impl<T: Target> Runner<'_, T> {
             Step::AllocResourceClaims { namespace } => {
                 self.alloc_resource_claims(namespace.as_deref()).await?;
             }
+            Step::StartScheduler => self.target.start_scheduler().await?,
             Step::CreateGpuJobs(s) => {
                 self.ensure_namespace(&s.namespace).await?;
                 if s.collect_metrics {

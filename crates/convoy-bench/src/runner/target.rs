@@ -35,6 +35,12 @@ pub(crate) trait Target {
     /// hold pods of earlier runs.
     const COUNT_PER_NAMESPACE: bool;
 
+    /// Starts the scheduler under test: before the first step, or at
+    /// `startScheduler`.
+    async fn start_scheduler(&mut self) -> Result<(), String>;
+    /// Stops the scheduler and what feeds the tracker, once the steps are
+    /// over (the evictions are read after).
+    async fn stop(&mut self);
     /// The profile (`schedulerName`) the benchmark's pods name.
     fn scheduler_name(&self) -> &str;
     /// Whether Convoy is the scheduler (what `createPodGroups` logs).
@@ -117,7 +123,4 @@ pub(crate) trait Target {
     async fn describe_pods(&self, _keys: &[PodKey]) -> Vec<String> {
         Vec::new()
     }
-    /// Stops the scheduler and what feeds the tracker, once the steps are
-    /// over (the evictions are read after).
-    async fn stop(&mut self);
 }

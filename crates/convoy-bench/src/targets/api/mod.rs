@@ -120,23 +120,22 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let workdir = tempfile::Builder::new()
-        .prefix("convoy-bench-")
-        .tempdir()
-        .map_err(|e| sched_err(format!("work directory: {e}")))?;
-    let scheduler = match scheduler::start(plan, opts, &client, workdir.path()).await {
-        Ok(s) => s,
+    let workdir = match tempfile::Builder::new().prefix("convoy-bench-").tempdir() {
+        Ok(d) => d,
         Err(e) => {
             watch_task.abort();
-            return Err(sched_err(e));
+            return Err(sched_err(format!("work directory: {e}")));
         }
     };
     let mut target = ApiServer {
+        plan,
+        opts,
+        workdir,
         dynamic: Arc::new(Dynamic::new(client.clone())),
         client,
         tracker: tracker.clone(),
         scheduler: opts.scheduler,
-        running: Some(scheduler),
+        running: None,
         watch_task,
         usage: None,
         namespaces: HashSet::new(),
@@ -171,7 +170,11 @@ async fn watch_pods(
 }
 
 /// The API server as the runner's [`Target`].
-struct ApiServer {
+struct ApiServer<'a> {
+    plan: &'a Plan,
+    opts: &'a ApiOptions,
+    /// The scheduler's configuration and log.
+    workdir: tempfile::TempDir,
     client: kube::Client,
     dynamic: Arc<Dynamic>,
     tracker: Arc<Mutex<PodTracker>>,
@@ -189,7 +192,7 @@ struct ApiServer {
     priorities: Arc<PriorityBridge>,
 }
 
-impl Target for ApiServer {
+impl Target for ApiServer<'_> {
     type Churner = DynamicChurner;
     type Gpu = ApiGpu;
     const POLL: Duration = Duration::from_millis(5);
@@ -423,6 +426,16 @@ impl Target for ApiServer {
             seen.push(describe_pod(&self.client, k).await);
         }
         seen
+    }
+
+    /// As a process, or the null binder in process (see [`scheduler`]).
+    async fn start_scheduler(&mut self) -> Result<(), String> {
+        if self.running.is_some() {
+            return Err("the scheduler is running already".into());
+        }
+        let running = scheduler::start(self.plan, self.opts, &self.client, self.workdir.path());
+        self.running = Some(running.await?);
+        Ok(())
     }
 
     /// Reads the scheduler's resource use, stops it, then the watch.

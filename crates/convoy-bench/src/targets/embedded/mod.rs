@@ -17,8 +17,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use convoy_api::{ClusterObject, ClusterUpdate, PodKey, RealClock};
+use convoy_config::SchedulerConfig;
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects, PodGroupObject};
 use convoy_scheduler::decision::{Decision, DecisionSink, GroupDecision, Outcome as Attempt};
+use convoy_scheduler::run::Exit;
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -26,7 +28,7 @@ use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::storage::v1::CSINode;
 use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::any::{
     EmbeddedObject, embedded_object, embedded_scope, is_crd, manifest_namespace, type_of,
@@ -82,38 +84,26 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Outcome, RunEr
     let (cluster, rx) = EmbeddedCluster::new(Objects::default());
     let tracker = Arc::new(Mutex::new(PodTracker::default()));
     let attempts = Arc::new(Attempts { last_failure: Mutex::default(), tracker: tracker.clone() });
-    let scheduler = Scheduler::new(SchedulerOptions {
-        config,
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
-        clock: Arc::new(RealClock),
-        sink: attempts.clone(),
-        seed: None,
-        framework_metrics: None,
-    })
-    .map_err(|e| RunError::Scheduler(e.to_string()))?;
-    let observer = tracker.clone();
-    let updates =
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|u| (u, rx)) })
-            .inspect(move |u| observe(&observer, u));
-    let (_leader_tx, leader_rx) = watch::channel(true);
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
-    let loop_task = tokio::spawn(scheduler.clone().run_leader(updates, leader_rx, async {
-        let _ = stop_rx.await;
-    }));
-    // Let the loop see the initial sync and start leading (it polls every
-    // 50 ms until then); nothing is measured yet.
-    while !scheduler.synced().load(Ordering::Acquire) {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-
     let mut target = Embedded::new(cluster, tracker.clone(), attempts, scheduler_name);
-    target.scheduler = Some((stop_tx, loop_task));
+    target.scheduler = Loop::Idle(Box::new(config), rx);
     let runner_opts =
         runner::Options::new(opts.sample_interval, opts.timeout, opts.progress, &opts.prepare);
     runner::run(plan, &mut target, &tracker, runner_opts).await
+}
+
+/// The scheduler's live loop.
+enum Loop {
+    /// Not started: its configuration, and the cluster's updates so far
+    /// (the loop reads them all when it starts).
+    Idle(Box<SchedulerConfig>, mpsc::UnboundedReceiver<ClusterUpdate>),
+    /// Running: what keeps it leading, what stops it, and its task.
+    Running {
+        _leader: watch::Sender<bool>,
+        stop: oneshot::Sender<()>,
+        task: tokio::task::JoinHandle<Exit>,
+    },
+    /// Stopped, or never there (unit tests).
+    Off,
 }
 
 /// Keeps the last failure, to explain a timeout, marks pods attempted
@@ -166,8 +156,8 @@ struct Embedded {
     /// Whether a pod with finalizers was created: only then does a delete
     /// look the pod up first (see [`Embedded::delete`]).
     finalizers: AtomicBool,
-    /// Stops the scheduler's loop, and the loop (none in unit tests).
-    scheduler: Option<(oneshot::Sender<()>, tokio::task::JoinHandle<convoy_scheduler::run::Exit>)>,
+    /// The scheduler's live loop.
+    scheduler: Loop,
 }
 
 impl Embedded {
@@ -185,7 +175,7 @@ impl Embedded {
             namespaces: BTreeSet::new(),
             pod_groups: HashSet::new(),
             finalizers: AtomicBool::new(false),
-            scheduler: None,
+            scheduler: Loop::Off,
         }
     }
 
@@ -448,10 +438,54 @@ impl Target for Embedded {
         }
     }
 
+    /// Convoy's live loop, on the scheduler's own update stream (which
+    /// feeds the tracker); returns once it leads, 100 ms after its initial
+    /// sync (nothing is measured before). Nothing to start in unit tests.
+    async fn start_scheduler(&mut self) -> Result<(), String> {
+        let (config, rx) = match std::mem::replace(&mut self.scheduler, Loop::Off) {
+            Loop::Idle(config, rx) => (config, rx),
+            Loop::Off => return Ok(()),
+            running @ Loop::Running { .. } => {
+                self.scheduler = running;
+                return Err("the scheduler is running already".into());
+            }
+        };
+        let scheduler = Scheduler::new(SchedulerOptions {
+            config: *config,
+            registry: convoy_scheduler::registry(),
+            binder: Arc::new(EmbeddedBinder(self.cluster.clone())),
+            actuator: Arc::new(convoy_embedded::EmbeddedActuator(self.cluster.clone())),
+            clock: Arc::new(RealClock),
+            sink: self.attempts.clone(),
+            seed: None,
+            framework_metrics: None,
+        })
+        .map_err(|e| e.to_string())?;
+        let observer = self.tracker.clone();
+        let updates =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|u| (u, rx)) })
+                .inspect(move |u| observe(&observer, u));
+        let (leader, leader_rx) = watch::channel(true);
+        let (stop, stop_rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(scheduler.clone().run_leader(updates, leader_rx, async {
+            let _ = stop_rx.await;
+        }));
+        self.scheduler = Loop::Running { _leader: leader, stop, task };
+        // Let the loop see the initial sync and start leading (it polls
+        // every 50 ms until then).
+        while !scheduler.synced().load(Ordering::Acquire) {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        Ok(())
+    }
+
     async fn stop(&mut self) {
-        if let Some((stop, loop_task)) = self.scheduler.take() {
+        if let Loop::Running { _leader, stop, task } =
+            std::mem::replace(&mut self.scheduler, Loop::Off)
+        {
             let _ = stop.send(());
-            let _ = loop_task.await;
+            let _ = task.await;
         }
     }
 }
