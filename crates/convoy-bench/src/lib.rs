@@ -50,6 +50,7 @@ pub mod dataitems;
 pub mod dra;
 pub mod gate;
 pub mod gpu;
+pub mod gpu_compare;
 pub mod labels;
 pub mod measure;
 pub mod objects;

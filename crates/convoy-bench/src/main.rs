@@ -48,7 +48,7 @@ enum Command {
     #[command(subcommand)]
     Gate(GateCommand),
     /// The GPU fragmentation comparison (docs/benchmarks.md, GPU section).
-    Gpu(convoy_bench::gpu::compare::GpuArgs),
+    Gpu(convoy_bench::gpu_compare::GpuArgs),
 }
 
 #[derive(Subcommand)]
@@ -221,7 +221,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Gate(cmd) => gate(cmd),
-        Command::Gpu(args) => convoy_bench::gpu::compare::main(args),
+        Command::Gpu(args) => convoy_bench::gpu_compare::main(args),
         // A workload that does not plan is listed with its error (it fails
         // only when selected, as upstream's).
         Command::List { config } => match load_file(&config).map_err(|e| e.to_string()) {

@@ -12,21 +12,8 @@ use k8s_openapi::api::core::v1::Namespace;
 
 use crate::config::{Config, CreatePodsOp, Op, Params, Stage, TestCase, Workload, parse_duration};
 use crate::labels::Selector;
-use crate::template::{Env, Value};
-
-/// Where an object template comes from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TemplateSource {
-    /// Upstream's built-in node or pod.
-    Builtin,
-    /// A template file and its text.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Its contents.
-        text: Arc<str>,
-    },
-}
+use crate::template::Env;
+pub use crate::template::{TemplateSource, env_for};
 
 /// How `createNodes` changes each node.
 #[derive(Debug, Clone, PartialEq)]
@@ -242,6 +229,18 @@ pub enum Step {
 }
 
 impl Plan {
+    /// Takes the outcomes of every `createGpuJobs` step.
+    pub fn take_gpu_outcomes(&self) -> Vec<crate::gpu::Outcome> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::CreateGpuJobs(s) => Some(s.sink.take()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
     /// Whether a `startScheduler` step starts the scheduler (otherwise it
     /// starts before the first step).
     pub fn starts_scheduler_late(&self) -> bool {
@@ -530,12 +529,4 @@ fn pods_step(
             _ => None,
         },
     })
-}
-
-/// The template data of object `index` of `count`.
-pub fn env_for(params: &Env, index: usize, count: usize) -> Env {
-    let mut env = params.clone();
-    env.insert("Index".into(), Value::Int(index as i64));
-    env.insert("Count".into(), Value::Int(count as i64));
-    env
 }

@@ -163,7 +163,11 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
             windows.iter().map(|win| data_item(&plan.name, win)).collect();
         items.extend(windows.iter().flat_map(|win| crate::measure::groups::items(&plan.name, win)));
         items.push(crate::measure::evictions::item(&plan.name, &outcome.evictions));
-        items.extend(crate::gpu::take_items(plan, &Default::default()));
+        items.extend(crate::gpu::outcomes_items(
+            &plan.name,
+            &plan.take_gpu_outcomes(),
+            &Default::default(),
+        ));
         Ok((windows, items))
     })
 }
@@ -199,7 +203,7 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
     evicted.labels.insert("Scheduler".into(), scheduler.into());
     items.push(evicted);
     let labels = [("Scheduler".to_string(), scheduler.to_string())].into();
-    items.extend(crate::gpu::take_items(plan, &labels));
+    items.extend(crate::gpu::outcomes_items(&plan.name, &plan.take_gpu_outcomes(), &labels));
     if let Some(u) = &outcome.usage {
         items.extend(crate::targets::api::usage_items(&plan.name, api.scheduler, u));
     }

@@ -28,6 +28,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
 
 /// A template value: a YAML scalar, list or map (`templateParams` such as
 /// DRA `selectors` and `constraints` are lists of maps).
@@ -912,6 +914,28 @@ fn compare(name: &str, a: &Value, b: &Value) -> Result<std::cmp::Ordering, Strin
         }
         _ => Err(format!("{name}: incompatible types for comparison: {a:?} and {b:?}")),
     }
+}
+
+/// Where an object template comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TemplateSource {
+    /// Upstream's built-in node or pod.
+    Builtin,
+    /// A template file and its text.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Its contents.
+        text: Arc<str>,
+    },
+}
+
+/// The template data of object `index` of `count`.
+pub fn env_for(params: &Env, index: usize, count: usize) -> Env {
+    let mut env = params.clone();
+    env.insert("Index".into(), Value::Int(index as i64));
+    env.insert("Count".into(), Value::Int(count as i64));
+    env
 }
 
 #[cfg(test)]

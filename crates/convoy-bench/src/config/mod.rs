@@ -6,6 +6,7 @@
 //! errors, and so (checked when a workload is planned) is a parameter no op
 //! uses. Paths are relative to the config file.
 
+pub mod gpu;
 mod ops;
 mod params;
 
@@ -19,9 +20,9 @@ pub use ops::{
     CreatePodSetsOp, CreatePodsOp, CsiVolumeNodeResources, DeletePodsOp, LabelNodePrepareStrategy,
     NestedCreatePodsOp, NodeAllocatableStrategy, Op, START_SCHEDULER, SUPPORTED_OPCODES, SleepOp,
     Stage, StartCollectingMetricsOp, StartSchedulerOp, StopCollectingMetricsOp,
-    UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy, check_count,
+    UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy,
 };
-pub use params::{Params, format_duration, parse_duration};
+pub use params::{Params, check_count, format_duration, parse_duration};
 
 /// The metric convoy-bench measures (and the default threshold metric).
 pub const SCHEDULING_THROUGHPUT: &str = "SchedulingThroughput";

@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::params::{check_count, check_param};
+
 /// The opcodes convoy-bench runs.
 pub const SUPPORTED_OPCODES: [&str; 15] = [
     "createNodes",
@@ -26,7 +28,7 @@ pub const SUPPORTED_OPCODES: [&str; 15] = [
     "startCollectingMetrics",
     "stopCollectingMetrics",
     "allocResourceClaims",
-    crate::gpu::OPCODE,
+    super::gpu::OPCODE,
     START_SCHEDULER,
 ];
 
@@ -75,8 +77,8 @@ pub enum Op {
     StopCollectingMetrics(StopCollectingMetricsOp),
     /// `allocResourceClaims`.
     AllocResourceClaims(AllocResourceClaimsOp),
-    /// `createGpuJobs` (convoy-bench's own, see [`crate::gpu`]).
-    CreateGpuJobs(crate::gpu::CreateGpuJobsOp),
+    /// `createGpuJobs` (convoy-bench's own, see [`super::gpu`]).
+    CreateGpuJobs(super::gpu::CreateGpuJobsOp),
     /// `startScheduler` (convoy-bench's own).
     StartScheduler(StartSchedulerOp),
 }
@@ -197,7 +199,7 @@ pub struct CreatePodsOp {
     pub duration_param: Option<String>,
     /// PersistentVolume file (plain YAML, as upstream's `getSpecFromFile`):
     /// with `persistentVolumeClaimTemplatePath`, each pod gets its own
-    /// claim bound to its own volume (see [`crate::volumes::PodVolumes`]).
+    /// claim bound to its own volume (see `volumes::PodVolumes`).
     pub persistent_volume_template_path: Option<String>,
     /// PersistentVolumeClaim file (plain YAML). Without it the volume
     /// template is ignored, as upstream's `getPodStrategy` ignores it.
@@ -447,7 +449,7 @@ impl Op {
             "startCollectingMetrics" => Op::StartCollectingMetrics(decode(v).map_err(ctx)?),
             "stopCollectingMetrics" => Op::StopCollectingMetrics(decode(v).map_err(ctx)?),
             "allocResourceClaims" => Op::AllocResourceClaims(decode(v).map_err(ctx)?),
-            crate::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
+            super::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
             START_SCHEDULER => Op::StartScheduler(decode(v).map_err(ctx)?),
             o if UNSUPPORTED_OPCODES.contains(&o) => {
                 return Err(format!(
@@ -481,7 +483,7 @@ impl Op {
             Op::StartCollectingMetrics(_) => "startCollectingMetrics",
             Op::StopCollectingMetrics(_) => "stopCollectingMetrics",
             Op::AllocResourceClaims(_) => "allocResourceClaims",
-            Op::CreateGpuJobs(_) => crate::gpu::OPCODE,
+            Op::CreateGpuJobs(_) => super::gpu::OPCODE,
             Op::StartScheduler(_) => START_SCHEDULER,
         }
     }
@@ -589,35 +591,6 @@ impl Op {
             }
             Op::CreateGpuJobs(o) => o.validate(),
         }
-    }
-}
-
-/// Checks a `<field>` / `<field>Param` pair: one is given, the literal is
-/// at least `min` (0 or 1), the parameter is a `$param` reference.
-pub fn check_count(
-    op: &str,
-    field: &str,
-    value: Option<i64>,
-    param: &Option<String>,
-    min: i64,
-) -> Result<(), String> {
-    match (value, param) {
-        (Some(c), _) if c < min => {
-            let bound = if min == 1 { "> 0".to_string() } else { format!(">= {min}") };
-            Err(format!("{op}.{field} must be {bound}, got {c}"))
-        }
-        (Some(_), _) => Ok(()),
-        (None, p @ Some(_)) => check_param(op, &format!("{field}Param"), p),
-        (None, None) => Err(format!("{op}: {field} or {field}Param is required")),
-    }
-}
-
-fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> {
-    match p {
-        Some(p) if !p.starts_with('$') => {
-            Err(format!("{op}.{field} must be a \"$param\" reference, got {p:?}"))
-        }
-        _ => Ok(()),
     }
 }
 

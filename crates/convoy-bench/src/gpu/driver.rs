@@ -31,8 +31,8 @@ use super::metrics::{
 };
 use super::stream::{Job, PodShape, jobs};
 use super::{GpuJobsStep, GpusAs, Outcome, dra};
-use crate::plan::{TemplateSource, env_for};
 use crate::template::Value as TValue;
+use crate::template::{TemplateSource, env_for};
 
 /// Requests in flight.
 const CONCURRENCY: usize = 64;
