@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use convoy_api::PodKey;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use serde_json::Value;
 

@@ -3,7 +3,7 @@ use std::collections::BTreeMap;
 use convoy_api::{ClusterObject, ClusterUpdate, PodKey};
 use convoy_embedded::{EmbeddedCluster, Objects};
 use k8s_openapi::api::core::v1::{Namespace, Pod, PodCondition, PodSpec, PodStatus};
-use kube::api::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use parking_lot::Mutex;
 use serde_json::Value;
 
