@@ -45,41 +45,14 @@ impl ApiGpu {
         own_deletes: OwnDeletes,
         dra: bool,
     ) -> Result<Self, String> {
-        let (nodes, nw) = reflector::store::<Node>();
-        let (pods, pw) = reflector::store::<Pod>();
-        let run =
-            |s: futures::stream::BoxStream<'static, ()>| tokio::spawn(s.for_each(|()| async {}));
-        let node_stream =
-            reflector(nw, watcher(Api::<Node>::all(client.clone()), Default::default()))
-                .default_backoff()
-                .map(drop)
-                .boxed();
-        let pod_stream =
-            reflector(pw, watcher(Api::<Pod>::all(client.clone()), Default::default()))
-                .default_backoff()
-                .map(drop)
-                .boxed();
-        let mut tasks = vec![run(node_stream), run(pod_stream)];
+        let mut tasks = Vec::new();
+        let nodes = watched::<Node>(&client, &mut tasks);
+        let pods = watched::<Pod>(&client, &mut tasks);
         let dra = dra.then(|| {
-            let (slices, sw) = reflector::store::<ResourceSlice>();
-            let (claims, cw) = reflector::store::<ResourceClaim>();
-            let slice_stream = reflector(
-                sw,
-                watcher(Api::<ResourceSlice>::all(client.clone()), Default::default()),
+            (
+                watched::<ResourceSlice>(&client, &mut tasks),
+                watched::<ResourceClaim>(&client, &mut tasks),
             )
-            .default_backoff()
-            .map(drop)
-            .boxed();
-            let claim_stream = reflector(
-                cw,
-                watcher(Api::<ResourceClaim>::all(client.clone()), Default::default()),
-            )
-            .default_backoff()
-            .map(drop)
-            .boxed();
-            tasks.push(run(slice_stream));
-            tasks.push(run(claim_stream));
-            (slices, claims)
         });
         let ready = async {
             nodes.wait_until_ready().await.map_err(|e| e.to_string())?;
@@ -105,6 +78,28 @@ impl ApiGpu {
             Err(_) => Err("cluster stores did not sync in 60s".into()),
         }
     }
+}
+
+/// A store of every `K`, kept by a reflector task pushed to `tasks`.
+fn watched<K>(
+    client: &kube::Client,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> reflector::Store<K>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = reflector(writer, watcher(Api::<K>::all(client.clone()), Default::default()))
+        .default_backoff()
+        .for_each(|_| async {});
+    tasks.push(tokio::spawn(stream));
+    store
 }
 
 impl Drop for ApiGpu {
