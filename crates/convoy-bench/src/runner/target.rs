@@ -14,10 +14,11 @@ use super::tracker::Created;
 use crate::dra::DraState;
 use crate::volumes::ClaimAndVolume;
 
-/// What differs between targets: how objects reach the cluster, how pods
-/// are deleted, how `churn` and `createGpuJobs` reach it, and what a
-/// timed-out wait can add. Binds and attempts are not here: the target
-/// feeds them to the [`PodTracker`] it was given.
+/// What differs between targets: how the scheduler starts and stops, how
+/// objects reach the cluster, how pods are deleted, how `churn` and
+/// `createGpuJobs` reach it, and what a timed-out wait can add. Binds and
+/// attempts are not here: the target feeds them to the
+/// [`PodTracker`](super::tracker::PodTracker) it was given.
 ///
 /// A method is `async` where an API server makes it a round trip; the
 /// embedded target answers at once.

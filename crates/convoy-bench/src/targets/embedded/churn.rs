@@ -1,5 +1,5 @@
 //! `churn` on the embedded target: nodes, pods and the kinds of
-//! [`ClusterObject`], created and deleted in the cluster directly.
+//! [`ClusterObject`](convoy_api::ClusterObject), created and deleted in the cluster directly.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
