@@ -4,7 +4,7 @@
 //! Each op is decoded strictly: an unknown opcode or field is an error that
 //! names it. Upstream fields convoy-bench does not implement yet are
 //! declared (so a typo and a missing feature read differently) and refused
-//! by [`Op::check_supported`].
+//! by [`Op::validate`].
 
 use std::collections::BTreeMap;
 
