@@ -2,8 +2,8 @@
 //! `--prepare` create them: their type, the kinds the embedded target
 //! holds, and manifest files.
 //!
-//! The API target creates any kind through the dynamic API (see
-//! [`crate::dynamic`]); the embedded cluster holds nodes, pods, PodGroups
+//! The API target creates any kind through the dynamic API (its
+//! `dynamic` module); the embedded cluster holds nodes, pods, PodGroups
 //! and the other kinds the scheduler reads ([`ClusterObject`]: Namespaces,
 //! Services, ReplicationControllers, ReplicaSets, StatefulSets), so
 //! anything else is refused there with an error naming the kind.
@@ -19,7 +19,39 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
 use serde_json::{Value, json};
 
-use crate::objects::{name_object, typed};
+/// Decodes a typed object, errors naming the field.
+pub fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{path}: {}", e.into_inner())
+    })
+}
+
+/// Names an object: keeps `metadata.name`, else `generateName` (or
+/// `default_prefix`) plus `serial`.
+pub fn name_object(v: &mut Value, default_prefix: &str, serial: u64) -> String {
+    let meta = v
+        .as_object_mut()
+        .expect("checked by Decoder")
+        .entry("metadata")
+        .or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
+    let meta = meta.as_object_mut().expect("just set");
+    if let Some(Value::String(n)) = meta.get("name")
+        && !n.is_empty()
+    {
+        return n.clone();
+    }
+    let prefix = match meta.get("generateName") {
+        Some(Value::String(p)) if !p.is_empty() => p.clone(),
+        _ => default_prefix.to_string(),
+    };
+    let name = format!("{prefix}{serial}");
+    meta.insert("name".into(), Value::String(name.clone()));
+    name
+}
 
 /// The API version `createPodGroups` creates.
 pub const POD_GROUP_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
@@ -103,8 +135,8 @@ pub fn is_crd(v: &Value) -> bool {
 }
 
 /// What the benchmark adds to any object it creates: a node without a
-/// kubelet gets `status.allocatable` from its capacity (see
-/// [`crate::objects::build_nodes`]); a pod that names no scheduler goes
+/// kubelet gets `status.allocatable` from its capacity (as `createNodes`'
+/// nodes do); a pod that names no scheduler goes
 /// to `scheduler_name`.
 pub fn complete(v: &mut Value, scheduler_name: &str) {
     match type_of(v) {

@@ -3,15 +3,18 @@
 //! table of `SchedulingThroughput` averages with Convoy's ratios to
 //! kube-scheduler and to the null binder (the API server's ceiling).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use convoy_testenv::{Options as TestEnvOptions, TestEnv};
 
-use crate::api::{ApiOptions, SchedulerKind};
 use crate::config::{Config, SCHEDULING_THROUGHPUT};
 use crate::dataitems::DataItems;
+use crate::measure::groups::{bind_span_rate, latency_summary, overall_rate};
 use crate::run::{Report, RunOptions, api_workload, describe_evictions, evictions_of, run_each};
+use crate::table::millis;
+use crate::targets::api::{ApiOptions, SchedulerKind};
 
 /// The reports of a comparison, one per scheduler, in the order run.
 #[derive(Debug, Clone, Default)]
@@ -153,8 +156,7 @@ impl Comparison {
         for (s, r) in &self.runs {
             for w in &r.results {
                 for win in &w.windows {
-                    let rate = crate::groups::bind_span_rate(win)
-                        .map_or("-".to_string(), |v| format!("{v:.1}"));
+                    let rate = bind_span_rate(win).map_or("-".to_string(), |v| format!("{v:.1}"));
                     writeln!(
                         out,
                         "{} {}/{}: {} pods bound in a {:.1} s window, {rate} pods/s from the \
@@ -173,8 +175,8 @@ impl Comparison {
                 for i in &w.items {
                     let metric = i.labels.get("Metric").map_or("", String::as_str);
                     if metric != SCHEDULING_THROUGHPUT
-                        && !crate::evictions::is_item(i)
-                        && !crate::groups::is_group_metric(metric)
+                        && !crate::measure::evictions::is_item(i)
+                        && !crate::measure::groups::is_group_metric(metric)
                         && let Some((bucket, v)) = i.data.iter().next()
                     {
                         writeln!(
@@ -191,6 +193,71 @@ impl Comparison {
                 if let Some(e) = &w.error {
                     writeln!(out, "{} {}: {e}", s.name(), w.name).unwrap();
                 }
+            }
+        }
+        out
+    }
+
+    /// The group table of a comparison: per window and scheduler, groups/s
+    /// over the window and the created-to-bound latency, with Convoy's ratio
+    /// to kube-scheduler (empty when no window measured groups).
+    pub fn group_table(&self) -> String {
+        let mut rows = vec![
+            [
+                "NAME",
+                "SCHEDULER",
+                "GROUPS",
+                "GROUPS/S",
+                "LAT P50",
+                "LAT P90",
+                "LAT P99",
+                "PODS/S",
+                "BIND PODS/S",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        let mut rates: BTreeMap<String, BTreeMap<&'static str, f64>> = BTreeMap::new();
+        for (s, r) in &self.runs {
+            for res in &r.results {
+                for w in &res.windows {
+                    let Some(g) = &w.groups else { continue };
+                    let name = format!("{}/{}", res.name, w.name);
+                    let lat = latency_summary(&g.latencies);
+                    let rate = overall_rate(w);
+                    if let Some(v) = rate {
+                        rates.entry(name.clone()).or_default().insert(s.name(), v);
+                    }
+                    let pods = (w.duration.as_secs_f64() > 0.0)
+                        .then(|| w.pods as f64 / w.duration.as_secs_f64());
+                    let bind = bind_span_rate(w);
+                    rows.push(vec![
+                        name,
+                        s.name().into(),
+                        g.placed.to_string(),
+                        rate.map_or("-".into(), |v| format!("{v:.1}")),
+                        millis(lat.map(|s| s.perc50)),
+                        millis(lat.map(|s| s.perc90)),
+                        millis(lat.map(|s| s.perc99)),
+                        pods.map_or("-".into(), |v| format!("{v:.1}")),
+                        bind.map_or("-".into(), |v| format!("{v:.1}")),
+                    ]);
+                }
+            }
+        }
+        if rows.len() == 1 {
+            return String::new();
+        }
+        let mut out = crate::table::format(&rows, 1);
+        out.push_str(
+            "(GROUPS/S, PODS/S: over each window's wall time, pod creation included; BIND PODS/S: \
+             from the first bind to the last; LAT: first member created to minCount-th bound, ms)\n",
+        );
+        for (name, r) in &rates {
+            let (convoy, kube) =
+                (SchedulerKind::Convoy.name(), SchedulerKind::KubeScheduler.name());
+            if let (Some(a), Some(b)) = (r.get(convoy), r.get(kube)) {
+                writeln!(out, "{name}: groups/s convoy/kube-scheduler {:.2}x", a / b).unwrap();
             }
         }
         out

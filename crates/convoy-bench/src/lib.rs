@@ -3,74 +3,94 @@
 //! `workloadTemplate` of ops, `workloads` of params) against Convoy and
 //! reports `SchedulingThroughput` as upstream does, as perf-dash DataItems.
 //!
-//! - [`config`]: the YAML format, decoded strictly (unknown opcodes and
-//!   fields are errors naming them);
-//! - [`template`]: the Go-template subset of node and pod templates;
-//! - [`plan`]: a workload with its `$params` resolved (unused ones are
-//!   errors, as upstream) and its template files read;
-//! - [`priority`]: `spec.priority` of upstream's templates on an API
-//!   server that runs the Priority admission plugin (PriorityClasses);
-//! - [`objects`]: nodes and pods from templates, upstream's built-ins;
-//! - [`dra`]: `allocResourceClaims`, claims allocated with Convoy's
-//!   structured allocator;
-//! - [`volumes`]: each pod's bound claim and volume, each node's CSINode
-//!   (upstream's `volumes/` workloads);
-//! - [`any`]: objects of any kind (`createAny`, `createPodGroups`,
-//!   `churn`, `--prepare`): their type, what the embedded target holds,
-//!   manifest files; the API target creates them through the dynamic API
-//!   (`dynamic`);
-//! - `churn` and `steady`: the background `churn` task and the
-//!   steady-state `createPods`, shared by both targets;
-//! - [`progress`]: the live progress line on stderr;
-//! - [`embedded`]: the embedded target, Convoy's live loop on an
-//!   in-memory cluster;
-//! - [`throughput`]: upstream's throughput collector, replayed over bind
-//!   instants at a chosen interval;
-//! - [`evictions`]: `EvictedPods`, bound pods removed by someone other
-//!   than the benchmark (preemption victims);
-//! - [`groups`]: pod-group latency and groups per second (gang
-//!   workloads);
-//! - [`gpu`]: the GPU fragmentation benchmark (`createGpuJobs`, its
-//!   metrics, `convoy-bench gpu`);
-//! - [`dataitems`]: the DataItems file and the threshold check;
-//! - [`run`]: selection, running, results, the console table;
-//! - [`report`]: the static HTML trend report of a results directory;
-//! - [`gate`]: the instruction-count regression gate for CI;
-//! - [`api`]: the API-server target (nodes and pods created through the
-//!   API; Convoy, kube-scheduler or a null binder as the scheduler);
-//! - [`compare`]: one workload with several schedulers, each on a fresh
-//!   testenv control plane.
+//! Its modules import one way, config → plan → runner → targets →
+//! results: a module imports only modules of its own layer or of the
+//! layers before it.
+//!
+//! 1. Formats:
+//!    - [`config`]: the YAML format, decoded strictly (unknown opcodes and
+//!      fields are errors naming them), and convoy-bench's own ops
+//!      (`createGpuJobs`, `startScheduler`);
+//!    - [`template`]: the Go-template subset of node and pod templates;
+//!    - [`labels`]: workload label filters and pod label selectors;
+//!    - [`dataitems`]: the DataItems file and the threshold check.
+//! 2. Plan:
+//!    - [`plan`]: a workload with its `$params` resolved (unused ones are
+//!      errors, as upstream) and its template files read, as `Step`s;
+//!    - [`objects`]: nodes and pods from templates, upstream's built-ins;
+//!    - [`volumes`]: each pod's bound claim and volume, each node's CSINode
+//!      (upstream's `volumes/` workloads);
+//!    - [`any`]: objects of any kind (`createAny`, `createPodGroups`,
+//!      `churn`, `--prepare`): their type, what the embedded target holds,
+//!      manifest files;
+//!    - [`dra`]: `allocResourceClaims`, claims allocated with Convoy's
+//!      structured allocator;
+//!    - [`gpu`]: the GPU fragmentation benchmark (`createGpuJobs`): its job
+//!      stream, its waves over a small target trait, its metrics.
+//! 3. [`measure`]: the measured window and its figures: throughput as
+//!    upstream's collector computes it, `EvictedPods` (preemption
+//!    victims), pod-group latency and groups per second (gang workloads).
+//! 4. Runner:
+//!    - [`runner`]: walks a plan's steps once for every target (namespaces,
+//!      the pods the benchmark created, windows, waits, steady states,
+//!      churn), over its `Target` trait; the pod tracker the targets feed;
+//!    - [`progress`]: the live progress line on stderr.
+//! 5. [`targets`]: the embedded target (Convoy's live loop on an in-memory
+//!    cluster) and the API-server target (nodes and pods created through
+//!    the API; Convoy, kube-scheduler or a null binder as the scheduler;
+//!    PriorityClasses, the dynamic API).
+//! 6. Results:
+//!    - [`run`](mod@run): selection, running, results, the console tables;
+//!    - [`compare`]: one workload with several schedulers, each on a fresh
+//!      testenv control plane;
+//!    - [`gpu_compare`]: `convoy-bench gpu`, the GPU benchmark with several
+//!      schedulers and profiles;
+//!    - [`report`]: the static HTML trend report of a results directory;
+//!    - [`table`]: console table layout;
+//!    - [`gate`]: the instruction-count regression gate for CI.
+//!
+//! What each module imports (test modules aside):
+//!
+//! ```text
+//! config      -> template            dataitems -> config
+//! template, labels, any, dra, table, progress, gate: nothing
+//! gpu         -> any config dataitems template
+//! plan        -> any config gpu labels template
+//! volumes     -> any plan
+//! objects     -> any plan template volumes
+//! measure     -> dataitems
+//! runner      -> any config dra gpu labels measure objects plan progress volumes
+//! targets     -> any dataitems dra gpu measure plan runner volumes
+//! run         -> config dataitems gpu labels measure plan table targets
+//! compare     -> config dataitems measure run table targets
+//! report      -> config dataitems
+//! gpu_compare -> any config dataitems gpu labels measure plan report run table targets
+//! ```
 //!
 //! May depend on the scheduler's library (`convoy-scheduler`) and the
-//! embedded cluster; the Kubernetes client (`kube`, with
-//! `convoy-adapters`' rate limit) and testenv are used by [`api`] and
-//! [`compare`] only.
+//! embedded cluster; the Kubernetes client (`kube`'s `Client` and `Api`,
+//! with `convoy-adapters`' rate limit) and testenv are used by the
+//! API-server target, [`compare`] and [`gpu_compare`] only.
 
 pub mod any;
-pub mod api;
-mod churn;
 pub mod compare;
 pub mod config;
 pub mod dataitems;
 pub mod dra;
-mod dynamic;
-pub mod embedded;
-pub mod evictions;
 pub mod gate;
 pub mod gpu;
-pub mod groups;
+pub mod gpu_compare;
 pub mod labels;
+pub mod measure;
 pub mod objects;
 pub mod plan;
-pub mod priority;
 pub mod progress;
 pub mod report;
 pub mod run;
-mod steady;
+pub mod runner;
 pub mod table;
+pub mod targets;
 pub mod template;
-pub mod throughput;
-mod tracker;
 pub mod volumes;
 
 pub use config::{Config, ConfigError, load_file, parse_str};

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::config::parse_duration;
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
-use convoy_bench::throughput::SampleInterval;
+use convoy_bench::measure::throughput::SampleInterval;
+use convoy_bench::targets::api::{ApiOptions, SchedulerKind};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file};
 
 #[derive(Parser)]
@@ -48,7 +48,7 @@ enum Command {
     #[command(subcommand)]
     Gate(GateCommand),
     /// The GPU fragmentation comparison (docs/benchmarks.md, GPU section).
-    Gpu(convoy_bench::gpu::compare::GpuArgs),
+    Gpu(convoy_bench::gpu_compare::GpuArgs),
 }
 
 #[derive(Subcommand)]
@@ -221,7 +221,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Gate(cmd) => gate(cmd),
-        Command::Gpu(args) => convoy_bench::gpu::compare::main(args),
+        Command::Gpu(args) => convoy_bench::gpu_compare::main(args),
         // A workload that does not plan is listed with its error (it fails
         // only when selected, as upstream's).
         Command::List { config } => match load_file(&config).map_err(|e| e.to_string()) {
@@ -319,7 +319,7 @@ fn run(args: RunArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     print!("{}", report.table());
-    print!("{}", convoy_bench::groups::table(&report));
+    print!("{}", report.group_table());
     match report.write(&args.out, &opts.topic) {
         Ok(path) => println!("DataItems: {}", path.display()),
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),
@@ -421,7 +421,7 @@ fn compare(args: CompareArgs) -> ExitCode {
             Err(e) => return fail(e),
         };
     print!("{}", comparison.table());
-    print!("{}", convoy_bench::groups::compare_table(&comparison));
+    print!("{}", comparison.group_table());
     match comparison.write(&args.out, &opts.topic) {
         Ok(path) => println!("DataItems: {}", path.display()),
         Err(e) => return fail(format!("writing results to {}: {e}", args.out.display())),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::{Value, json};
 
+use crate::any::{name_object, typed};
 use crate::plan::{AnyStep, NodeStrategy, NodesStep, PodsStep, TemplateSource, env_for};
 use crate::template::render;
 
@@ -77,40 +78,6 @@ fn text_of(t: &TemplateSource, builtin: &'static str) -> (Arc<str>, String) {
         TemplateSource::Builtin => (Arc::from(builtin), "<built-in>".into()),
         TemplateSource::File { path, text } => (text.clone(), path.display().to_string()),
     }
-}
-
-/// Decodes a typed object, errors naming the field.
-pub fn typed<T: serde::de::DeserializeOwned>(v: Value) -> Result<T, String> {
-    serde_path_to_error::deserialize::<_, T>(v).map_err(|e| {
-        let path = e.path().to_string();
-        format!("{path}: {}", e.into_inner())
-    })
-}
-
-/// Names an object: keeps `metadata.name`, else `generateName` (or
-/// `default_prefix`) plus `serial`.
-pub fn name_object(v: &mut Value, default_prefix: &str, serial: u64) -> String {
-    let meta = v
-        .as_object_mut()
-        .expect("checked by Decoder")
-        .entry("metadata")
-        .or_insert_with(|| json!({}));
-    if !meta.is_object() {
-        *meta = json!({});
-    }
-    let meta = meta.as_object_mut().expect("just set");
-    if let Some(Value::String(n)) = meta.get("name")
-        && !n.is_empty()
-    {
-        return n.clone();
-    }
-    let prefix = match meta.get("generateName") {
-        Some(Value::String(p)) if !p.is_empty() => p.clone(),
-        _ => default_prefix.to_string(),
-    };
-    let name = format!("{prefix}{serial}");
-    meta.insert("name".into(), Value::String(name.clone()));
-    name
 }
 
 /// A random version-4 UUID (for `uniqueNodeLabelStrategy`).

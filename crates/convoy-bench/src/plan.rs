@@ -12,21 +12,8 @@ use k8s_openapi::api::core::v1::Namespace;
 
 use crate::config::{Config, CreatePodsOp, Op, Params, Stage, TestCase, Workload, parse_duration};
 use crate::labels::Selector;
-use crate::template::{Env, Value};
-
-/// Where an object template comes from.
-#[derive(Debug, Clone, PartialEq)]
-pub enum TemplateSource {
-    /// Upstream's built-in node or pod.
-    Builtin,
-    /// A template file and its text.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Its contents.
-        text: Arc<str>,
-    },
-}
+use crate::template::Env;
+pub use crate::template::{TemplateSource, env_for};
 
 /// How `createNodes` changes each node.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,6 +223,29 @@ pub enum Step {
     },
     /// `createGpuJobs`.
     CreateGpuJobs(Box<crate::gpu::GpuJobsStep>),
+    /// `startScheduler`: the scheduler starts here, not before the first
+    /// step.
+    StartScheduler,
+}
+
+impl Plan {
+    /// Takes the outcomes of every `createGpuJobs` step.
+    pub fn take_gpu_outcomes(&self) -> Vec<crate::gpu::Outcome> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::CreateGpuJobs(s) => Some(s.sink.take()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    /// Whether a `startScheduler` step starts the scheduler (otherwise it
+    /// starts before the first step).
+    pub fn starts_scheduler_late(&self) -> bool {
+        self.steps.iter().any(|s| matches!(s, Step::StartScheduler))
+    }
 }
 
 /// A workload ready to run.
@@ -430,6 +440,7 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
             Op::AllocResourceClaims(o) => Step::AllocResourceClaims {
                 namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
             },
+            Op::StartScheduler(_) => Step::StartScheduler,
             Op::CreateGpuJobs(o) => Step::CreateGpuJobs(Box::new(
                 crate::gpu::plan_step(o, i, &mut params, &mut template).map_err(at)?,
             )),
@@ -465,7 +476,7 @@ fn namespace_template(t: &TemplateSource) -> Result<Namespace, String> {
     {
         return Err(at(format!("kind {kind}, expected Namespace")));
     }
-    crate::objects::typed(v).map_err(at)
+    crate::any::typed(v).map_err(at)
 }
 
 /// Resolves a `createPods` op (also one pod set of `createPodSets`).
@@ -518,12 +529,4 @@ fn pods_step(
             _ => None,
         },
     })
-}
-
-/// The template data of object `index` of `count`.
-pub fn env_for(params: &Env, index: usize, count: usize) -> Env {
-    let mut env = params.clone();
-    env.insert("Index".into(), Value::Int(index as i64));
-    env.insert("Count".into(), Value::Int(count as i64));
-    env
 }

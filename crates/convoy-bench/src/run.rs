@@ -8,13 +8,16 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::api::ApiOptions;
 use crate::config::{Config, SCHEDULING_THROUGHPUT, TestCase, Workload, format_duration};
 use crate::dataitems::{DataItem, DataItems, apply_threshold};
-use crate::embedded::{self, EmbeddedOptions, Window};
 use crate::labels::LabelFilter;
+use crate::measure::Window;
+use crate::measure::groups::{latency_summary, overall_rate};
+use crate::measure::throughput::Summary;
 use crate::plan::{Plan, plan};
-use crate::throughput::Summary;
+use crate::table::millis;
+use crate::targets::api::ApiOptions;
+use crate::targets::embedded::{self, EmbeddedOptions};
 
 /// What to run and where results go.
 #[derive(Debug, Clone)]
@@ -158,9 +161,13 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
         let windows = outcome.windows;
         let mut items: Vec<DataItem> =
             windows.iter().map(|win| data_item(&plan.name, win)).collect();
-        items.extend(windows.iter().flat_map(|win| crate::groups::items(&plan.name, win)));
-        items.push(crate::evictions::item(&plan.name, &outcome.evictions));
-        items.extend(crate::gpu::take_items(plan, &Default::default()));
+        items.extend(windows.iter().flat_map(|win| crate::measure::groups::items(&plan.name, win)));
+        items.push(crate::measure::evictions::item(&plan.name, &outcome.evictions));
+        items.extend(crate::gpu::outcomes_items(
+            &plan.name,
+            &plan.take_gpu_outcomes(),
+            &Default::default(),
+        ));
         Ok((windows, items))
     })
 }
@@ -175,7 +182,7 @@ pub fn run_api(config: &Config, opts: &RunOptions, api: &ApiOptions) -> Result<R
 
 /// One workload on the API-server target: its windows and DataItems.
 pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<DataItem>), String> {
-    let outcome = crate::api::run(plan, api).map_err(|e| e.to_string())?;
+    let outcome = crate::targets::api::run(plan, api).map_err(|e| e.to_string())?;
     let scheduler = api.scheduler.name();
     let mut items: Vec<DataItem> = outcome
         .windows
@@ -187,18 +194,18 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
         })
         .collect();
     for win in &outcome.windows {
-        for mut item in crate::groups::items(&plan.name, win) {
+        for mut item in crate::measure::groups::items(&plan.name, win) {
             item.labels.insert("Scheduler".into(), scheduler.into());
             items.push(item);
         }
     }
-    let mut evicted = crate::evictions::item(&plan.name, &outcome.evictions);
+    let mut evicted = crate::measure::evictions::item(&plan.name, &outcome.evictions);
     evicted.labels.insert("Scheduler".into(), scheduler.into());
     items.push(evicted);
     let labels = [("Scheduler".to_string(), scheduler.to_string())].into();
-    items.extend(crate::gpu::take_items(plan, &labels));
+    items.extend(crate::gpu::outcomes_items(&plan.name, &plan.take_gpu_outcomes(), &labels));
     if let Some(u) = &outcome.usage {
-        items.extend(crate::api::usage_items(&plan.name, api.scheduler, u));
+        items.extend(crate::targets::api::usage_items(&plan.name, api.scheduler, u));
     }
     Ok((outcome.windows, items))
 }
@@ -420,13 +427,62 @@ impl Report {
         }
         out
     }
+
+    /// The group table of a run (empty when no window measured groups).
+    pub fn group_table(&self) -> String {
+        let mut rows = vec![
+            [
+                "NAME",
+                "GROUPS",
+                "GROUPS/S",
+                "AVG/S",
+                "LAT P50",
+                "LAT P90",
+                "LAT P99",
+                "CYCLE P50",
+                "CYCLE P99",
+                "FAILED",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for r in &self.results {
+            for w in &r.windows {
+                let Some(g) = &w.groups else { continue };
+                let lat = latency_summary(&g.latencies);
+                let cyc = latency_summary(&g.cycles);
+                let avg = Summary::of(&g.sampled.samples).map(|s| s.average);
+                rows.push(vec![
+                    format!("{}/{}", r.name, w.name),
+                    g.placed.to_string(),
+                    overall_rate(w).map_or("-".into(), |v| format!("{v:.1}")),
+                    avg.map_or("-".into(), |v| format!("{v:.1}")),
+                    millis(lat.map(|s| s.perc50)),
+                    millis(lat.map(|s| s.perc90)),
+                    millis(lat.map(|s| s.perc99)),
+                    millis(cyc.map(|s| s.perc50)),
+                    millis(cyc.map(|s| s.perc99)),
+                    g.failed_cycles.to_string(),
+                ]);
+            }
+        }
+        if rows.len() == 1 {
+            return String::new();
+        }
+        let mut out = crate::table::format(&rows, 1);
+        out.push_str(
+            "(GROUPS/S: groups complete over the window; AVG/S: upstream-style mean of samples; \
+             LAT: first member created to minCount-th bound, ms; CYCLE: Convoy's group cycle, ms)\n",
+        );
+        out
+    }
 }
 
 /// The `EvictedPods` counts among a workload's DataItems.
-pub fn evictions_of(items: &[DataItem]) -> Option<crate::evictions::Evictions> {
-    let i = items.iter().find(|i| crate::evictions::is_item(i))?;
+pub fn evictions_of(items: &[DataItem]) -> Option<crate::measure::evictions::Evictions> {
+    let i = items.iter().find(|i| crate::measure::evictions::is_item(i))?;
     let get = |k: &str| i.data.get(k).copied().unwrap_or(0.0) as usize;
-    Some(crate::evictions::Evictions {
+    Some(crate::measure::evictions::Evictions {
         total: get("Total"),
         in_windows: get("InWindows"),
         disruption_target: get("DisruptionTarget"),
@@ -434,10 +490,10 @@ pub fn evictions_of(items: &[DataItem]) -> Option<crate::evictions::Evictions> {
 }
 
 /// `EvictedPods 20 (20 in measured windows, 20 with DisruptionTarget)`.
-pub fn describe_evictions(e: &crate::evictions::Evictions) -> String {
+pub fn describe_evictions(e: &crate::measure::evictions::Evictions) -> String {
     format!(
         "{} {} ({} in measured windows, {} with DisruptionTarget)",
-        crate::evictions::METRIC,
+        crate::measure::evictions::METRIC,
         e.total,
         e.in_windows,
         e.disruption_target

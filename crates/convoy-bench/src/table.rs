@@ -22,6 +22,11 @@ pub fn format(rows: &[Vec<String>], left: usize) -> String {
     out
 }
 
+/// Milliseconds with three decimals, `-` for none.
+pub fn millis(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3}"))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

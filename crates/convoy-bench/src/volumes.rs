@@ -18,9 +18,9 @@ use k8s_openapi::api::core::v1::{
     PersistentVolumeClaimVolumeSource, PersistentVolumeStatus, Pod, Volume,
 };
 use k8s_openapi::api::storage::v1::{CSINode, CSINodeDriver, CSINodeSpec, VolumeNodeResources};
-use kube::api::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::objects::typed;
+use crate::any::typed;
 use crate::plan::{CsiNodeTemplate, TemplateSource, VolumeTemplates};
 
 /// The annotation listing a node's in-tree plugins migrated to CSI

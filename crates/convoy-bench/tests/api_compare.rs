@@ -10,12 +10,12 @@ use common::convoy_scheduler;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::compare::compare;
 use convoy_bench::dataitems::DataItems;
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
-use convoy_bench::throughput::SampleInterval;
+use convoy_bench::measure::throughput::SampleInterval;
+use convoy_bench::targets::api::{ApiOptions, SchedulerKind};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, parse_str};
 
 const CONFIG: &str = r#"

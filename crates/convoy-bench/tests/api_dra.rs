@@ -9,9 +9,9 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convoy_bench::api::{ApiOptions, SchedulerKind};
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
+use convoy_bench::targets::api::{ApiOptions, SchedulerKind};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, parse_str};
 use convoy_testenv::TestEnv;
 

@@ -10,10 +10,10 @@
 
 use std::time::Duration;
 
-use convoy_bench::api::{ApiOptions, SchedulerKind};
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
-use convoy_bench::throughput::SampleInterval;
+use convoy_bench::measure::throughput::SampleInterval;
+use convoy_bench::targets::api::{ApiOptions, SchedulerKind};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, parse_str};
 use convoy_testenv::TestEnv;
 
@@ -182,4 +182,42 @@ fn new_ops_on_a_real_api_server() {
             "{e}"
         );
     }
+}
+
+/// `startScheduler` on an API server: the pods wait with no scheduler
+/// (the null binder starts after them), then are all bound in the window.
+#[test]
+fn a_backlog_is_bound_once_the_scheduler_starts_on_a_real_api_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = parse_str(
+        r#"
+- name: Backlog
+  workloadTemplate:
+  - {opcode: createNodes, count: 2}
+  - {opcode: createPods, count: 20, namespace: backlog, skipWaitToCompletion: true}
+  - {opcode: sleep, duration: 500ms}
+  - {opcode: startCollectingMetrics, name: backlog, namespaces: [backlog]}
+  - {opcode: startScheduler}
+  - {opcode: barrier, namespaces: [backlog]}
+  - {opcode: stopCollectingMetrics}
+  workloads:
+  - {name: w}
+"#,
+        "backlog.yaml",
+        dir.path().to_path_buf(),
+    )
+    .unwrap();
+    let env = TestEnv::start().expect("testenv");
+    let mut api = ApiOptions::new(env.kubeconfig().to_path_buf(), SchedulerKind::Null);
+    api.timeout = Duration::from_secs(60);
+    let opts = RunOptions {
+        filter: None,
+        labels: LabelFilter::parse(""),
+        topic: "test".into(),
+        embedded: EmbeddedOptions::default(),
+    };
+    let report = convoy_bench::run::run_api(&config, &opts, &api).unwrap();
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows[0].pods, 20, "every pod of the backlog bound in the window");
 }

@@ -19,13 +19,13 @@ use common::convoy_scheduler;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convoy_bench::api::{ApiOptions, SchedulerKind};
 use convoy_bench::compare::compare;
-use convoy_bench::embedded::EmbeddedOptions;
-use convoy_bench::evictions::Evictions;
 use convoy_bench::labels::LabelFilter;
+use convoy_bench::measure::evictions::Evictions;
+use convoy_bench::measure::throughput::SampleInterval;
 use convoy_bench::run::evictions_of;
-use convoy_bench::throughput::SampleInterval;
+use convoy_bench::targets::api::{ApiOptions, SchedulerKind};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file};
 
 fn fixture(topic: &str) -> PathBuf {

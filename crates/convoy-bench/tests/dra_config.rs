@@ -20,9 +20,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::plan::{AnyStep, Step, TemplateSource};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file, parse_str, run};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,

@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{Report, RunOptions, load_file, run};
 
 const POD: &str = r#"

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use convoy_bench::dataitems::DataItems;
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file, run};
 
 const CONFIG: &str = r#"
@@ -135,6 +135,24 @@ fn tiny_workload_produces_data_items() {
     }
     assert!(path.with_extension("details.json").exists());
     assert!(report.table().contains("Tiny/10Nodes_50Pods/namespace-3"));
+}
+
+#[test]
+fn a_backlog_is_bound_once_the_scheduler_starts() {
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../benches/config/performance-config.yaml");
+    let config = load_file(&path).unwrap();
+    let mut o = opts("short");
+    o.filter = Some("^SchedulingBacklog$/^5Nodes$".into());
+    let report = run(&config, &o).unwrap();
+    assert_eq!(report.results.len(), 1);
+    let r = &report.results[0];
+    assert_eq!(r.error, None);
+    assert_eq!(r.windows.len(), 1);
+    assert_eq!(r.windows[0].name, "backlog");
+    assert_eq!(r.windows[0].pods, 10, "the backlog is bound inside the window");
+    let (first, last) = r.windows[0].bind_span.unwrap();
+    assert!(first <= last);
 }
 
 #[test]

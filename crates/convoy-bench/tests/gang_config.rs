@@ -6,11 +6,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convoy_bench::embedded::EmbeddedOptions;
-use convoy_bench::groups::{
+use convoy_bench::labels::LabelFilter;
+use convoy_bench::measure::groups::{
     DEF_CREATED_TO_BOUND, DEF_GROUP_CYCLE, POD_GROUP_SCHEDULING_LATENCY, POD_GROUP_THROUGHPUT,
 };
-use convoy_bench::labels::LabelFilter;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{Config, RunOptions, load_file, run};
 
 fn config() -> Config {

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::plan::Step;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{Config, RunOptions, load_file, run};
 
 fn config() -> Config {

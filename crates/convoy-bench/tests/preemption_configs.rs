@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use convoy_bench::config::{Config, Threshold};
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::plan::{AnyStep, ChurnMode, Plan, PodsStep, Step, TemplateSource};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file, run};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};

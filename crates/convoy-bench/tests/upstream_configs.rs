@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use convoy_bench::config::{Config, UNSUPPORTED_OPCODES};
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::plan::Step;
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::{RunOptions, load_file, run};
 
 /// The upstream release the fixtures are copies of.

@@ -13,9 +13,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use convoy_bench::config::Config;
-use convoy_bench::embedded::EmbeddedOptions;
 use convoy_bench::labels::LabelFilter;
 use convoy_bench::plan::{CsiNodeTemplate, NodeStrategy, Plan, Step};
+use convoy_bench::targets::embedded::EmbeddedOptions;
 use convoy_bench::volumes::{ClaimAndVolume, PodVolumes};
 use convoy_bench::{RunOptions, load_file, parse_str, run};
 use k8s_openapi::api::core::v1::Pod;

@@ -3,9 +3,10 @@
 //! `params`).
 //!
 //! Decoding is strict as upstream's (`UnmarshalStrict`): unknown keys are
-//! errors, and so (checked in [`plan`](crate::plan)) is a parameter no op
+//! errors, and so (checked when a workload is planned) is a parameter no op
 //! uses. Paths are relative to the config file.
 
+pub mod gpu;
 mod ops;
 mod params;
 
@@ -17,11 +18,11 @@ use serde::{Deserialize, Deserializer};
 pub use ops::{
     BarrierOp, ChurnOp, CreateAnyOp, CreateNamespacesOp, CreateNodesOp, CreatePodGroupsOp,
     CreatePodSetsOp, CreatePodsOp, CsiVolumeNodeResources, DeletePodsOp, LabelNodePrepareStrategy,
-    NestedCreatePodsOp, NodeAllocatableStrategy, Op, SUPPORTED_OPCODES, SleepOp, Stage,
-    StartCollectingMetricsOp, StopCollectingMetricsOp, UNSUPPORTED_OPCODES,
-    UniqueNodeLabelStrategy, check_count,
+    NestedCreatePodsOp, NodeAllocatableStrategy, Op, START_SCHEDULER, SUPPORTED_OPCODES, SleepOp,
+    Stage, StartCollectingMetricsOp, StartSchedulerOp, StopCollectingMetricsOp,
+    UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy,
 };
-pub use params::{Params, format_duration, parse_duration};
+pub use params::{Params, check_count, format_duration, parse_duration};
 
 /// The metric convoy-bench measures (and the default threshold metric).
 pub const SCHEDULING_THROUGHPUT: &str = "SchedulingThroughput";
@@ -248,6 +249,11 @@ impl Config {
             }
             for (j, op) in tc.workload_template.iter().enumerate() {
                 op.validate().map_err(|e| at(format!("workloadTemplate[{j}]: {e}")))?;
+            }
+            let starts =
+                tc.workload_template.iter().filter(|op| matches!(op, Op::StartScheduler(_)));
+            if starts.count() > 1 {
+                return Err(at(format!("{START_SCHEDULER} appears more than once")));
             }
             let collects = tc.workload_template.iter().any(|op| match op {
                 Op::CreatePods(p) => p.collect_metrics,

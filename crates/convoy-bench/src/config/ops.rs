@@ -4,15 +4,17 @@
 //! Each op is decoded strictly: an unknown opcode or field is an error that
 //! names it. Upstream fields convoy-bench does not implement yet are
 //! declared (so a typo and a missing feature read differently) and refused
-//! by [`Op::check_supported`].
+//! by [`Op::validate`].
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::params::{check_count, check_param};
+
 /// The opcodes convoy-bench runs.
-pub const SUPPORTED_OPCODES: [&str; 14] = [
+pub const SUPPORTED_OPCODES: [&str; 15] = [
     "createNodes",
     "createNamespaces",
     "createPods",
@@ -26,8 +28,12 @@ pub const SUPPORTED_OPCODES: [&str; 14] = [
     "startCollectingMetrics",
     "stopCollectingMetrics",
     "allocResourceClaims",
-    crate::gpu::OPCODE,
+    super::gpu::OPCODE,
+    START_SCHEDULER,
 ];
+
+/// `startScheduler`, convoy-bench's own opcode (see [`StartSchedulerOp`]).
+pub const START_SCHEDULER: &str = "startScheduler";
 
 /// Upstream opcodes convoy-bench does not run yet.
 pub const UNSUPPORTED_OPCODES: [&str; 9] = [
@@ -71,8 +77,10 @@ pub enum Op {
     StopCollectingMetrics(StopCollectingMetricsOp),
     /// `allocResourceClaims`.
     AllocResourceClaims(AllocResourceClaimsOp),
-    /// `createGpuJobs` (convoy-bench's own, see [`crate::gpu`]).
-    CreateGpuJobs(crate::gpu::CreateGpuJobsOp),
+    /// `createGpuJobs` (convoy-bench's own, see [`super::gpu`]).
+    CreateGpuJobs(super::gpu::CreateGpuJobsOp),
+    /// `startScheduler` (convoy-bench's own).
+    StartScheduler(StartSchedulerOp),
 }
 
 /// `createNodes`: `count` (or `countParam`) nodes from a template or the
@@ -191,7 +199,7 @@ pub struct CreatePodsOp {
     pub duration_param: Option<String>,
     /// PersistentVolume file (plain YAML, as upstream's `getSpecFromFile`):
     /// with `persistentVolumeClaimTemplatePath`, each pod gets its own
-    /// claim bound to its own volume (see [`crate::objects::PodVolumes`]).
+    /// claim bound to its own volume (see `volumes::PodVolumes`).
     pub persistent_volume_template_path: Option<String>,
     /// PersistentVolumeClaim file (plain YAML). Without it the volume
     /// template is ignored, as upstream's `getPodStrategy` ignores it.
@@ -384,6 +392,16 @@ pub struct StartCollectingMetricsOp {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct StopCollectingMetricsOp {}
 
+/// `startScheduler` (convoy-bench's own, at most once per workload): the
+/// scheduler under test starts here instead of before the first op, so
+/// that the ops before it leave a backlog (pods created while no scheduler
+/// runs) that it then works through, as a scheduler restarted on a busy
+/// cluster does. An op before it must not wait for binds
+/// (`skipWaitToCompletion`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct StartSchedulerOp {}
+
 /// `allocResourceClaims` (upstream's `dra.go` `allocResourceClaimsOp`):
 /// allocates every unallocated ResourceClaim of the namespace with the
 /// structured allocator, each on a node picked at random among those where
@@ -431,7 +449,8 @@ impl Op {
             "startCollectingMetrics" => Op::StartCollectingMetrics(decode(v).map_err(ctx)?),
             "stopCollectingMetrics" => Op::StopCollectingMetrics(decode(v).map_err(ctx)?),
             "allocResourceClaims" => Op::AllocResourceClaims(decode(v).map_err(ctx)?),
-            crate::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
+            super::gpu::OPCODE => Op::CreateGpuJobs(decode(v).map_err(ctx)?),
+            START_SCHEDULER => Op::StartScheduler(decode(v).map_err(ctx)?),
             o if UNSUPPORTED_OPCODES.contains(&o) => {
                 return Err(format!(
                     "opcode {o:?} is an upstream opcode convoy-bench does not support yet \
@@ -464,7 +483,8 @@ impl Op {
             Op::StartCollectingMetrics(_) => "startCollectingMetrics",
             Op::StopCollectingMetrics(_) => "stopCollectingMetrics",
             Op::AllocResourceClaims(_) => "allocResourceClaims",
-            Op::CreateGpuJobs(_) => crate::gpu::OPCODE,
+            Op::CreateGpuJobs(_) => super::gpu::OPCODE,
+            Op::StartScheduler(_) => START_SCHEDULER,
         }
     }
 
@@ -566,38 +586,11 @@ impl Op {
                 }
                 Ok(())
             }
-            Op::StopCollectingMetrics(_) | Op::AllocResourceClaims(_) => Ok(()),
+            Op::StopCollectingMetrics(_) | Op::AllocResourceClaims(_) | Op::StartScheduler(_) => {
+                Ok(())
+            }
             Op::CreateGpuJobs(o) => o.validate(),
         }
-    }
-}
-
-/// Checks a `<field>` / `<field>Param` pair: one is given, the literal is
-/// at least `min` (0 or 1), the parameter is a `$param` reference.
-pub fn check_count(
-    op: &str,
-    field: &str,
-    value: Option<i64>,
-    param: &Option<String>,
-    min: i64,
-) -> Result<(), String> {
-    match (value, param) {
-        (Some(c), _) if c < min => {
-            let bound = if min == 1 { "> 0".to_string() } else { format!(">= {min}") };
-            Err(format!("{op}.{field} must be {bound}, got {c}"))
-        }
-        (Some(_), _) => Ok(()),
-        (None, p @ Some(_)) => check_param(op, &format!("{field}Param"), p),
-        (None, None) => Err(format!("{op}: {field} or {field}Param is required")),
-    }
-}
-
-fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> {
-    match p {
-        Some(p) if !p.starts_with('$') => {
-            Err(format!("{op}.{field} must be a \"$param\" reference, got {p:?}"))
-        }
-        _ => Ok(()),
     }
 }
 

@@ -127,6 +127,35 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// Checks a `<field>` / `<field>Param` pair: one is given, the literal is
+/// at least `min` (0 or 1), the parameter is a `$param` reference.
+pub fn check_count(
+    op: &str,
+    field: &str,
+    value: Option<i64>,
+    param: &Option<String>,
+    min: i64,
+) -> Result<(), String> {
+    match (value, param) {
+        (Some(c), _) if c < min => {
+            let bound = if min == 1 { "> 0".to_string() } else { format!(">= {min}") };
+            Err(format!("{op}.{field} must be {bound}, got {c}"))
+        }
+        (Some(_), _) => Ok(()),
+        (None, p @ Some(_)) => check_param(op, &format!("{field}Param"), p),
+        (None, None) => Err(format!("{op}: {field} or {field}Param is required")),
+    }
+}
+
+pub(crate) fn check_param(op: &str, field: &str, p: &Option<String>) -> Result<(), String> {
+    match p {
+        Some(p) if !p.starts_with('$') => {
+            Err(format!("{op}.{field} must be a \"$param\" reference, got {p:?}"))
+        }
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

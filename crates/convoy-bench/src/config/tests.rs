@@ -287,6 +287,21 @@ fn shipped_config_is_valid() {
 }
 
 #[test]
+fn start_scheduler_plans_once_where_it_is_written() {
+    let c = parse(&one_op("{opcode: startScheduler}")).unwrap();
+    let p = plan(&c, &c.test_cases[0], &c.test_cases[0].workloads[0]).unwrap();
+    assert!(matches!(p.steps[0], Step::StartScheduler));
+    assert!(p.starts_scheduler_late());
+    let basic = parse(BASIC).unwrap();
+    let p = plan(&basic, &basic.test_cases[0], &basic.test_cases[0].workloads[0]).unwrap();
+    assert!(!p.starts_scheduler_late());
+    let twice = one_op("{opcode: startScheduler}\n  - {opcode: startScheduler}");
+    assert!(err(&twice).contains("startScheduler appears more than once"), "{}", err(&twice));
+    let e = err(&one_op("{opcode: startScheduler, at: 1}"));
+    assert!(e.contains("startScheduler: at: unknown field `at`"), "{e}");
+}
+
+#[test]
 fn new_ops_reject_bad_input_naming_the_field() {
     let cases = [
         // createPods steady state.

@@ -18,17 +18,12 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use convoy_api::ClusterObject;
-use convoy_api::{GroupKey, PodGroupApi};
-use convoy_embedded::EmbeddedCluster;
 use futures::future::BoxFuture;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use kube::api::{Api, DeleteParams, PostParams};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::{Value, json};
 
 use super::metrics::{
@@ -36,10 +31,8 @@ use super::metrics::{
 };
 use super::stream::{Job, PodShape, jobs};
 use super::{GpuJobsStep, GpusAs, Outcome, dra};
-use crate::dynamic::{Dynamic, Placement};
-use crate::evictions::OwnDeletes;
-use crate::plan::{TemplateSource, env_for};
 use crate::template::Value as TValue;
+use crate::template::{TemplateSource, env_for};
 
 /// Requests in flight.
 const CONCURRENCY: usize = 64;
@@ -48,7 +41,7 @@ const JOB_LABEL: &str = "convoy-bench/gpu-job";
 /// Label joining a pod to its PodGroup (scheduler-plugins API).
 const GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 /// Longest wait for the target's view to show our own creates and deletes.
-const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What the op needs from a target.
 pub(crate) trait Target: Send + Sync {
@@ -79,237 +72,6 @@ pub(crate) enum DraObject {
     Slice(Box<ResourceSlice>),
     /// A ResourceClaimTemplate.
     Template(Box<ResourceClaimTemplate>),
-}
-
-/// The embedded cluster, and where the pods it deletes are recorded (ends
-/// of life are not evictions).
-pub(crate) struct EmbeddedTarget(pub(crate) Arc<EmbeddedCluster>, pub(crate) OwnDeletes);
-
-impl Target for EmbeddedTarget {
-    fn create_pod(&self, pod: Pod) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(std::future::ready(self.0.add_pod(pod).map(drop).map_err(|e| e.to_string())))
-    }
-    fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(std::future::ready(
-            self.0.apply_pod_group(&group).map(drop).map_err(|e| e.to_string()),
-        ))
-    }
-    fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
-        // Not found is fine: nothing else deletes these pods.
-        self.1.mark(&namespace, &name);
-        let _ = self.0.delete_pod(&namespace, &name);
-        Box::pin(std::future::ready(Ok(())))
-    }
-    fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
-        let key =
-            GroupKey { api: PodGroupApi::XK8s, namespace: namespace.into(), name: name.into() };
-        let _ = self.0.delete_pod_group(&key);
-        Box::pin(std::future::ready(Ok(())))
-    }
-    fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>> {
-        let r = match obj {
-            DraObject::Class(c) => self.0.apply_object(ClusterObject::DeviceClass(Arc::new(*c))),
-            DraObject::Slice(s) => self.0.apply_object(ClusterObject::ResourceSlice(Arc::new(*s))),
-            DraObject::Template(t) => self.0.apply_resource_claim_template(*t).map(drop),
-        };
-        Box::pin(std::future::ready(r.map_err(|e| e.to_string())))
-    }
-    fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
-        (self.0.nodes(), self.0.pods())
-    }
-    fn devices(&self) -> (Vec<Arc<ResourceSlice>>, Vec<Arc<ResourceClaim>>) {
-        let (mut slices, mut claims) = (Vec::new(), Vec::new());
-        for o in self.0.objects() {
-            match o {
-                ClusterObject::ResourceSlice(s) => slices.push(s),
-                ClusterObject::ResourceClaim(c) => claims.push(c),
-                _ => {}
-            }
-        }
-        (slices, claims)
-    }
-    fn poll(&self) -> Duration {
-        Duration::from_millis(2)
-    }
-}
-
-/// An API server: creates and deletes through the API, reads nodes and
-/// pods from reflector stores (list, then watch).
-pub(crate) struct ApiTarget {
-    client: kube::Client,
-    dynamic: Arc<Dynamic>,
-    nodes: reflector::Store<Node>,
-    pods: reflector::Store<Pod>,
-    /// ResourceSlices and ResourceClaims (DRA only).
-    dra: Option<(reflector::Store<ResourceSlice>, reflector::Store<ResourceClaim>)>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-    /// `apiVersion` of the PodGroups created (for deleting them).
-    group_api: parking_lot::Mutex<Option<String>>,
-    /// Where the pods it deletes are recorded (ends of life are not
-    /// evictions).
-    own_deletes: OwnDeletes,
-}
-
-impl ApiTarget {
-    /// Starts the stores (with `dra`, ResourceSlices and ResourceClaims
-    /// too) and waits until they have listed.
-    pub(crate) async fn start(
-        client: kube::Client,
-        dynamic: Arc<Dynamic>,
-        own_deletes: OwnDeletes,
-        dra: bool,
-    ) -> Result<Self, String> {
-        let (nodes, nw) = reflector::store::<Node>();
-        let (pods, pw) = reflector::store::<Pod>();
-        let run =
-            |s: futures::stream::BoxStream<'static, ()>| tokio::spawn(s.for_each(|()| async {}));
-        let node_stream =
-            reflector(nw, watcher(Api::<Node>::all(client.clone()), Default::default()))
-                .default_backoff()
-                .map(drop)
-                .boxed();
-        let pod_stream =
-            reflector(pw, watcher(Api::<Pod>::all(client.clone()), Default::default()))
-                .default_backoff()
-                .map(drop)
-                .boxed();
-        let mut tasks = vec![run(node_stream), run(pod_stream)];
-        let dra = dra.then(|| {
-            let (slices, sw) = reflector::store::<ResourceSlice>();
-            let (claims, cw) = reflector::store::<ResourceClaim>();
-            let slice_stream = reflector(
-                sw,
-                watcher(Api::<ResourceSlice>::all(client.clone()), Default::default()),
-            )
-            .default_backoff()
-            .map(drop)
-            .boxed();
-            let claim_stream = reflector(
-                cw,
-                watcher(Api::<ResourceClaim>::all(client.clone()), Default::default()),
-            )
-            .default_backoff()
-            .map(drop)
-            .boxed();
-            tasks.push(run(slice_stream));
-            tasks.push(run(claim_stream));
-            (slices, claims)
-        });
-        let ready = async {
-            nodes.wait_until_ready().await.map_err(|e| e.to_string())?;
-            pods.wait_until_ready().await.map_err(|e| e.to_string())?;
-            if let Some((slices, claims)) = &dra {
-                slices.wait_until_ready().await.map_err(|e| e.to_string())?;
-                claims.wait_until_ready().await.map_err(|e| e.to_string())?;
-            }
-            Ok::<(), String>(())
-        };
-        match tokio::time::timeout(SYNC_TIMEOUT, ready).await {
-            Ok(Ok(())) => Ok(Self {
-                client,
-                dynamic,
-                nodes,
-                pods,
-                dra,
-                tasks,
-                group_api: Default::default(),
-                own_deletes,
-            }),
-            Ok(Err(e)) => Err(format!("cluster stores: {e}")),
-            Err(_) => Err("cluster stores did not sync in 60s".into()),
-        }
-    }
-}
-
-impl Drop for ApiTarget {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
-
-impl Target for ApiTarget {
-    fn create_pod(&self, pod: Pod) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            let ns = pod.metadata.namespace.clone().unwrap_or_default();
-            Api::<Pod>::namespaced(self.client.clone(), &ns)
-                .create(&PostParams::default(), &pod)
-                .await
-                .map(drop)
-                .map_err(|e| format!("creating pod {}: {e}", pod.metadata.name.unwrap_or_default()))
-        })
-    }
-    fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            if let Some(v) = group["apiVersion"].as_str() {
-                *self.group_api.lock() = Some(v.to_string());
-            }
-            let ns = group["metadata"]["namespace"].as_str().map(str::to_string);
-            self.dynamic.create(&group, Placement::Strict(ns.as_deref())).await.map(drop)
-        })
-    }
-    fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            self.own_deletes.mark(&namespace, &name);
-            let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
-            match Api::<Pod>::namespaced(self.client.clone(), &namespace).delete(&name, &dp).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(format!("deleting pod {name}: {e}")),
-            }
-        })
-    }
-    fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
-        // Deleted, not left behind: a group that failed keeps counting for
-        // the scheduler (Convoy's starvation guard would hold other pods
-        // back for it).
-        Box::pin(async move {
-            let Some(api_version) = self.group_api.lock().clone() else { return Ok(()) };
-            let (group, version) = api_version.split_once('/').unwrap_or(("", &api_version));
-            let gvk = kube::api::GroupVersionKind::gvk(group, version, "PodGroup");
-            let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "podgroups");
-            let api: Api<kube::api::DynamicObject> =
-                Api::namespaced_with(self.client.clone(), &namespace, &ar);
-            let dp = DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
-            match api.delete(&name, &dp).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
-                Err(e) => Err(format!("deleting PodGroup {name}: {e}")),
-            }
-        })
-    }
-    fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>> {
-        Box::pin(async move {
-            let pp = PostParams::default();
-            let c = self.client.clone();
-            let r = match &obj {
-                DraObject::Class(o) => Api::<DeviceClass>::all(c).create(&pp, o).await.map(drop),
-                DraObject::Slice(o) => Api::<ResourceSlice>::all(c).create(&pp, o).await.map(drop),
-                DraObject::Template(o) => {
-                    let ns = o.metadata.namespace.as_deref().unwrap_or("default");
-                    Api::<ResourceClaimTemplate>::namespaced(c, ns).create(&pp, o).await.map(drop)
-                }
-            };
-            r.map_err(|e| {
-                let (kind, name) = match &obj {
-                    DraObject::Class(o) => ("DeviceClass", &o.metadata.name),
-                    DraObject::Slice(o) => ("ResourceSlice", &o.metadata.name),
-                    DraObject::Template(o) => ("ResourceClaimTemplate", &o.metadata.name),
-                };
-                format!("creating {kind} {}: {e}", name.as_deref().unwrap_or(""))
-            })
-        })
-    }
-    fn objects(&self) -> (Vec<Arc<Node>>, Vec<Arc<Pod>>) {
-        (self.nodes.state(), self.pods.state())
-    }
-    fn devices(&self) -> (Vec<Arc<ResourceSlice>>, Vec<Arc<ResourceClaim>>) {
-        self.dra.as_ref().map_or_else(Default::default, |(s, c)| (s.state(), c.state()))
-    }
-    fn poll(&self) -> Duration {
-        Duration::from_millis(20)
-    }
 }
 
 /// A job that is running.
@@ -352,7 +114,7 @@ fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Resul
     if s.gpus_as == GpusAs::DraDevices {
         dra::add_claim(&mut v, j.shape.gpus, &s.resource)?;
     }
-    crate::objects::typed(v).map_err(|e| format!("pod template: {e}"))
+    crate::any::typed(v).map_err(|e| format!("pod template: {e}"))
 }
 
 fn render_group(s: &GpuJobsStep, j: &Job) -> Result<Value, String> {

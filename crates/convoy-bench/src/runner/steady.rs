@@ -18,8 +18,8 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;
 
+use super::tracker::{Created, PodTracker, SteadyHook};
 use crate::objects::PodFactory;
-use crate::tracker::{Created, PodTracker, SteadyHook};
 
 /// What a steady state did to its namespace.
 #[derive(Debug, Default)]

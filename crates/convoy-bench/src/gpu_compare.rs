@@ -20,13 +20,13 @@ use std::process::ExitCode;
 use convoy_testenv::{Options, TestEnv};
 use serde::Serialize;
 
-use super::Outcome;
-use crate::api::{ApiOptions, SchedulerKind};
 use crate::dataitems::{DataItem, DataItems};
-use crate::embedded::EmbeddedOptions;
+use crate::gpu::Outcome;
 use crate::labels::LabelFilter;
+use crate::measure::throughput::{SampleInterval, Summary as Throughput};
 use crate::run::{RunOptions, data_item, plan_all, select};
-use crate::throughput::{SampleInterval, Summary as Throughput};
+use crate::targets::api::{ApiOptions, SchedulerKind};
+use crate::targets::embedded::EmbeddedOptions;
 
 /// Where a variant runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -115,7 +115,7 @@ pub fn run(
     for (tc, w) in select(config, opts) {
         let base = &plans[&format!("{}/{}", tc.name, w.name)];
         let dra = base.steps.iter().any(|s| {
-            matches!(s, crate::plan::Step::CreateGpuJobs(s) if s.gpus_as == super::GpusAs::DraDevices)
+            matches!(s, crate::plan::Step::CreateGpuJobs(s) if s.gpus_as == crate::gpu::GpusAs::DraDevices)
         });
         for v in variants {
             tracing::info!(workload = %base.name, variant = %v.label, "running");
@@ -137,7 +137,7 @@ pub fn run(
                 continue;
             }
             let windows = match v.at {
-                Where::Embedded => crate::embedded::run(&plan, &opts.embedded)
+                Where::Embedded => crate::targets::embedded::run(&plan, &opts.embedded)
                     .map(|o| o.windows)
                     .map_err(|e| e.to_string()),
                 Where::Testenv(kind) => {
@@ -155,7 +155,7 @@ pub fn run(
                             scheduler: kind,
                             ..api.clone()
                         };
-                        let r = crate::api::run(&plan, &api).map_err(|e| e.to_string());
+                        let r = crate::targets::api::run(&plan, &api).map_err(|e| e.to_string());
                         drop(env);
                         r.map(|o| o.windows)
                     })
@@ -177,8 +177,8 @@ pub fn run(
                 }
                 Err(e) => run.error = Some(e),
             }
-            run.outcomes = super::take_outcomes(&plan);
-            run.items.extend(super::outcomes_items(&plan.name, &run.outcomes, &labels));
+            run.outcomes = plan.take_gpu_outcomes();
+            run.items.extend(crate::gpu::outcomes_items(&plan.name, &run.outcomes, &labels));
             out.push(run);
         }
     }
@@ -196,7 +196,7 @@ fn install(kubeconfig: &std::path::Path, manifests: &[serde_json::Value]) -> Res
         let client = convoy_adapters::connect(Some(kubeconfig), 50.0, 100)
             .await
             .map_err(|e| format!("connecting: {e}"))?;
-        let dynamic = crate::dynamic::Dynamic::new(client);
+        let dynamic = crate::targets::api::dynamic::Dynamic::new(client);
         for m in manifests {
             dynamic.prepare(m).await?;
         }
@@ -325,7 +325,7 @@ pub fn verdicts(runs: &[VariantRun], workload: &str) -> Vec<Verdict> {
 /// free nodes, stranded GPUs and allocated GPUs over the stream.
 pub fn charts_page(runs: &[VariantRun]) -> String {
     use crate::report::{Series, series_chart};
-    type Get = fn(&super::WaveSample) -> f64;
+    type Get = fn(&crate::gpu::WaveSample) -> f64;
     let charts: [(&str, &str, Get); 3] = [
         ("fully free nodes", "nodes", |w| w.fully_free_nodes as f64),
         ("stranded GPUs", "GPUs", |w| w.stranded_gpus as f64),

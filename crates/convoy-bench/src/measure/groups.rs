@@ -15,7 +15,7 @@
 //!     `DecisionSink::record_group` reports it.
 //! - `PodGroupThroughput` (groups/s): the instants at which groups reached
 //!   `minCount` bound members, sampled as upstream samples pods (see
-//!   [`crate::throughput`]).
+//!   [`super::throughput`]).
 //!
 //! Groups are known from the PodGroups the benchmark creates
 //! (`createPodGroups`, `createAny`, `--prepare`), of either API
@@ -25,7 +25,6 @@
 //! reached their minimum while it was open.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use convoy_api::pod_group::{GroupKey, PodGroup, group_key_of};
@@ -33,12 +32,9 @@ use convoy_scheduler::decision::{GroupDecision, GroupOutcome};
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
-use crate::api::SchedulerKind;
-use crate::compare::Comparison;
+use super::Window;
+use super::throughput::{SampleInterval, Sampled, Summary, sample};
 use crate::dataitems::DataItem;
-use crate::embedded::Window;
-use crate::run::Report;
-use crate::throughput::{SampleInterval, Sampled, Summary, sample};
 
 /// Metric name of the group latency DataItems.
 pub const POD_GROUP_SCHEDULING_LATENCY: &str = "PodGroupSchedulingLatency";
@@ -250,127 +246,6 @@ pub fn bind_span_rate(w: &Window) -> Option<f64> {
     let (first, last) = w.bind_span?;
     let secs = (last - first).as_secs_f64();
     (w.pods > 1 && secs > 0.0).then(|| (w.pods - 1) as f64 / secs)
-}
-
-fn ms(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.3}"))
-}
-
-/// The group table of a run (empty when no window measured groups).
-pub fn table(report: &Report) -> String {
-    let mut rows = vec![
-        [
-            "NAME",
-            "GROUPS",
-            "GROUPS/S",
-            "AVG/S",
-            "LAT P50",
-            "LAT P90",
-            "LAT P99",
-            "CYCLE P50",
-            "CYCLE P99",
-            "FAILED",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    for r in &report.results {
-        for w in &r.windows {
-            let Some(g) = &w.groups else { continue };
-            let lat = latency_summary(&g.latencies);
-            let cyc = latency_summary(&g.cycles);
-            let avg = Summary::of(&g.sampled.samples).map(|s| s.average);
-            rows.push(vec![
-                format!("{}/{}", r.name, w.name),
-                g.placed.to_string(),
-                overall_rate(w).map_or("-".into(), |v| format!("{v:.1}")),
-                avg.map_or("-".into(), |v| format!("{v:.1}")),
-                ms(lat.map(|s| s.perc50)),
-                ms(lat.map(|s| s.perc90)),
-                ms(lat.map(|s| s.perc99)),
-                ms(cyc.map(|s| s.perc50)),
-                ms(cyc.map(|s| s.perc99)),
-                g.failed_cycles.to_string(),
-            ]);
-        }
-    }
-    if rows.len() == 1 {
-        return String::new();
-    }
-    let mut out = render(&rows);
-    out.push_str(
-        "(GROUPS/S: groups complete over the window; AVG/S: upstream-style mean of samples; \
-         LAT: first member created to minCount-th bound, ms; CYCLE: Convoy's group cycle, ms)\n",
-    );
-    out
-}
-
-/// The group table of a comparison: per window and scheduler, groups/s
-/// over the window and the created-to-bound latency, with Convoy's ratio
-/// to kube-scheduler (empty when no window measured groups).
-pub fn compare_table(c: &Comparison) -> String {
-    let mut rows = vec![
-        [
-            "NAME",
-            "SCHEDULER",
-            "GROUPS",
-            "GROUPS/S",
-            "LAT P50",
-            "LAT P90",
-            "LAT P99",
-            "PODS/S",
-            "BIND PODS/S",
-        ]
-        .map(String::from)
-        .to_vec(),
-    ];
-    let mut rates: BTreeMap<String, BTreeMap<&'static str, f64>> = BTreeMap::new();
-    for (s, r) in &c.runs {
-        for res in &r.results {
-            for w in &res.windows {
-                let Some(g) = &w.groups else { continue };
-                let name = format!("{}/{}", res.name, w.name);
-                let lat = latency_summary(&g.latencies);
-                let rate = overall_rate(w);
-                if let Some(v) = rate {
-                    rates.entry(name.clone()).or_default().insert(s.name(), v);
-                }
-                let pods = (w.duration.as_secs_f64() > 0.0)
-                    .then(|| w.pods as f64 / w.duration.as_secs_f64());
-                let bind = bind_span_rate(w);
-                rows.push(vec![
-                    name,
-                    s.name().into(),
-                    g.placed.to_string(),
-                    rate.map_or("-".into(), |v| format!("{v:.1}")),
-                    ms(lat.map(|s| s.perc50)),
-                    ms(lat.map(|s| s.perc90)),
-                    ms(lat.map(|s| s.perc99)),
-                    pods.map_or("-".into(), |v| format!("{v:.1}")),
-                    bind.map_or("-".into(), |v| format!("{v:.1}")),
-                ]);
-            }
-        }
-    }
-    if rows.len() == 1 {
-        return String::new();
-    }
-    let mut out = render(&rows);
-    out.push_str(
-        "(GROUPS/S, PODS/S: over each window's wall time, pod creation included; BIND PODS/S: \
-         from the first bind to the last; LAT: first member created to minCount-th bound, ms)\n",
-    );
-    for (name, r) in &rates {
-        let (convoy, kube) = (SchedulerKind::Convoy.name(), SchedulerKind::KubeScheduler.name());
-        if let (Some(a), Some(b)) = (r.get(convoy), r.get(kube)) {
-            writeln!(out, "{name}: groups/s convoy/kube-scheduler {:.2}x", a / b).unwrap();
-        }
-    }
-    out
-}
-
-fn render(rows: &[Vec<String>]) -> String {
-    crate::table::format(rows, 1)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::any::{is_crd, type_of};
-use crate::churn::Churner;
+use crate::runner::churn::Churner;
 
 /// How long a create is retried while its kind is not served (upstream).
 pub const RETRY_FOR: Duration = Duration::from_secs(20);
@@ -202,7 +202,7 @@ impl Dynamic {
         self: std::sync::Arc<Self>,
         templates: Vec<Value>,
         namespace: String,
-        own_deletes: crate::evictions::OwnDeletes,
+        own_deletes: crate::measure::evictions::OwnDeletes,
     ) -> Result<DynamicChurner, String> {
         let mut apis = Vec::new();
         for t in &templates {
@@ -221,7 +221,7 @@ impl Dynamic {
 pub(crate) struct DynamicChurner {
     apis: Vec<(Api<DynamicObject>, DynamicObject)>,
     /// Pods it deletes are not evictions.
-    own_deletes: crate::evictions::OwnDeletes,
+    own_deletes: crate::measure::evictions::OwnDeletes,
 }
 
 impl Churner for DynamicChurner {

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 use convoy_api::PodKey;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::embedded::Window;
-use crate::evictions::{Evictions, OwnDeletes, has_disruption_target};
-use crate::groups::GroupTracker;
 use crate::labels::Selector;
-use crate::throughput::{SampleInterval, sample};
+use crate::measure::Window;
+use crate::measure::evictions::{Evictions, OwnDeletes, has_disruption_target};
+use crate::measure::groups::GroupTracker;
+use crate::measure::throughput::{SampleInterval, sample};
 
 /// The window being measured.
 #[derive(Debug)]
@@ -87,7 +87,7 @@ pub(crate) struct PodTracker {
     pub(crate) groups: GroupTracker,
     /// The pods the benchmark deletes itself (not evictions).
     pub(crate) own_deletes: OwnDeletes,
-    /// Bound pods removed by others (see [`crate::evictions`]).
+    /// Bound pods removed by others (see [`crate::measure::evictions`]).
     pub(crate) evictions: Evictions,
     /// Pods counted as evicted that are still present (terminating).
     evicted: HashSet<PodKey>,
@@ -244,8 +244,8 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
-    use crate::evictions::Evictions;
-    use crate::throughput::SampleInterval;
+    use crate::measure::evictions::Evictions;
+    use crate::measure::throughput::SampleInterval;
 
     fn pod(name: &str, node: Option<&str>) -> Pod {
         let mut p = Pod::default();
