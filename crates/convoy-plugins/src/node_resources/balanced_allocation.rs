@@ -132,18 +132,9 @@ impl ScorePlugin for BalancedAllocation {
     /// 50..=100 (see [`balanced_resource_scorer`]); 0 without PreScore for
     /// a pod that requests none of the resources.
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        let computed;
-        let requests = match state.read::<PreScoreState>() {
-            Some(s) => &s.0,
-            None => {
-                computed = self.scorer.pod_requests(pod);
-                if computed.iter().all(|r| *r == 0) {
-                    return Ok(0);
-                }
-                &computed
-            }
-        };
-        Ok(self.scorer.with_node_amounts(node, requests, balanced_resource_scorer))
+        let mut out = [0];
+        self.score_into(state, pod, std::iter::once(node), &mut out);
+        Ok(out[0])
     }
 
     /// [`score`](Self::score) for every node, the state read once.
@@ -154,6 +145,22 @@ impl ScorePlugin for BalancedAllocation {
         nodes: &[Arc<NodeInfo>],
         out: &mut [i64],
     ) -> Result<(), Status> {
+        self.score_into(state, pod, nodes.iter().map(|n| &**n), out);
+        Ok(())
+    }
+}
+
+impl BalancedAllocation {
+    /// Each node's score into `out`, the pod's requests taken once (from
+    /// PreScore, or computed when PreScore did not run: then all 0 for a
+    /// pod that requests none of the resources).
+    fn score_into<'a>(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: impl Iterator<Item = &'a NodeInfo>,
+        out: &mut [i64],
+    ) {
         let computed;
         let requests = match state.read::<PreScoreState>() {
             Some(s) => &s.0,
@@ -161,15 +168,14 @@ impl ScorePlugin for BalancedAllocation {
                 computed = self.scorer.pod_requests(pod);
                 if computed.iter().all(|r| *r == 0) {
                     out.fill(0);
-                    return Ok(());
+                    return;
                 }
                 &computed
             }
         };
-        for (node, o) in nodes.iter().zip(out) {
+        for (node, o) in nodes.zip(out) {
             *o = self.scorer.with_node_amounts(node, requests, balanced_resource_scorer);
         }
-        Ok(())
     }
 }
 

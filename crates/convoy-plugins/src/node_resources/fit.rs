@@ -292,15 +292,9 @@ impl PreScorePlugin for Fit {
 impl ScorePlugin for Fit {
     /// The strategy's score, 0..=100 (no normalization).
     fn score(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        let computed;
-        let pod_requests = match state.read::<PreScoreState>() {
-            Some(s) => &s.0,
-            None => {
-                computed = self.scorer.pod_requests(pod);
-                &computed
-            }
-        };
-        Ok(self.node_score(pod_requests, node))
+        let mut out = [0];
+        self.score_into(state, pod, std::iter::once(node), &mut out);
+        Ok(out[0])
     }
 
     /// [`score`](Self::score) for every node, the state read once.
@@ -311,6 +305,21 @@ impl ScorePlugin for Fit {
         nodes: &[Arc<NodeInfo>],
         out: &mut [i64],
     ) -> Result<(), Status> {
+        self.score_into(state, pod, nodes.iter().map(|n| &**n), out);
+        Ok(())
+    }
+}
+
+impl Fit {
+    /// Each node's strategy score into `out`, the pod's requests taken once
+    /// (from PreScore, or computed when PreScore did not run).
+    fn score_into<'a>(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: impl Iterator<Item = &'a NodeInfo>,
+        out: &mut [i64],
+    ) {
         let computed;
         let pod_requests = match state.read::<PreScoreState>() {
             Some(s) => &s.0,
@@ -319,19 +328,11 @@ impl ScorePlugin for Fit {
                 &computed
             }
         };
-        for (node, o) in nodes.iter().zip(out) {
-            *o = self.node_score(pod_requests, node);
+        for (node, o) in nodes.zip(out) {
+            *o = self.scorer.with_node_amounts(node, pod_requests, |requested, _, allocatable| {
+                self.strategy_score(requested, allocatable)
+            });
         }
-        Ok(())
-    }
-}
-
-impl Fit {
-    /// The strategy's score of one node for these pod requests.
-    fn node_score(&self, pod_requests: &[i64], node: &NodeInfo) -> i64 {
-        self.scorer.with_node_amounts(node, pod_requests, |requested, _, allocatable| {
-            self.strategy_score(requested, allocatable)
-        })
     }
 }
 
