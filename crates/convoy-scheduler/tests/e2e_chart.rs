@@ -99,6 +99,16 @@ fn start_as_in_the_image(
     for file in ["config.yaml", "kubeconfig", "ca.crt"] {
         std::fs::set_permissions(root.join(file), std::fs::Permissions::from_mode(0o444))?;
     }
+    // The binary goes into the image's directory too: uid 65532 may not
+    // traverse the checkout's parents (a clone under a 0700 directory such
+    // as `mktemp -d` or /root), as it could not outside its image.
+    let exe = root.join("convoy-scheduler");
+    let built = Path::new(env!("CARGO_BIN_EXE_convoy-scheduler"));
+    // A hard link shares the build's mode (0755); a copy gets 0555.
+    if std::fs::hard_link(built, &exe).is_err() {
+        std::fs::copy(built, &exe)?;
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o555))?;
+    }
     std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o555))?;
 
     let mut cmd = Command::new("unshare");
@@ -106,7 +116,7 @@ fn start_as_in_the_image(
         .args(["setpriv", "--reuid=65532", "--regid=65532", "--clear-groups", "--no-new-privs"])
         .args(["--inh-caps=-all", "--bounding-set=-all", "--pdeathsig=KILL", "--"])
         .args(["env", "-i", "RUST_LOG=info", "CONVOY_IDENTITY=convoy-0"])
-        .arg(env!("CARGO_BIN_EXE_convoy-scheduler"))
+        .arg(&exe)
         .arg(format!("--config={}", root.join("config.yaml").display()))
         .arg(format!("--kubeconfig={}", root.join("kubeconfig").display()))
         .arg("--log-format=text");
