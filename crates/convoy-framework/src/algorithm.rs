@@ -15,8 +15,8 @@ use convoy_api::{
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::framework::{Framework, PreFilterNarrowing, run_filters};
-use crate::metrics::{label, timed};
+use crate::framework::{Framework, PreFilterNarrowing, filter_block, run_filters};
+use crate::metrics::{FrameworkMetrics, label, timed};
 
 /// Upstream `minFeasibleNodesToFind`.
 pub const MIN_FEASIBLE_NODES_TO_FIND: usize = 100;
@@ -29,6 +29,12 @@ pub const MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND: u32 = 5;
 const PARALLEL_THRESHOLD: usize = 2048;
 /// Nodes per parallel work item.
 const CHUNK: usize = 64;
+/// The bounds of a block of nodes filtered plugin by plugin: large enough
+/// that each plugin's per-block cost (reading its CycleState, one dynamic
+/// call) is spread over many nodes, small enough that a cycle which finds
+/// its nodes early filters few it does not need.
+const BLOCK_MIN: usize = 16;
+const BLOCK_MAX: usize = 256;
 
 /// The `tracing` target of the per-node score events of
 /// [`Framework::prioritize`], upstream's V(10) lines: enable it at TRACE
@@ -264,6 +270,9 @@ impl fmt::Display for ScheduleError {
 struct Pass<'a> {
     filters: Vec<&'a Arc<dyn FilterPlugin>>,
     nominated: Option<&'a NominatedPods>,
+    /// The node Filter starts from: traversal position `p` is node
+    /// `(start + p) % nodes.len()`.
+    start: usize,
     found: AtomicUsize,
     to_find: usize,
     stop: AtomicBool,
@@ -444,7 +453,32 @@ impl Framework {
         })
     }
 
+    /// Filters the nodes at traversal positions `positions` (see
+    /// [`Pass::start`]), in that order,
+    /// until enough fit. Batched (each plugin over a block of nodes) in the
+    /// common cycle; node by node when some pod is nominated (each node
+    /// needs its own nominated pods) or when each plugin call is timed.
     fn filter_range(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        positions: std::ops::Range<usize>,
+        pass: &Pass<'_>,
+        parallel: bool,
+    ) -> Chunk {
+        let metrics = self.plugin_metrics(state);
+        if metrics.is_some() || pass.nominated.is_some() {
+            let order = positions.map(|p| (pass.start + p) % nodes.len());
+            return self.filter_each(state, pod, nodes, order, pass, parallel, metrics);
+        }
+        filter_batched(state, pod, nodes, positions, pass, parallel)
+    }
+
+    /// [`filter_range`](Self::filter_range) node by node, each node with
+    /// the pods nominated to it and each plugin call timed when sampled.
+    #[allow(clippy::too_many_arguments)]
+    fn filter_each(
         &self,
         state: &CycleState,
         pod: &PodInfo,
@@ -452,9 +486,9 @@ impl Framework {
         order: impl Iterator<Item = usize>,
         pass: &Pass<'_>,
         parallel: bool,
+        metrics: Option<&Arc<dyn FrameworkMetrics>>,
     ) -> Chunk {
         let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
-        let metrics = self.plugin_metrics(state);
         for i in order {
             if parallel && pass.stop.load(Ordering::Relaxed) {
                 break;
@@ -507,6 +541,7 @@ impl Framework {
         let pass = Pass {
             filters: self.active_filters(state),
             nominated,
+            start,
             found: AtomicUsize::new(0),
             to_find,
             stop: AtomicBool::new(false),
@@ -516,14 +551,7 @@ impl Framework {
             .as_ref()
             .filter(|p| p.current_num_threads() > 1 && to_find >= PARALLEL_THRESHOLD);
         let Some(pool) = pool else {
-            return self.filter_range(
-                state,
-                pod,
-                nodes,
-                (0..n).map(|i| (start + i) % n),
-                &pass,
-                false,
-            );
+            return self.filter_range(state, pod, nodes, 0..n, &pass, false);
         };
         let chunks = n.div_ceil(CHUNK);
         let parts: Vec<Chunk> = pool.install(|| {
@@ -532,8 +560,7 @@ impl Framework {
                 .map(|c| {
                     let lo = c * CHUNK;
                     let hi = (lo + CHUNK).min(n);
-                    let order = (lo..hi).map(|i| (start + i) % n);
-                    self.filter_range(state, pod, nodes, order, &pass, true)
+                    self.filter_range(state, pod, nodes, lo..hi, &pass, true)
                 })
                 .collect()
         });
@@ -673,6 +700,90 @@ impl Framework {
     }
 }
 
+/// The common Filter pass over the nodes at traversal positions
+/// `positions` (see [`Framework::filter_range`]): each plugin filters a
+/// block of nodes at a time; sequentially, the outcome is exactly that of
+/// filtering node by node and stopping at the node that completes
+/// `pass.to_find` (or at the first error).
+fn filter_batched(
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    positions: std::ops::Range<usize>,
+    pass: &Pass<'_>,
+    parallel: bool,
+) -> Chunk {
+    let start = pass.start;
+    let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
+    let n = nodes.len();
+    let mut next = positions.start;
+    let mut block = Vec::with_capacity(BLOCK_MAX);
+    let mut rejected = Vec::new();
+    while next < positions.end {
+        if parallel && pass.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        // A block as large as the nodes still to find (all of them may
+        // fit), so a cycle filters few nodes it then discards.
+        let want = if parallel {
+            CHUNK
+        } else {
+            (pass.to_find - c.feasible.len()).clamp(BLOCK_MIN, BLOCK_MAX)
+        };
+        let end = (next + want).min(positions.end);
+        block.clear();
+        block.extend((next..end).map(|p| (start + p) % n));
+        rejected.clear();
+        filter_block(&pass.filters, state, pod, nodes, &mut block, &mut rejected);
+        // The traversal position of a node of this block.
+        let position = |i: usize| (i + n - start) % n;
+        // Sequentially, the block is cut after the node that completes
+        // the count: what lies beyond was never needed, as if the nodes
+        // had been filtered one by one.
+        let mut last = end;
+        if !parallel && c.feasible.len() + block.len() >= pass.to_find {
+            let cut = pass.to_find - c.feasible.len();
+            last = position(block[cut - 1]) + 1;
+            block.truncate(cut);
+            rejected.retain(|&(i, _)| position(i) < last);
+        }
+        if let Some(k) = rejected
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, s))| !s.is_rejected())
+            .min_by_key(|(_, (i, _))| position(*i))
+            .map(|(k, _)| k)
+        {
+            // An error ends the pass, as at its node one by one.
+            pass.stop.store(true, Ordering::Relaxed);
+            let (i, s) = rejected.swap_remove(k);
+            let at = position(i);
+            c.processed += at + 1 - next;
+            c.feasible
+                .extend(block.iter().filter(|&&j| position(j) < at).map(|&j| nodes[j].clone()));
+            c.rejected.extend(rejected.drain(..).filter(|(j, _)| position(*j) < at));
+            c.error = Some(s);
+            break;
+        }
+        c.processed += last - next;
+        c.feasible.extend(block.iter().map(|&i| nodes[i].clone()));
+        c.rejected.append(&mut rejected);
+        next = last;
+        let found = if parallel {
+            pass.found.fetch_add(block.len(), Ordering::Relaxed) + block.len()
+        } else {
+            c.feasible.len()
+        };
+        if found >= pass.to_find {
+            pass.stop.store(true, Ordering::Relaxed);
+            if !parallel {
+                break;
+            }
+        }
+    }
+    c
+}
+
 /// Upstream's V(10) lines of `prioritizeNodes` (`schedule_one.go`, v1.37.2),
 /// at TRACE on [`SCORES_TARGET`], in upstream's order: each node's score of
 /// each plugin that was not skipped (normalized and weighted), then each
@@ -735,7 +846,94 @@ pub fn count_by_plugin(statuses: &HashMap<Arc<str>, Status>) -> BTreeMap<&'stati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use convoy_api::Plugin;
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
     use rand::SeedableRng;
+
+    /// A Filter plugin that decides by the number in the node's name
+    /// (`n7` is 7).
+    struct ByIndex(&'static str, fn(usize) -> Status);
+
+    impl Plugin for ByIndex {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+    }
+
+    impl FilterPlugin for ByIndex {
+        fn filter(&self, _state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+            (self.1)(node.name()[1..].parse().unwrap())
+        }
+    }
+
+    /// The batched Filter pass gives what filtering node by node gives:
+    /// the same feasible nodes, the same nodes processed (so the next
+    /// cycle starts at the same node), the same rejections with the
+    /// rejecting plugin named, and the same error, whatever the block
+    /// boundaries.
+    #[test]
+    fn batched_filter_is_node_by_node_filter() {
+        let plugins: Vec<Arc<dyn FilterPlugin>> = vec![
+            Arc::new(ByIndex("Thirds", |i| {
+                if i % 3 == 0 { Status::unschedulable("third") } else { Status::success() }
+            })),
+            Arc::new(ByIndex("Sevens", |i| {
+                if i % 7 == 1 { Status::unresolvable("seven") } else { Status::success() }
+            })),
+            Arc::new(ByIndex("Broken", |i| {
+                if i == 777 { Status::error("broken") } else { Status::success() }
+            })),
+        ];
+        let pod = PodBuilder::new("p").info();
+        let state = CycleState::new();
+        for n in [1, 5, 40, 300, 1000] {
+            let nodes: Vec<Arc<NodeInfo>> =
+                (0..n).map(|i| Arc::new(NodeBuilder::new(&format!("n{i}")).info())).collect();
+            for (with, to_find) in [(2, 1), (2, 10), (3, 17), (3, 100), (2, 257), (3, 2000)] {
+                let filters: Vec<_> = plugins.iter().take(with).collect();
+                for start in [0, 1, n / 2, n - 1] {
+                    let pass = || Pass {
+                        filters: filters.clone(),
+                        nominated: None,
+                        start,
+                        found: AtomicUsize::new(0),
+                        to_find,
+                        stop: AtomicBool::new(false),
+                    };
+                    let got = filter_batched(&state, &pod, &nodes, 0..n, &pass(), false);
+                    // Node by node, as upstream's sequential loop.
+                    let (mut feasible, mut rejected, mut processed, mut error) =
+                        (Vec::new(), Vec::new(), 0, None);
+                    for p in 0..n {
+                        let i = (start + p) % n;
+                        let s = run_filters(&filters, &state, &pod, &nodes[i], None);
+                        processed += 1;
+                        if s.is_success() {
+                            feasible.push(i);
+                            if feasible.len() >= to_find {
+                                break;
+                            }
+                        } else if s.is_rejected() {
+                            rejected.push((i, s));
+                        } else {
+                            error = Some(s);
+                            break;
+                        }
+                    }
+                    let case =
+                        format!("{n} nodes, {with} plugins, to_find {to_find}, start {start}");
+                    let got_feasible: Vec<usize> =
+                        got.feasible.iter().map(|f| f.name()[1..].parse().unwrap()).collect();
+                    assert_eq!(got_feasible, feasible, "{case}: feasible");
+                    assert_eq!(got.processed, processed, "{case}: processed");
+                    let mut got_rejected = got.rejected;
+                    got_rejected.sort_by_key(|(i, _)| (i + n - start) % n);
+                    assert_eq!(got_rejected, rejected, "{case}: rejected");
+                    assert_eq!(got.error, error, "{case}: error");
+                }
+            }
+        }
+    }
 
     #[test]
     fn feasible_nodes_to_find_as_upstream() {

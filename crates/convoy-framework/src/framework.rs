@@ -508,6 +508,37 @@ pub(crate) fn run_filters(
     Status::success()
 }
 
+/// Runs the given Filter plugins over a block of nodes, plugin by plugin:
+/// `block` (indices into `nodes`) keeps the nodes that pass them all, and
+/// each node that does not lands in `rejected` with the status of the
+/// first plugin that rejected it (named), as [`run_filters`] per node.
+pub(crate) fn filter_block(
+    filters: &[&Arc<dyn FilterPlugin>],
+    state: &CycleState,
+    pod: &PodInfo,
+    nodes: &[Arc<NodeInfo>],
+    block: &mut Vec<usize>,
+    rejected: &mut Vec<(usize, Status)>,
+) {
+    block.retain(|&i| match &nodes[i].invalid {
+        None => true,
+        Some(why) => {
+            rejected.push((i, Status::unresolvable(format!("node(s) had invalid status: {why}"))));
+            false
+        }
+    });
+    for p in filters {
+        if block.is_empty() {
+            return;
+        }
+        let before = rejected.len();
+        p.filter_nodes(state, pod, nodes, block, rejected);
+        for (_, s) in &mut rejected[before..] {
+            *s = std::mem::take(s).with_plugin(p.name());
+        }
+    }
+}
+
 impl Framework {
     /// Runs PostFilter plugins as upstream's `RunPostFilterPlugins`: the
     /// first Success or UnschedulableAndUnresolvable ends the phase (with

@@ -84,6 +84,43 @@ pub(crate) mod testing {
         each
     }
 
+    /// `node`'s status from `FilterPlugin::filter`, after checking that
+    /// `filter_nodes` (the framework's usual path) agrees with `filter` on
+    /// a batch of `node` between two plain nodes: the same nodes kept, in
+    /// order, and the same statuses for the others; panics on a difference.
+    pub(crate) fn filter_one(
+        plugin: &dyn convoy_api::FilterPlugin,
+        state: &convoy_api::CycleState,
+        pod: &PodInfo,
+        node: &NodeInfo,
+    ) -> convoy_api::Status {
+        let plain = Arc::new(convoy_api::testing::NodeBuilder::new("plain").info());
+        let nodes = [plain.clone(), Arc::new(node.clone()), plain];
+        filter_each(plugin, state, pod, &nodes).swap_remove(1)
+    }
+
+    /// Each node's status from `FilterPlugin::filter`, after checking that
+    /// `filter_nodes` over all of them agrees (see [`filter_one`]).
+    pub(crate) fn filter_each(
+        plugin: &dyn convoy_api::FilterPlugin,
+        state: &convoy_api::CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+    ) -> Vec<convoy_api::Status> {
+        let each: Vec<_> = nodes.iter().map(|n| plugin.filter(state, pod, n)).collect();
+        let mut kept: Vec<usize> = (0..nodes.len()).collect();
+        let mut rejected = Vec::new();
+        plugin.filter_nodes(state, pod, nodes, &mut kept, &mut rejected);
+        let want_kept: Vec<usize> = (0..nodes.len()).filter(|&i| each[i].is_success()).collect();
+        let want_rejected: Vec<_> = (0..nodes.len())
+            .filter(|&i| !each[i].is_success())
+            .map(|i| (i, each[i].clone()))
+            .collect();
+        assert_eq!(kept, want_kept, "{}: filter_nodes kept other nodes", plugin.name());
+        assert_eq!(rejected, want_rejected, "{}: filter_nodes rejected otherwise", plugin.name());
+        each
+    }
+
     /// A binder that answers with a fixed result.
     pub(crate) struct FixedBinder(pub(crate) Result<(), BindError>);
 

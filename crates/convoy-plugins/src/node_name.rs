@@ -44,6 +44,25 @@ impl FilterPlugin for NodeName {
     fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
         if fits(pod, node.name()) { Status::success() } else { Status::unresolvable(ERR_REASON) }
     }
+
+    /// Nothing to do for a pod that names no node (nearly every pod).
+    fn filter_nodes(
+        &self,
+        _state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        candidates: &mut Vec<usize>,
+        rejected: &mut Vec<(usize, Status)>,
+    ) {
+        let Some(wanted) = pod.node_name() else { return };
+        candidates.retain(|&i| {
+            let fits = nodes[i].name() == wanted;
+            if !fits {
+                rejected.push((i, Status::unresolvable(ERR_REASON)));
+            }
+            fits
+        });
+    }
 }
 
 /// Queue when the added node is the one the pod names.
@@ -77,7 +96,12 @@ mod tests {
         ];
         for (name, pod, node, fits) in cases {
             let pod = pod.info();
-            let s = NodeName.filter(&CycleState::new(), &pod, &NodeBuilder::new(node).info());
+            let s = crate::helper::testing::filter_one(
+                &NodeName,
+                &CycleState::new(),
+                &pod,
+                &NodeBuilder::new(node).info(),
+            );
             if fits {
                 assert!(s.is_success(), "{name}");
             } else {

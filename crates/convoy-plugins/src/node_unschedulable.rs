@@ -78,6 +78,27 @@ impl FilterPlugin for NodeUnschedulable {
         }
         Status::unresolvable(ERR_REASON_UNSCHEDULABLE)
     }
+
+    /// The pod's tolerations read once for the whole batch.
+    fn filter_nodes(
+        &self,
+        _state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        candidates: &mut Vec<usize>,
+        rejected: &mut Vec<(usize, Status)>,
+    ) {
+        if tolerates_unschedulable(pod) {
+            return;
+        }
+        candidates.retain(|&i| {
+            let fits = !nodes[i].unschedulable();
+            if !fits {
+                rejected.push((i, Status::unresolvable(ERR_REASON_UNSCHEDULABLE)));
+            }
+            fits
+        });
+    }
 }
 
 /// Queue when a node is added schedulable, becomes schedulable, or the pod
@@ -155,7 +176,12 @@ mod tests {
             ),
         ];
         for (name, node, pod, fits) in cases {
-            let s = NodeUnschedulable.filter(&CycleState::new(), &pod.info(), &node.info());
+            let s = crate::helper::testing::filter_one(
+                &NodeUnschedulable,
+                &CycleState::new(),
+                &pod.info(),
+                &node.info(),
+            );
             if fits {
                 assert!(s.is_success(), "{name}: {s}");
             } else {

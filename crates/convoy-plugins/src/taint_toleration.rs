@@ -158,6 +158,29 @@ impl FilterPlugin for TaintToleration {
             }
         }
     }
+
+    /// A node without taints passes without looking at the pod.
+    fn filter_nodes(
+        &self,
+        state: &CycleState,
+        pod: &PodInfo,
+        nodes: &[Arc<NodeInfo>],
+        candidates: &mut Vec<usize>,
+        rejected: &mut Vec<(usize, Status)>,
+    ) {
+        candidates.retain(|&i| {
+            let node = &nodes[i];
+            if node.taints().is_empty() {
+                return true;
+            }
+            let s = self.filter(state, pod, node);
+            let fits = s.is_success();
+            if !fits {
+                rejected.push((i, s));
+            }
+            fits
+        });
+    }
 }
 
 impl PreScorePlugin for TaintToleration {
@@ -409,7 +432,12 @@ mod tests {
             ),
         ];
         for (name, node, pod, want) in cases {
-            let s = TaintToleration.filter(&CycleState::new(), &pod.info(), &node.info());
+            let s = crate::helper::testing::filter_one(
+                &TaintToleration,
+                &CycleState::new(),
+                &pod.info(),
+                &node.info(),
+            );
             match want {
                 None => assert!(s.is_success(), "{name}: {s}"),
                 Some(msg) => {

@@ -30,7 +30,7 @@ fn node(gpus: &str) -> NodeInfo {
 fn run(fit: &Fit, pod: &PodInfo, node: &NodeInfo) -> Status {
     let mut state = CycleState::new();
     assert!(fit.pre_filter(&mut state, pod, &convoy_api::NodeList::default()).1.is_success());
-    fit.filter(&state, pod, node)
+    crate::helper::testing::filter_one(fit, &state, pod, node)
 }
 
 fn fit_with(ignored: &[&str], groups: &[&str]) -> Fit {
