@@ -20,6 +20,7 @@
 //! May depend on: `convoy-api`, `kube`, `k8s-openapi`, `tokio`, `futures`,
 //! tower's traits. Scheduling logic lives elsewhere; nothing here decides.
 
+pub mod backoff;
 pub mod binder;
 mod claims;
 pub mod client;

@@ -116,7 +116,7 @@ pub(crate) fn object_streams(
         K: Watched + kube::Resource<DynamicType = ()>,
     {
         watcher::watcher(Api::<K>::all(client.clone()), cfg.clone())
-            .default_backoff()
+            .backoff(crate::backoff::watch_backoff())
             .map(wrap)
             .boxed()
     }

@@ -157,7 +157,7 @@ pub(crate) fn group_stream(
                     match objects.list(&ListParams::default().limit(1)).await {
                         Ok(_) => {
                             tracing::info!(api = api.api_version(), "watching PodGroups");
-                            let w = watcher::watcher(objects, cfg).default_backoff().boxed();
+                            let w = watcher::watcher(objects, cfg).backoff(crate::backoff::watch_backoff()).boxed();
                             Some((None, State::Watching(w)))
                         }
                         Err(e) => {

@@ -9,8 +9,8 @@
 //! [`crate::objects`]).
 //!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
-//! watcher's job (`kube::runtime::watcher` with `.default_backoff()`,
-//! bookmarks on). This module turns its events into updates with the same
+//! watcher's job (`kube::runtime::watcher`, bookmarks on, retrying as
+//! [`crate::backoff`] says). This module turns its events into updates with the same
 //! semantics as the embedded cluster: `NodeAdded` for every listed node,
 //! then `PodAdded` for every listed pod, `PodGroupApplied` for every listed
 //! PodGroup and `ObjectApplied` for every listed Namespace, Service and
@@ -105,8 +105,9 @@ pub fn cluster_updates_reporting(
     reporter: Option<StatusWriter>,
 ) -> impl Stream<Item = ClusterUpdate> + Send + 'static {
     let cfg = opts.watcher_config();
-    let nodes =
-        watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone()).default_backoff().boxed();
+    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
+        .backoff(crate::backoff::watch_backoff())
+        .boxed();
     let later = Later { client, cfg, interval: opts.pod_group_discovery_interval, reporter };
     let state = Merge {
         phase: Phase::Nodes { nodes, later },
@@ -194,7 +195,7 @@ impl Merge {
                     };
                     let pods =
                         watcher::watcher(Api::<Pod>::all(later.client.clone()), later.cfg.clone())
-                            .default_backoff();
+                            .backoff(crate::backoff::watch_backoff());
                     let mut all =
                         vec![nodes.map(Either::Node).boxed(), pods.map(Either::Pod).boxed()];
                     for api in APIS {
