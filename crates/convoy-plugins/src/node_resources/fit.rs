@@ -319,10 +319,9 @@ impl FilterPlugin for Fit {
             }
         };
         candidates.retain(|&i| {
-            let status = fits_request(s, &nodes[i]);
-            let fits = status.is_success();
+            let fits = fits_quick(s, &nodes[i]);
             if !fits {
-                rejected.push((i, status));
+                rejected.push((i, insufficient(s, &nodes[i])));
             }
             fits
         });
