@@ -152,6 +152,7 @@ impl Scheduler {
                         self.queue.flush_backoff_completed();
                         self.release_held_pods();
                         self.release_expired_preemptions();
+                        self.refresh_idle_snapshot();
                     }
                     _ = leftover.tick() => { self.queue.flush_unschedulable_leftover(); }
                     _ = assumed.tick() => {
@@ -255,6 +256,21 @@ impl Scheduler {
                 }
                 None => break,
             }
+        }
+        self.refresh_idle_snapshot();
+    }
+
+    /// Brings the scheduling loop's snapshot up to date when the loop is
+    /// not using it. A snapshot is refreshed at the start of each cycle;
+    /// between bursts it keeps the nodes as the last cycle saw them, and
+    /// with them every pod that was assumed then in its pending version,
+    /// which the cluster has since replaced by the bound one: after a burst
+    /// of 50,000 pods on 5,000 nodes that was about 200 MiB held for
+    /// nothing. Called once a second by the tickers and at the end of a
+    /// simulation; a loop holding the snapshot is refreshing it anyway.
+    pub(crate) fn refresh_idle_snapshot(&self) {
+        if let Some(mut ls) = self.loop_state.try_lock() {
+            self.cache.update_snapshot(&mut ls.snapshot);
         }
     }
 }
