@@ -83,12 +83,12 @@ pub fn parse_milli(s: &str) -> Result<i64, QuantityError> {
         _ => return Err(err("unknown suffix")),
     };
     let (int_part, frac_part) = num.split_once('.').unwrap_or((num, ""));
-    let digits = format!("{int_part}{frac_part}");
-    if digits.len() > 30 {
+    if int_part.len() + frac_part.len() > 30 {
         return Err(err("too many digits"));
     }
+    // At most 30 digits: below i128::MAX (1.7e38), no allocation.
     let mantissa: i128 =
-        if digits.is_empty() { 0 } else { digits.parse().map_err(|_| err("bad digits"))? };
+        int_part.bytes().chain(frac_part.bytes()).fold(0, |m, d| m * 10 + i128::from(d - b'0'));
     // value = mantissa * 10^(exp10 - frac_len) * mul; in thousandths: * 10^3.
     let pow = exp10 - frac_part.len() as i32 + 3;
     let mut v = mantissa.checked_mul(mul).ok_or_else(|| err("too large"))?;
@@ -320,14 +320,17 @@ struct Aggregate {
 /// container's list completed by `defaults`; supported pod-level requests
 /// replace the sum; plus the overhead.
 fn aggregate(spec: &PodSpec, defaults: Defaults, pod: &PodLevel) -> Result<Aggregate, String> {
-    let field = |path: String| {
-        move |(name, e): (String, QuantityError)| format!("{path}.resources.requests[{name}]: {e}")
+    // The path is written out only for an error (this runs for every pod).
+    let field = |kind: &'static str, i: usize| {
+        move |(name, e): (String, QuantityError)| {
+            format!("spec.{kind}[{i}].resources.requests[{name}]: {e}")
+        }
     };
     let names = |c: &Container, name: &str| request_list(c).is_some_and(|l| l.contains_key(name));
     let (mut names_cpu, mut names_memory) = (false, false);
     let mut reqs = Resource::default();
     for (i, c) in spec.containers.iter().enumerate() {
-        let r = container_requests(c, defaults).map_err(field(format!("spec.containers[{i}]")))?;
+        let r = container_requests(c, defaults).map_err(field("containers", i))?;
         names_cpu |= names(c, CPU);
         names_memory |= names(c, MEMORY);
         reqs.add(&r);
@@ -335,8 +338,7 @@ fn aggregate(spec: &PodSpec, defaults: Defaults, pod: &PodLevel) -> Result<Aggre
     let mut sidecars = Resource::default();
     let mut init_max = Resource::default();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        let r =
-            container_requests(c, defaults).map_err(field(format!("spec.initContainers[{i}]")))?;
+        let r = container_requests(c, defaults).map_err(field("initContainers", i))?;
         names_cpu |= names(c, CPU);
         names_memory |= names(c, MEMORY);
         let phase = if is_sidecar(c) {
@@ -372,24 +374,27 @@ fn aggregate(spec: &PodSpec, defaults: Defaults, pod: &PodLevel) -> Result<Aggre
 /// "-1Gi": must be greater than or equal to 0`). The limits are not
 /// otherwise read: a pod is placed by its requests.
 pub fn check_quantities(spec: &PodSpec) -> Result<(), String> {
-    let check = |path: &str, list: Option<&BTreeMap<String, Quantity>>| {
+    // The field's path is only written out for an error: this runs for
+    // every pod the scheduler reads.
+    let check = |path: &dyn Fn() -> String, list: Option<&BTreeMap<String, Quantity>>| {
         list.map(Resource::from_list)
             .transpose()
             .map(drop)
-            .map_err(|(name, e)| format!("{path}[{name}]: {e}"))
+            .map_err(|(name, e)| format!("{}[{name}]: {e}", path()))
     };
-    let lists = |path: String, r: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| {
-        check(&format!("{path}.resources.requests"), r.and_then(|r| r.requests.as_ref()))?;
-        check(&format!("{path}.resources.limits"), r.and_then(|r| r.limits.as_ref()))
+    let lists = |path: &dyn Fn() -> String,
+                 r: Option<&k8s_openapi::api::core::v1::ResourceRequirements>| {
+        check(&|| format!("{}.resources.requests", path()), r.and_then(|r| r.requests.as_ref()))?;
+        check(&|| format!("{}.resources.limits", path()), r.and_then(|r| r.limits.as_ref()))
     };
     for (i, c) in spec.containers.iter().enumerate() {
-        lists(format!("spec.containers[{i}]"), c.resources.as_ref())?;
+        lists(&|| format!("spec.containers[{i}]"), c.resources.as_ref())?;
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        lists(format!("spec.initContainers[{i}]"), c.resources.as_ref())?;
+        lists(&|| format!("spec.initContainers[{i}]"), c.resources.as_ref())?;
     }
-    lists("spec".to_string(), spec.resources.as_ref())?;
-    check("spec.overhead", spec.overhead.as_ref())
+    lists(&|| "spec".to_string(), spec.resources.as_ref())?;
+    check(&|| "spec.overhead".to_string(), spec.overhead.as_ref())
 }
 
 /// Computes a pod's requests as kube-scheduler v1.37.2 does (upstream
