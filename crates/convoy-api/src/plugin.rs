@@ -192,15 +192,44 @@ pub trait FilterPlugin: Plugin {
         candidates: &mut Vec<usize>,
         rejected: &mut Vec<(usize, Status)>,
     ) {
-        candidates.retain(|&i| {
+        let mut kept = 0;
+        for k in 0..candidates.len() {
+            let i = candidates[k];
             let s = self.filter(state, pod, &nodes[i]);
             if s.is_success() {
-                return true;
+                candidates[kept] = i;
+                kept += 1;
+            } else {
+                rejected.push((i, s));
             }
-            rejected.push((i, s));
-            false
-        });
+        }
+        candidates.truncate(kept);
     }
+}
+
+/// The loop of a [`FilterPlugin::filter_nodes`]: keeps (in order) the
+/// candidates `fits` accepts and pushes each other one onto `rejected` with
+/// `why`'s status (called right after `fits` refused that node). A plain
+/// loop compacting in place: cheaper per node than `Vec::retain` with a
+/// closure, which the compiler did not inline on this path.
+#[inline]
+pub fn retain_nodes(
+    candidates: &mut Vec<usize>,
+    rejected: &mut Vec<(usize, Status)>,
+    mut fits: impl FnMut(usize) -> bool,
+    mut why: impl FnMut(usize) -> Status,
+) {
+    let mut kept = 0;
+    for k in 0..candidates.len() {
+        let i = candidates[k];
+        if fits(i) {
+            candidates[kept] = i;
+            kept += 1;
+        } else {
+            rejected.push((i, why(i)));
+        }
+    }
+    candidates.truncate(kept);
 }
 
 /// The statuses of the nodes that did not pass Filter.

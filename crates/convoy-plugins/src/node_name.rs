@@ -55,13 +55,12 @@ impl FilterPlugin for NodeName {
         rejected: &mut Vec<(usize, Status)>,
     ) {
         let Some(wanted) = pod.node_name() else { return };
-        candidates.retain(|&i| {
-            let fits = nodes[i].name() == wanted;
-            if !fits {
-                rejected.push((i, Status::unresolvable(ERR_REASON)));
-            }
-            fits
-        });
+        convoy_api::retain_nodes(
+            candidates,
+            rejected,
+            |i| nodes[i].name() == wanted,
+            |_| Status::unresolvable(ERR_REASON),
+        );
     }
 }
 

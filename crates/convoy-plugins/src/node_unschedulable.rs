@@ -91,13 +91,12 @@ impl FilterPlugin for NodeUnschedulable {
         if tolerates_unschedulable(pod) {
             return;
         }
-        candidates.retain(|&i| {
-            let fits = !nodes[i].unschedulable();
-            if !fits {
-                rejected.push((i, Status::unresolvable(ERR_REASON_UNSCHEDULABLE)));
-            }
-            fits
-        });
+        convoy_api::retain_nodes(
+            candidates,
+            rejected,
+            |i| !nodes[i].unschedulable(),
+            |_| Status::unresolvable(ERR_REASON_UNSCHEDULABLE),
+        );
     }
 }
 

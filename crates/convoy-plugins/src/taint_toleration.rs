@@ -168,18 +168,17 @@ impl FilterPlugin for TaintToleration {
         candidates: &mut Vec<usize>,
         rejected: &mut Vec<(usize, Status)>,
     ) {
-        candidates.retain(|&i| {
-            let node = &nodes[i];
-            if node.taints().is_empty() {
-                return true;
-            }
-            let s = self.filter(state, pod, node);
-            let fits = s.is_success();
-            if !fits {
-                rejected.push((i, s));
-            }
-            fits
-        });
+        let tolerations = pod_tolerations(pod);
+        convoy_api::retain_nodes(
+            candidates,
+            rejected,
+            |i| {
+                let taints = nodes[i].taints();
+                taints.is_empty()
+                    || find_untolerated_no_schedule_taint(taints, tolerations).is_none()
+            },
+            |i| self.filter(state, pod, &nodes[i]),
+        );
     }
 }
 

@@ -64,10 +64,20 @@ pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatabl
 /// over the fractions (capped at 1) of the resources with allocatable > 0;
 /// for two resources `std = |f1 - f2| / 2`, for one or none 0.
 pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
+    let fraction = |r: i64, a: i64| (r as f64 / a as f64).min(1.0);
+    // Two resources (the default cpu and memory), without the loop: the
+    // same arithmetic in the same order as below.
+    if let (&[r0, r1], &[a0, a1]) = (requested, allocatable) {
+        let std = if a0 != 0 && a1 != 0 {
+            ((fraction(r0, a0) - fraction(r1, a1)) / 2.0).abs()
+        } else {
+            0.0
+        };
+        return ((1.0 - std) * MAX_NODE_SCORE as f64) as i64;
+    }
     // One pass keeps the first two fractions (the common case, cpu and
     // memory); a third resource or more takes a second pass for the
     // variance, recomputing the fractions in the same order.
-    let fraction = |r: i64, a: i64| (r as f64 / a as f64).min(1.0);
     let scored = || requested.iter().zip(allocatable).filter(|(_, a)| **a != 0);
     let (mut n, mut total, mut first, mut second) = (0usize, 0.0, 0.0, 0.0);
     for (&r, &a) in scored() {

@@ -201,6 +201,7 @@ fn fits_quick(s: &PreFilterState, node: &NodeInfo) -> bool {
 /// The rejection of a pod [`fits_quick`] found not to fit: one reason per
 /// short resource.
 #[cold]
+#[inline(never)]
 fn insufficient(s: &PreFilterState, node: &NodeInfo) -> Status {
     let mut reasons: SmallVec<[Reason; 4]> = SmallVec::new();
     let mut unresolvable = false;
@@ -318,13 +319,12 @@ impl FilterPlugin for Fit {
                 &computed
             }
         };
-        candidates.retain(|&i| {
-            let fits = fits_quick(s, &nodes[i]);
-            if !fits {
-                rejected.push((i, insufficient(s, &nodes[i])));
-            }
-            fits
-        });
+        convoy_api::retain_nodes(
+            candidates,
+            rejected,
+            |i| fits_quick(s, &nodes[i]),
+            |i| insufficient(s, &nodes[i]),
+        );
     }
 }
 

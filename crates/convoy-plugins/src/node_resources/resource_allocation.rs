@@ -227,6 +227,13 @@ pub fn weighted_mean(
     weights: &[i64],
     per_resource: impl Fn(i64, i64) -> i64,
 ) -> i64 {
+    // Two resources (the default cpu and memory), without the loop.
+    if let (&[r0, r1], &[a0, a1], &[w0, w1]) = (requested, allocatable, weights) {
+        let part = |r, a, w| if a == 0 { (0, 0) } else { (per_resource(r, a) * w, w) };
+        let ((s0, ws0), (s1, ws1)) = (part(r0, a0, w0), part(r1, a1, w1));
+        let weight_sum = ws0 + ws1;
+        return if weight_sum == 0 { 0 } else { (s0 + s1) / weight_sum };
+    }
     let (mut node_score, mut weight_sum) = (0, 0);
     for ((&requested, &allocatable), &weight) in requested.iter().zip(allocatable).zip(weights) {
         if allocatable == 0 {
