@@ -232,6 +232,9 @@ impl Scheduler {
                 continue;
             }
             if in_flight {
+                // Nothing to schedule while bindings complete: let the
+                // snapshot drop the pods they replace as they are confirmed.
+                self.refresh_idle_snapshot();
                 if self.waiting_pods.is_empty() {
                     tokio::task::yield_now().await;
                 } else {
