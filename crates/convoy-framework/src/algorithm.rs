@@ -376,7 +376,20 @@ impl Framework {
         let subset: Vec<Arc<NodeInfo>>;
         let candidates: &[Arc<NodeInfo>] = match pre.and_then(|r| r.node_names) {
             Some(names) => {
-                subset = nodes.iter().filter(|n| names.contains(n.name())).cloned().collect();
+                let whole = nodes.len() == snapshot.list().len()
+                    && std::ptr::eq(nodes.as_ptr(), snapshot.list().as_ptr());
+                subset = if whole && names.len() * 16 < nodes.len() {
+                    // A few names among many nodes (a DaemonSet pod's one
+                    // node): looked up, not hashed against every node. In
+                    // name order, so the result is the same every time
+                    // (upstream walks the set in Go's random map order).
+                    let mut found: Vec<Arc<NodeInfo>> =
+                        names.iter().filter_map(|n| snapshot.get(n).cloned()).collect();
+                    found.sort_by(|a, b| a.name().cmp(b.name()));
+                    found
+                } else {
+                    nodes.iter().filter(|n| names.contains(n.name())).cloned().collect()
+                };
                 &subset
             }
             None => nodes,
