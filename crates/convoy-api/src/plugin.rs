@@ -192,41 +192,34 @@ pub trait FilterPlugin: Plugin {
         candidates: &mut Vec<usize>,
         rejected: &mut Vec<(usize, Status)>,
     ) {
-        let mut kept = 0;
-        for k in 0..candidates.len() {
-            let i = candidates[k];
+        retain_nodes(candidates, rejected, |i| {
             let s = self.filter(state, pod, &nodes[i]);
-            if s.is_success() {
-                candidates[kept] = i;
-                kept += 1;
-            } else {
-                rejected.push((i, s));
-            }
-        }
-        candidates.truncate(kept);
+            (!s.is_success()).then_some(s)
+        });
     }
 }
 
-/// The loop of a [`FilterPlugin::filter_nodes`]: keeps (in order) the
-/// candidates `fits` accepts and pushes each other one onto `rejected` with
-/// `why`'s status (called right after `fits` refused that node). A plain
-/// loop compacting in place: cheaper per node than `Vec::retain` with a
-/// closure, which the compiler did not inline on this path.
+/// The loop of a [`FilterPlugin::filter_nodes`]: `rejection` gives a
+/// node's status when it does not pass (`None` when it does); the nodes
+/// that pass stay in `candidates`, in order, and each other one is pushed
+/// onto `rejected` with its status. A plain loop compacting in place:
+/// cheaper per node than `Vec::retain` with a closure, which the compiler
+/// did not inline on this path.
 #[inline]
 pub fn retain_nodes(
     candidates: &mut Vec<usize>,
     rejected: &mut Vec<(usize, Status)>,
-    mut fits: impl FnMut(usize) -> bool,
-    mut why: impl FnMut(usize) -> Status,
+    mut rejection: impl FnMut(usize) -> Option<Status>,
 ) {
     let mut kept = 0;
     for k in 0..candidates.len() {
         let i = candidates[k];
-        if fits(i) {
-            candidates[kept] = i;
-            kept += 1;
-        } else {
-            rejected.push((i, why(i)));
+        match rejection(i) {
+            None => {
+                candidates[kept] = i;
+                kept += 1;
+            }
+            Some(s) => rejected.push((i, s)),
         }
     }
     candidates.truncate(kept);

@@ -520,15 +520,10 @@ pub(crate) fn filter_block(
     block: &mut Vec<usize>,
     rejected: &mut Vec<(usize, Status)>,
 ) {
-    convoy_api::retain_nodes(
-        block,
-        rejected,
-        |i| nodes[i].invalid.is_none(),
-        |i| {
-            let why = nodes[i].invalid.as_deref().unwrap_or_default();
-            Status::unresolvable(format!("node(s) had invalid status: {why}"))
-        },
-    );
+    convoy_api::retain_nodes(block, rejected, |i| {
+        let why = nodes[i].invalid.as_deref()?;
+        Some(Status::unresolvable(format!("node(s) had invalid status: {why}")))
+    });
     for p in filters {
         if block.is_empty() {
             return;

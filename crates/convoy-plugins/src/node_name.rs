@@ -55,12 +55,9 @@ impl FilterPlugin for NodeName {
         rejected: &mut Vec<(usize, Status)>,
     ) {
         let Some(wanted) = pod.node_name() else { return };
-        convoy_api::retain_nodes(
-            candidates,
-            rejected,
-            |i| nodes[i].name() == wanted,
-            |_| Status::unresolvable(ERR_REASON),
-        );
+        convoy_api::retain_nodes(candidates, rejected, |i| {
+            (nodes[i].name() != wanted).then(|| Status::unresolvable(ERR_REASON))
+        });
     }
 }
 

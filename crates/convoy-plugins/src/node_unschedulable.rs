@@ -91,12 +91,9 @@ impl FilterPlugin for NodeUnschedulable {
         if tolerates_unschedulable(pod) {
             return;
         }
-        convoy_api::retain_nodes(
-            candidates,
-            rejected,
-            |i| !nodes[i].unschedulable(),
-            |_| Status::unresolvable(ERR_REASON_UNSCHEDULABLE),
-        );
+        convoy_api::retain_nodes(candidates, rejected, |i| {
+            nodes[i].unschedulable().then(|| Status::unresolvable(ERR_REASON_UNSCHEDULABLE))
+        });
     }
 }
 

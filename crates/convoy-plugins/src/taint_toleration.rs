@@ -168,17 +168,13 @@ impl FilterPlugin for TaintToleration {
         candidates: &mut Vec<usize>,
         rejected: &mut Vec<(usize, Status)>,
     ) {
-        let tolerations = pod_tolerations(pod);
-        convoy_api::retain_nodes(
-            candidates,
-            rejected,
-            |i| {
-                let taints = nodes[i].taints();
-                taints.is_empty()
-                    || find_untolerated_no_schedule_taint(taints, tolerations).is_none()
-            },
-            |i| self.filter(state, pod, &nodes[i]),
-        );
+        convoy_api::retain_nodes(candidates, rejected, |i| {
+            if nodes[i].taints().is_empty() {
+                return None;
+            }
+            let s = self.filter(state, pod, &nodes[i]);
+            (!s.is_success()).then_some(s)
+        });
     }
 }
 

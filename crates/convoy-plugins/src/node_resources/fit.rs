@@ -319,12 +319,9 @@ impl FilterPlugin for Fit {
                 &computed
             }
         };
-        convoy_api::retain_nodes(
-            candidates,
-            rejected,
-            |i| fits_quick(s, &nodes[i]),
-            |i| insufficient(s, &nodes[i]),
-        );
+        convoy_api::retain_nodes(candidates, rejected, |i| {
+            (!fits_quick(s, &nodes[i])).then(|| insufficient(s, &nodes[i]))
+        });
     }
 }
 
