@@ -11,6 +11,12 @@ use crate::resource::Resource;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
 
+/// The nodes of a list, borrowed: the form PreScore and Score take the
+/// feasible nodes in (a pointer per node; no reference count touched).
+pub fn borrowed(nodes: &[Arc<NodeInfo>]) -> Vec<&NodeInfo> {
+    nodes.iter().map(|n| &**n).collect()
+}
+
 /// A fresh, process-wide increasing generation number. Every change to a
 /// [`NodeInfo`] takes one, so a snapshot can tell which nodes changed.
 pub fn next_generation() -> u64 {

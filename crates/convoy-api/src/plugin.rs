@@ -268,14 +268,15 @@ pub trait PostFilterPlugin: Plugin {
 /// Runs once per cycle before Score, over the feasible nodes.
 pub trait PreScorePlugin: Plugin {
     /// `feasible` are the nodes that passed Filter (the ones Score will
-    /// see, in that order); `all` every node of the snapshot. Success
+    /// see, in that order), borrowed from the snapshot (no reference count
+    /// touched per node); `all` every node of the snapshot. Success
     /// continues; Skip disables this plugin's Score for the cycle; Error
     /// aborts the attempt.
     fn pre_score(
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        feasible: &[Arc<NodeInfo>],
+        feasible: &[&NodeInfo],
         all: &dyn NodeInfoLister,
     ) -> Status;
 }
@@ -295,7 +296,7 @@ pub trait ScorePlugin: Plugin {
         &self,
         state: &CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         out: &mut [i64],
     ) -> Result<(), Status> {
         for (node, o) in nodes.iter().zip(out) {

@@ -279,7 +279,9 @@ struct Pass<'a> {
 }
 
 struct Chunk {
-    feasible: Vec<Arc<NodeInfo>>,
+    /// Feasible nodes, by index into the nodes filtered, in traversal
+    /// order (indices, not `Arc`s: no reference count touched per node).
+    feasible: Vec<usize>,
     /// Rejected nodes, by index into the nodes filtered (no name copied:
     /// only a pod that fits nowhere needs them by name).
     rejected: Vec<(usize, Status)>,
@@ -423,8 +425,7 @@ impl Framework {
                 Status::unresolvable(format!("node(s) didn't satisfy plugin(s) [{plugins}]"));
             (status, nodes.len() - candidates.len())
         });
-        let feasible = chunk.feasible;
-        if feasible.is_empty() {
+        if chunk.feasible.is_empty() {
             // Only a pod that fits nowhere needs the per-node statuses
             // (PostFilter, the FitError); the others get the histogram.
             let mut diagnosis = Diagnosis::default();
@@ -443,9 +444,9 @@ impl Framework {
             chunk.rejected.iter().map(|(_, s)| s),
             absent.as_ref().map(|(s, n)| (s, *n)),
         );
-        if feasible.len() == 1 {
+        if let [only] = chunk.feasible[..] {
             return Ok(ScheduleResult {
-                node: feasible[0].name_arc().clone(),
+                node: candidates[only].name_arc().clone(),
                 score: 0,
                 evaluated: chunk.processed,
                 feasible: 1,
@@ -454,6 +455,7 @@ impl Framework {
         }
 
         // Score.
+        let feasible: Vec<&NodeInfo> = chunk.feasible.iter().map(|&i| &*candidates[i]).collect();
         let totals =
             self.prioritize(state, pod, &feasible, snapshot).map_err(ScheduleError::Internal)?;
         let (best, score) = select_host(&totals, rng);
@@ -518,7 +520,7 @@ impl Framework {
             };
             c.processed += 1;
             if s.is_success() {
-                c.feasible.push(node.clone());
+                c.feasible.push(i);
                 let found = if parallel {
                     pass.found.fetch_add(1, Ordering::Relaxed) + 1
                 } else {
@@ -597,7 +599,7 @@ impl Framework {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         snapshot: &dyn NodeInfoLister,
     ) -> Result<Vec<i64>, Status> {
         if self.score.is_empty() {
@@ -624,7 +626,7 @@ impl Framework {
             .collect();
         let k = plugins.len();
         let n = nodes.len();
-        let score_node = |node: &Arc<NodeInfo>, out: &mut [i64]| -> Result<(), Status> {
+        let score_node = |node: &NodeInfo, out: &mut [i64]| -> Result<(), Status> {
             for (j, (p, _)) in plugins.iter().enumerate() {
                 let started = plugin_metrics.map(|_| std::time::Instant::now());
                 let r = p.score(state, pod, node);
@@ -656,14 +658,14 @@ impl Framework {
                 Some(pool) => pool.install(|| {
                     by_node.par_chunks_mut(k * CHUNK).enumerate().try_for_each(|(c, out)| {
                         for (i, o) in out.chunks_mut(k).enumerate() {
-                            score_node(&nodes[c * CHUNK + i], o)?;
+                            score_node(nodes[c * CHUNK + i], o)?;
                         }
                         Ok::<(), Status>(())
                     })
                 })?,
                 None => {
                     for (i, o) in by_node.chunks_mut(k.max(1)).enumerate().take(n) {
-                        score_node(&nodes[i], o)?;
+                        score_node(nodes[i], o)?;
                     }
                 }
             }
@@ -772,14 +774,13 @@ fn filter_batched(
             let (i, s) = rejected.swap_remove(k);
             let at = position(i);
             c.processed += at + 1 - next;
-            c.feasible
-                .extend(block.iter().filter(|&&j| position(j) < at).map(|&j| nodes[j].clone()));
+            c.feasible.extend(block.iter().copied().filter(|&j| position(j) < at));
             c.rejected.extend(rejected.drain(..).filter(|(j, _)| position(*j) < at));
             c.error = Some(s);
             break;
         }
         c.processed += last - next;
-        c.feasible.extend(block.iter().map(|&i| nodes[i].clone()));
+        c.feasible.extend_from_slice(&block);
         c.rejected.append(&mut rejected);
         next = last;
         let found = if parallel {
@@ -803,7 +804,7 @@ fn filter_batched(
 /// node's total. `weighted` is node-major, one column per plugin of `names`.
 fn log_scores(
     pod: &PodInfo,
-    nodes: &[Arc<NodeInfo>],
+    nodes: &[&NodeInfo],
     names: &[&str],
     weighted: &[i64],
     totals: &[i64],
@@ -935,8 +936,11 @@ mod tests {
                     }
                     let case =
                         format!("{n} nodes, {with} plugins, to_find {to_find}, start {start}");
-                    let got_feasible: Vec<usize> =
-                        got.feasible.iter().map(|f| f.name()[1..].parse().unwrap()).collect();
+                    let got_feasible: Vec<usize> = got
+                        .feasible
+                        .iter()
+                        .map(|&f| nodes[f].name()[1..].parse().unwrap())
+                        .collect();
                     assert_eq!(got_feasible, feasible, "{case}: feasible");
                     assert_eq!(got.processed, processed, "{case}: processed");
                     let mut got_rejected = got.rejected;

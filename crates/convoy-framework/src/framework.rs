@@ -581,7 +581,7 @@ impl Framework {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        feasible: &[Arc<NodeInfo>],
+        feasible: &[&NodeInfo],
         all: &dyn NodeInfoLister,
     ) -> Status {
         for p in &self.pre_score {

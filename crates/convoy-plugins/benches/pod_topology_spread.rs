@@ -96,8 +96,8 @@ fn cluster() -> Cluster {
 }
 
 fn cycle(pl: &PodTopologySpread, pod: &PodInfo, c: &Cluster, start: usize) {
-    let evaluated: Vec<Arc<NodeInfo>> =
-        (0..EVALUATED).map(|i| c.nodes[(start + i) % NODES].clone()).collect();
+    let evaluated: Vec<&NodeInfo> =
+        (0..EVALUATED).map(|i| &*c.nodes[(start + i) % NODES]).collect();
     let mut state = CycleState::new();
     let (_, s) = pl.pre_filter(&mut state, pod, c);
     if s.is_success() {

@@ -79,7 +79,7 @@ pub(crate) mod testing {
     ) -> Vec<i64> {
         let each: Vec<i64> = nodes.iter().map(|n| plugin.score(state, pod, n).unwrap()).collect();
         let mut batch = vec![-1; nodes.len()];
-        plugin.score_nodes(state, pod, nodes, &mut batch).unwrap();
+        plugin.score_nodes(state, pod, &convoy_api::borrowed(nodes), &mut batch).unwrap();
         assert_eq!(batch, each, "{}: score_nodes differs from score per node", plugin.name());
         each
     }

@@ -183,7 +183,7 @@ impl PreScorePlugin for TaintToleration {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let tolerations_prefer_no_schedule = pod_tolerations(pod)
@@ -214,7 +214,7 @@ impl ScorePlugin for TaintToleration {
         &self,
         state: &CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         out: &mut [i64],
     ) -> Result<(), Status> {
         let tolerations = match state.read::<PreScoreState>() {
@@ -467,7 +467,12 @@ mod tests {
         let mut state = CycleState::new();
         assert!(
             TaintToleration
-                .pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default())
+                .pre_score(
+                    &mut state,
+                    &pod,
+                    &convoy_api::borrowed(&nodes),
+                    &convoy_api::NodeList::default()
+                )
                 .is_success()
         );
         let mut scores: Vec<i64> =
@@ -572,7 +577,7 @@ mod tests {
             let s = TaintToleration.pre_score(
                 &mut state,
                 &pod,
-                &nodes,
+                &convoy_api::borrowed(&nodes),
                 &convoy_api::NodeList::default(),
             );
             assert!(s.is_success(), "{name}: {s}");

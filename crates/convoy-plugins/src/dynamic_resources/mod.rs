@@ -769,7 +769,7 @@ impl ScorePlugin for DynamicResources {
         &self,
         state: &CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         out: &mut [i64],
     ) -> Result<(), Status> {
         if state.read::<PreFilterState>().is_none_or(|s| s.claims.is_empty()) {

@@ -32,6 +32,7 @@ pub mod topology;
 #[cfg(test)]
 mod tests;
 
+use std::ops::Deref;
 use std::sync::{Arc, Mutex};
 
 use convoy_api::{
@@ -145,7 +146,7 @@ impl GpuPlacement {
             && self.args.resource_names.iter().all(|r| gpus_in(&node.requested, r) == 0)
     }
 
-    fn topology(&self, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> TopologyState {
+    fn topology<N: Deref<Target = NodeInfo>>(&self, pod: &PodInfo, nodes: &[N]) -> TopologyState {
         TopologyState(GroupPlacement::of(pod, nodes, &self.args.topology_keys))
     }
 
@@ -288,7 +289,7 @@ impl PreScorePlugin for GpuPlacement {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let request = self.gpu_request(pod);

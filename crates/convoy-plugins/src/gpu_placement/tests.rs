@@ -50,7 +50,12 @@ fn scores(p: &GpuPlacement, pod: &PodInfo, nodes: &[NodeInfo]) -> Option<Vec<(St
     let mut state = CycleState::new();
     let (result, s) = p.pre_filter(&mut state, pod, &convoy_api::NodeList::new(all.to_vec()));
     assert!(s.is_success() && result.is_none());
-    let s = p.pre_score(&mut state, pod, &feasible, &convoy_api::NodeList::default());
+    let s = p.pre_score(
+        &mut state,
+        pod,
+        &convoy_api::borrowed(&feasible),
+        &convoy_api::NodeList::default(),
+    );
     if s.is_skip() {
         return None;
     }

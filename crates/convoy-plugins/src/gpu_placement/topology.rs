@@ -7,6 +7,7 @@
 //! domains as possible.
 
 use std::collections::HashSet;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use convoy_api::{GroupKey, NodeInfo, PodInfo};
@@ -42,7 +43,11 @@ impl GroupPlacement {
     /// The placement of `pod`'s siblings over `nodes` (their assigned and
     /// assumed pods); `None` when the pod has no group or no sibling is
     /// placed yet.
-    pub fn of(pod: &PodInfo, nodes: &[Arc<NodeInfo>], keys: &[String]) -> Option<Self> {
+    pub fn of<N: Deref<Target = NodeInfo>>(
+        pod: &PodInfo,
+        nodes: &[N],
+        keys: &[String],
+    ) -> Option<Self> {
         let group = pod.group.as_ref()?;
         let mut out = Self { nodes: HashSet::new(), domains: vec![HashSet::new(); keys.len()] };
         for node in nodes {

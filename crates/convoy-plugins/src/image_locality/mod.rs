@@ -109,7 +109,7 @@ impl PreScorePlugin for ImageLocality {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         all: &dyn NodeInfoLister,
     ) -> Status {
         let total_num_nodes = all.list().len();

@@ -33,7 +33,7 @@ fn containers(images: &[&str]) -> Value {
 fn scores(pod: &PodInfo, nodes: Vec<NodeInfo>) -> Vec<i64> {
     let list = NodeList::of(nodes);
     let mut state = CycleState::new();
-    let s = ImageLocality.pre_score(&mut state, pod, list.list(), &list);
+    let s = ImageLocality.pre_score(&mut state, pod, &convoy_api::borrowed(list.list()), &list);
     if s.is_skip() {
         return vec![0; list.list().len()];
     }
@@ -167,7 +167,12 @@ fn normalized_image_names() {
 fn skips_when_no_node_has_the_images_and_needs_pre_score() {
     let list = NodeList::of([image_node("n", &[(&["other:latest"], 300)])]);
     let p = pod(json!({"containers": containers(&["mine"])}));
-    let s = ImageLocality.pre_score(&mut CycleState::new(), &p, list.list(), &list);
+    let s = ImageLocality.pre_score(
+        &mut CycleState::new(),
+        &p,
+        &convoy_api::borrowed(list.list()),
+        &list,
+    );
     assert!(s.is_skip());
     let err = ImageLocality.score(&CycleState::new(), &p, &list.list()[0]).unwrap_err();
     assert_eq!(err.code(), convoy_api::Code::Error);

@@ -160,7 +160,7 @@ impl PreScorePlugin for InterPodAffinity {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         all: &dyn NodeInfoLister,
     ) -> Status {
         let has_constraints = has_preferred_terms(pod);

@@ -187,7 +187,7 @@ impl PreScorePlugin for NodeAffinity {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let preferred = match pod_preferred_terms(pod) {

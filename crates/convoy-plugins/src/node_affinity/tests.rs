@@ -398,7 +398,14 @@ fn score_preferred_terms() {
     let plugin = NodeAffinity::default();
     let mut state = CycleState::new();
     assert!(
-        plugin.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default()).is_success()
+        plugin
+            .pre_score(
+                &mut state,
+                &pod,
+                &convoy_api::borrowed(&nodes),
+                &convoy_api::NodeList::default()
+            )
+            .is_success()
     );
     let mut scores: Vec<i64> =
         nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
@@ -412,7 +419,7 @@ fn score_preferred_terms() {
             .pre_score(
                 &mut CycleState::new(),
                 &PodBuilder::new("p").info(),
-                &nodes,
+                &convoy_api::borrowed(&nodes),
                 &convoy_api::NodeList::default()
             )
             .is_skip()
@@ -424,7 +431,12 @@ fn score_preferred_terms() {
     .info();
     assert_eq!(
         plugin
-            .pre_score(&mut CycleState::new(), &bad, &nodes, &convoy_api::NodeList::default())
+            .pre_score(
+                &mut CycleState::new(),
+                &bad,
+                &convoy_api::borrowed(&nodes),
+                &convoy_api::NodeList::default()
+            )
             .code(),
         Code::Error
     );
@@ -442,7 +454,14 @@ fn score_with_added_preferred_terms() {
     let nodes = infos(vec![NodeBuilder::new("n1").info(), NodeBuilder::new("n2").info()]);
     let mut state = CycleState::new();
     assert!(
-        plugin.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default()).is_success()
+        plugin
+            .pre_score(
+                &mut state,
+                &pod,
+                &convoy_api::borrowed(&nodes),
+                &convoy_api::NodeList::default()
+            )
+            .is_success()
     );
     let scores: Vec<i64> = nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
     assert_eq!(scores, vec![0, 3]);
@@ -594,7 +613,12 @@ fn node_affinity_priority() {
         let nodes = infos(nodes);
         let mut state = CycleState::new();
         if run_pre_score {
-            let s = plugin.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default());
+            let s = plugin.pre_score(
+                &mut state,
+                &pod,
+                &convoy_api::borrowed(&nodes),
+                &convoy_api::NodeList::default(),
+            );
             assert_eq!(s.code(), code, "{name}: {s}");
             if !s.is_success() {
                 continue;

@@ -126,7 +126,7 @@ impl PreScorePlugin for BalancedAllocation {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let requests = self.scorer.pod_requests(pod);
@@ -152,7 +152,7 @@ impl ScorePlugin for BalancedAllocation {
         &self,
         state: &CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         out: &mut [i64],
     ) -> Result<(), Status> {
         self.score_into(state, pod, nodes.iter().map(|n| &**n), out);
@@ -200,7 +200,13 @@ mod tests {
     fn scores(ba: &BalancedAllocation, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
         let mut state = CycleState::new();
         assert!(
-            ba.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default()).is_success()
+            ba.pre_score(
+                &mut state,
+                pod,
+                &convoy_api::borrowed(nodes),
+                &convoy_api::NodeList::default()
+            )
+            .is_success()
         );
         crate::helper::testing::score_each(ba, &state, pod, nodes)
     }

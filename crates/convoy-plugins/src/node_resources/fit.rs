@@ -330,7 +330,7 @@ impl PreScorePlugin for Fit {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
         state.write(PreScoreState(self.scorer.pod_requests(pod)));
@@ -351,7 +351,7 @@ impl ScorePlugin for Fit {
         &self,
         state: &CycleState,
         pod: &PodInfo,
-        nodes: &[Arc<NodeInfo>],
+        nodes: &[&NodeInfo],
         out: &mut [i64],
     ) -> Result<(), Status> {
         self.score_into(state, pod, nodes.iter().map(|n| &**n), out);

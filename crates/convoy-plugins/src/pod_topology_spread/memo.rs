@@ -227,8 +227,8 @@ impl Slot {
 /// Node addresses to positions (PreScore finds its feasible nodes' slots).
 type AddressIndex = HashMap<usize, u32, BuildHasherDefault<AddressHasher>>;
 
-fn address(node: &Arc<NodeInfo>) -> usize {
-    Arc::as_ptr(node) as usize
+fn address(node: &NodeInfo) -> usize {
+    std::ptr::from_ref(node) as usize
 }
 
 /// The per-node contributions and per-domain sums of one [`MemoKey`].
@@ -490,9 +490,9 @@ impl View<'_> {
 
     /// The position of a node of the list (PreScore's memos only; `None`
     /// for a node the list does not hold).
-    pub(super) fn position(&self, node: &Arc<NodeInfo>) -> Option<usize> {
+    pub(super) fn position(&self, node: &NodeInfo) -> Option<usize> {
         let p = *self.memo.index.get(&address(node))? as usize;
-        (p < self.list.len() && Arc::ptr_eq(&self.list[p], node)).then_some(p)
+        (p < self.list.len() && std::ptr::eq(&*self.list[p], node)).then_some(p)
     }
 
     /// Whether the node at `p` has a node object and every key.

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
-use std::sync::Arc;
 
 use convoy_api::{
     CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, PodInfo, PreScorePlugin, ScorePlugin,
@@ -58,7 +57,7 @@ impl PreScorePlugin for PodTopologySpread {
         &self,
         state: &mut CycleState,
         pod: &PodInfo,
-        feasible: &[Arc<NodeInfo>],
+        feasible: &[&NodeInfo],
         all: &dyn NodeInfoLister,
     ) -> Status {
         if all.list().is_empty() {
@@ -93,7 +92,7 @@ fn pre_score_state(
     constraints: &[Constraint],
     require_all: bool,
     pod: &PodInfo,
-    feasible: &[Arc<NodeInfo>],
+    feasible: &[&NodeInfo],
     view: &View<'_>,
 ) -> PreScoreState {
     let counts = view.counts();
@@ -199,7 +198,7 @@ fn pre_score_state(
         } else {
             score_of(constraints, require_all, &s.counts, &s.weights, pod, node)
         };
-        s.scores.insert(Arc::as_ptr(node) as usize, (node.generation, score));
+        s.scores.insert(std::ptr::from_ref::<NodeInfo>(node) as usize, (node.generation, score));
     }
     s
 }

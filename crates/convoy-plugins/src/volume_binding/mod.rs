@@ -470,7 +470,7 @@ impl PreScorePlugin for VolumeBinding {
         &self,
         state: &mut CycleState,
         _pod: &PodInfo,
-        _feasible: &[Arc<NodeInfo>],
+        _feasible: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
         let has_static = state.read::<PreFilterState>().is_some_and(|st| {

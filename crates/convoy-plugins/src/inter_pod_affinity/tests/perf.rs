@@ -162,7 +162,7 @@ fn cycle(p: &InterPodAffinity, pod: &PodInfo, list: &NodeList, start: usize) -> 
     let fit: Vec<Arc<NodeInfo>> = feasible.iter().map(|&i| nodes[i].clone()).collect();
     let t = Instant::now();
     let mut scores = vec![0; fit.len()];
-    if p.pre_score(&mut state, pod, &fit, list).is_success() {
+    if p.pre_score(&mut state, pod, &convoy_api::borrowed(&fit), list).is_success() {
         for (s, n) in scores.iter_mut().zip(&fit) {
             *s = p.score(&state, pod, n).unwrap();
         }

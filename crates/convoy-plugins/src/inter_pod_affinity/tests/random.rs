@@ -169,7 +169,7 @@ fn scores(
     copies: Option<&[NodeInfo]>,
 ) -> Result<Vec<i64>, Status> {
     let mut state = CycleState::new();
-    let s = p.pre_score(&mut state, pod, list.list(), list);
+    let s = p.pre_score(&mut state, pod, &convoy_api::borrowed(list.list()), list);
     if !s.is_success() {
         return Err(s);
     }

@@ -14,7 +14,7 @@ use super::*;
 fn run(p: &InterPodAffinity, pod: &PodBuilder, nodes: &NodeList) -> Result<Vec<i64>, Status> {
     let pod = info(pod);
     let mut state = CycleState::new();
-    let s = p.pre_score(&mut state, &pod, nodes.list(), nodes);
+    let s = p.pre_score(&mut state, &pod, &convoy_api::borrowed(nodes.list()), nodes);
     if !s.is_success() {
         return Err(s);
     }

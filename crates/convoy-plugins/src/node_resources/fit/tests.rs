@@ -182,7 +182,15 @@ fn cpu_mem() -> Vec<ResourceSpec> {
 
 fn scores(fit: &Fit, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
     let mut state = CycleState::new();
-    assert!(fit.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default()).is_success());
+    assert!(
+        fit.pre_score(
+            &mut state,
+            pod,
+            &convoy_api::borrowed(nodes),
+            &convoy_api::NodeList::default()
+        )
+        .is_success()
+    );
     nodes.iter().map(|n| fit.score(&state, pod, n).unwrap()).collect()
 }
 

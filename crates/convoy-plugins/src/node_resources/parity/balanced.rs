@@ -32,7 +32,12 @@ fn run(
     let ba = BalancedAllocation::new(Some(&args)).unwrap();
     let mut state = CycleState::new();
     if run_pre_score {
-        let s = ba.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default());
+        let s = ba.pre_score(
+            &mut state,
+            pod,
+            &convoy_api::borrowed(nodes),
+            &convoy_api::NodeList::default(),
+        );
         if s.is_skip() {
             return None;
         }

@@ -48,7 +48,12 @@ fn fit(type_: ScoringStrategyType, resources: Vec<ResourceSpec>, shape: &[(i32, 
 fn scores(fit: &Fit, pod: &PodInfo, nodes: &[Arc<NodeInfo>], run_pre_score: bool) -> Vec<i64> {
     let mut state = CycleState::new();
     if run_pre_score {
-        let s = fit.pre_score(&mut state, pod, nodes, &convoy_api::NodeList::default());
+        let s = fit.pre_score(
+            &mut state,
+            pod,
+            &convoy_api::borrowed(nodes),
+            &convoy_api::NodeList::default(),
+        );
         assert!(s.is_success(), "{s}");
     }
     crate::helper::testing::score_each(fit, &state, pod, nodes)
@@ -627,6 +632,14 @@ fn pod_level_requests_count_for_balance_not_for_fit() {
     assert_eq!(scores(&least, &pod, &nodes, true), [86]);
     let ba = crate::node_resources::BalancedAllocation::new(None).unwrap();
     let mut state = CycleState::new();
-    assert!(ba.pre_score(&mut state, &pod, &nodes, &convoy_api::NodeList::default()).is_success());
+    assert!(
+        ba.pre_score(
+            &mut state,
+            &pod,
+            &convoy_api::borrowed(&nodes),
+            &convoy_api::NodeList::default()
+        )
+        .is_success()
+    );
     assert_eq!(ba.score(&state, &pod, &nodes[0]).unwrap(), 74);
 }

@@ -41,7 +41,7 @@ fn list_defaulting_keeps_every_field() {
     let p = pod(&[("app", "x")]).info();
     let all = cluster(vec![node("n", &[("rack", "r1")])], &[]);
     let mut state = CycleState::new();
-    assert!(pl.pre_score(&mut state, &p, all.list(), &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(all.list()), &all).is_success());
     let c = &state.read::<PreScoreState>().unwrap().constraints[0];
     assert_eq!((c.max_skew, c.min_domains), (2, 3));
     assert!(!c.honor_node_affinity && c.honor_node_taints);

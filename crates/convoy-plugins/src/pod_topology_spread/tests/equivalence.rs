@@ -496,7 +496,7 @@ fn run_plugin(
         (Vec::new(), Vec::new())
     };
     let mut ps_state = CycleState::new();
-    let ps = pl.pre_score(&mut ps_state, pod, feasible, list);
+    let ps = pl.pre_score(&mut ps_state, pod, &convoy_api::borrowed(feasible), list);
     let scores = ps.is_success().then(|| {
         let raw: Vec<i64> = feasible.iter().map(|n| pl.score(&ps_state, pod, n).unwrap()).collect();
         let mut normalized = raw.clone();

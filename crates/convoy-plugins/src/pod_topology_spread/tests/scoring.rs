@@ -23,7 +23,7 @@ fn scores(
 ) -> Result<Vec<i64>, Status> {
     let feasible: Vec<_> = feasible.iter().map(|n| all.get(n).unwrap().clone()).collect();
     let mut state = CycleState::new();
-    let s = pl.pre_score(&mut state, pod, &feasible, all);
+    let s = pl.pre_score(&mut state, pod, &convoy_api::borrowed(&feasible), all);
     if !s.is_success() {
         return Err(s);
     }
@@ -486,7 +486,7 @@ fn pre_score_state_and_defaults() {
     let pl = plugin_with(vec![], &[]);
     let mut state = CycleState::new();
     let feasible = all.list().to_vec();
-    assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(&feasible), &all).is_success());
     let s = state.read::<PreScoreState>().unwrap();
     assert_eq!(s.ignored, [false, false, true]);
     // One zone among the feasible nodes; hostname: two nodes not ignored.
@@ -508,7 +508,7 @@ fn pre_score_state_and_defaults() {
     let pl = plugin_args(Default::default(), std::slice::from_ref(&rs));
     let mut state = CycleState::new();
     let feasible = all.list().to_vec();
-    assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(&feasible), &all).is_success());
     let s = state.read::<PreScoreState>().unwrap();
     let keys: Vec<(&str, i32)> =
         s.constraints.iter().map(|c| (&*c.topology_key, c.max_skew)).collect();
@@ -532,7 +532,7 @@ fn pre_score_state_and_defaults() {
         &[],
     );
     let mut state = CycleState::new();
-    assert!(pl.pre_score(&mut state, &p, all.list(), &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(all.list()), &all).is_success());
     let s = state.read::<PreScoreState>().unwrap();
     let keys: Vec<&str> = s.constraints.iter().map(|c| &*c.topology_key).collect();
     assert_eq!(keys, [HOST, "planet"]);
@@ -558,7 +558,7 @@ fn default_selectors_from_services_and_controllers() {
     // Without its StatefulSet (or any Service), the pod has no constraint: Skip.
     let pl = plugin();
     let mut state = CycleState::new();
-    assert!(pl.pre_score(&mut state, &p, all.list(), &all).is_skip());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(all.list()), &all).is_skip());
 
     // A ReplicaSet that doesn't exist: no selector, Skip (upstream TestPreScoreSkip).
     let p = pod(&[("foo", "bar"), ("baz", "sup")]).owner("ReplicaSet", "rs2").info();
@@ -567,7 +567,9 @@ fn default_selectors_from_services_and_controllers() {
         &[workload("ReplicaSet", "rs1", &[("tar", "x")])],
     );
     let all = cluster(vec![node("node-a", &[("planet", "mars")])], &[]);
-    assert!(pl.pre_score(&mut CycleState::new(), &p, all.list(), &all).is_skip());
+    assert!(
+        pl.pre_score(&mut CycleState::new(), &p, &convoy_api::borrowed(all.list()), &all).is_skip()
+    );
 
     // Services matching the pod merge; one that doesn't is left out.
     let p = pod(&[("app", "web"), ("tier", "fe")]).info();
@@ -581,7 +583,7 @@ fn default_selectors_from_services_and_controllers() {
     );
     let all = cluster(vec![zh("node-a", "zone1")], &[]);
     let mut state = CycleState::new();
-    assert!(pl.pre_score(&mut state, &p, all.list(), &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(all.list()), &all).is_success());
     let s = state.read::<PreScoreState>().unwrap();
     assert_eq!(s.constraints[0].selector.to_string(), "app=web,tier=fe");
 
@@ -601,7 +603,7 @@ fn normalize_like_upstream() {
     let all = cluster(vec![zh("node-a", "zone1"), hn("node-b"), zh("node-c", "zone2")], &[]);
     let feasible = all.list().to_vec();
     let mut state = CycleState::new();
-    assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(&feasible), &all).is_success());
     let mut raw = vec![4, 0, 1];
     assert!(pl.normalize_score(&state, &p, &mut raw).is_success());
     // 100 * (4 + 1 - s) / 4, truncated.
@@ -624,7 +626,7 @@ fn a_node_changed_after_pre_score_is_scored_afresh() {
     let all = cluster(vec![hn("node-a"), hn("node-b")], &[]);
     let mut feasible = all.list().to_vec();
     let mut state = CycleState::new();
-    assert!(pl.pre_score(&mut state, &p, &feasible, &all).is_success());
+    assert!(pl.pre_score(&mut state, &p, &convoy_api::borrowed(&feasible), &all).is_success());
     // ln(4) for two hostnames: 0 pods score 0.
     assert_eq!(pl.score(&state, &p, &feasible[0]).unwrap(), 0);
     drop(all);
