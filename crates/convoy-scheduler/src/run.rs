@@ -110,12 +110,14 @@ impl Scheduler {
             tracing::info!("leading: scheduling starts");
             let mut since_yield = 0u32;
             loop {
-                // pop() returns at once while pods are queued; give the
-                // binding tasks this loop spawns a turn now and then (they sit
-                // in this worker's LIFO slot, which other workers cannot steal).
+                // pop() returns at once while pods are queued; start the
+                // bindings of the pods scheduled so far and give them a turn
+                // now and then (their task sits in this worker's LIFO slot,
+                // which other workers cannot steal).
                 since_yield += 1;
                 if since_yield == YIELD_EVERY {
                     since_yield = 0;
+                    self.start_bindings();
                     tokio::task::yield_now().await;
                 }
                 tokio::select! {
@@ -128,17 +130,30 @@ impl Scheduler {
                         }
                     }
                     _ = ended.changed() => break 'outer Exit::WatchEnded,
-                    qpi = self.queue.pop() => match qpi {
-                        Some(qpi) => self.schedule_one(qpi),
+                    qpi = self.next_pod() => match qpi {
+                        Some(qpi) => self.schedule(qpi),
                         None => break 'outer Exit::Shutdown,
                     },
                 }
             }
         };
+        // Pods already assumed bind even as the loop stops (a shutdown
+        // waits for them; a lost lease leaves them to the API server).
+        self.start_bindings();
         self.queue.close();
         events.abort();
         tickers.abort();
         exit
+    }
+
+    /// The next pod to schedule: at once while activeQ has one; otherwise
+    /// the bindings of the pods scheduled so far start before the wait.
+    async fn next_pod(self: &Arc<Self>) -> Option<convoy_api::QueuedPodInfo> {
+        if let Some(qpi) = self.queue.try_pop() {
+            return Some(qpi);
+        }
+        self.start_bindings();
+        self.queue.pop().await
     }
 
     fn spawn_tickers(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
@@ -196,7 +211,7 @@ impl Scheduler {
                 match self.queue.try_pop() {
                     Some(qpi) => {
                         let repeat = quiet.attempt(qpi.key());
-                        self.schedule_one(qpi);
+                        self.schedule(qpi);
                         progressed = true;
                         if repeat && quiet.round_done(&self.queue) {
                             break;
@@ -205,6 +220,7 @@ impl Scheduler {
                     None => break,
                 }
             }
+            self.start_bindings();
             if !updates.is_empty() {
                 tokio::task::yield_now().await;
                 continue;

@@ -76,6 +76,9 @@ pub struct Scheduler {
     pub(crate) sink: Arc<dyn DecisionSink>,
     pub(crate) loop_state: Mutex<LoopState>,
     pub(crate) binds_in_flight: Arc<AtomicUsize>,
+    /// Pods whose binding cycle the loop starts next
+    /// ([`Scheduler::start_bindings`]).
+    pub(crate) bindings: Mutex<Vec<crate::schedule_one::Binding>>,
     pub(crate) synced: Arc<AtomicBool>,
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
     pub(crate) gang: Arc<GangState>,
@@ -209,6 +212,7 @@ impl Scheduler {
             sink: opts.sink,
             loop_state: Mutex::new(LoopState { snapshot: Snapshot::default(), next_start: 0, rng }),
             binds_in_flight: Arc::new(AtomicUsize::new(0)),
+            bindings: Mutex::new(Vec::new()),
             synced: Arc::new(AtomicBool::new(false)),
             waiting_pods,
             gang,
