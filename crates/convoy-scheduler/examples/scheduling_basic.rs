@@ -26,6 +26,7 @@ use convoy_api::FakeClock;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::{Decision, DecisionSink};
+use convoy_scheduler::simulate::CycleLatency;
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use parking_lot::Mutex;
 
@@ -114,16 +115,8 @@ fn main() -> anyhow::Result<()> {
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
         .count();
-    let mut micros = std::mem::take(&mut *latencies.0.lock());
-    micros.sort_by(f64::total_cmp);
-    let at = |q: f64| {
-        micros
-            .get(((micros.len() as f64 * q).ceil() as usize).clamp(1, micros.len().max(1)) - 1)
-            .copied()
-            .unwrap_or(0.0)
-    };
-    let (p50, p99) = (at(0.50), at(0.99));
-    drop(micros);
+    let cycle = CycleLatency::of(std::mem::take(&mut *latencies.0.lock()));
+    let (p50, p99) = (cycle.p50_us, cycle.p99_us);
     drop(scheduler);
     while updates.try_recv().is_ok() {}
     let cluster_alone = live();

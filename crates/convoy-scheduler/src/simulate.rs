@@ -63,7 +63,9 @@ pub struct CycleLatency {
 }
 
 impl CycleLatency {
-    fn of(mut micros: Vec<f64>) -> Self {
+    /// The statistics of cycle latencies in microseconds, in any order
+    /// (nearest-rank percentiles; all zero when there are none).
+    pub fn of(mut micros: Vec<f64>) -> Self {
         if micros.is_empty() {
             return Self::default();
         }
