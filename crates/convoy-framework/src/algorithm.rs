@@ -470,9 +470,9 @@ impl Framework {
 
     /// Filters the nodes at traversal positions `positions` (see
     /// [`Pass::start`]), in that order,
-    /// until enough fit. Batched (each plugin over a block of nodes) in the
-    /// common cycle; node by node when some pod is nominated (each node
-    /// needs its own nominated pods) or when each plugin call is timed.
+    /// until enough fit. Batched (each plugin over a block of nodes, each
+    /// such call timed in a sampled cycle); node by node when some pod is
+    /// nominated (each node needs its own nominated pods).
     fn filter_range(
         &self,
         state: &CycleState,
@@ -483,11 +483,11 @@ impl Framework {
         parallel: bool,
     ) -> Chunk {
         let metrics = self.plugin_metrics(state);
-        if metrics.is_some() || pass.nominated.is_some() {
+        if pass.nominated.is_some() {
             let order = positions.map(|p| (pass.start + p) % nodes.len());
             return self.filter_each(state, pod, nodes, order, pass, parallel, metrics);
         }
-        filter_batched(state, pod, nodes, positions, pass, parallel)
+        filter_batched(state, pod, nodes, positions, pass, parallel, metrics)
     }
 
     /// [`filter_range`](Self::filter_range) node by node, each node with
@@ -642,17 +642,22 @@ impl Framework {
         let mut scores = vec![0i64; n * k];
         let pool =
             self.pool.as_ref().filter(|p| p.current_num_threads() > 1 && n >= PARALLEL_THRESHOLD);
-        if k == 0 || (pool.is_none() && plugin_metrics.is_none()) {
+        if k == 0 || pool.is_none() {
             // The common cycle: one call per plugin over all nodes, so each
-            // plugin reads its cycle state once, not once per node.
+            // plugin reads its cycle state once, not once per node; in a
+            // sampled cycle each call is one observation.
             for (j, (p, _)) in plugins.iter().enumerate() {
-                p.score_nodes(state, pod, nodes, &mut scores[j * n..(j + 1) * n])
-                    .map_err(|s| s.with_plugin(p.name()))?;
+                let started = plugin_metrics.map(|_| std::time::Instant::now());
+                let r = p.score_nodes(state, pod, nodes, &mut scores[j * n..(j + 1) * n]);
+                if let (Some(m), Some(t)) = (plugin_metrics, started) {
+                    let status = r.as_ref().map_or_else(label, |_| "Success");
+                    m.plugin(p.name(), "Score", status, t.elapsed());
+                }
+                r.map_err(|s| s.with_plugin(p.name()))?;
             }
         } else {
-            // Node by node: in parallel over nodes when worth it, or timing
-            // each plugin's call (sampled cycles); node-major, then
-            // transposed.
+            // Node by node, in parallel over nodes (each plugin call timed
+            // in a sampled cycle); node-major, then transposed.
             let mut by_node = vec![0i64; n * k];
             match pool {
                 Some(pool) => pool.install(|| {
@@ -727,6 +732,7 @@ fn filter_batched(
     positions: std::ops::Range<usize>,
     pass: &Pass<'_>,
     parallel: bool,
+    metrics: Option<&Arc<dyn FrameworkMetrics>>,
 ) -> Chunk {
     let start = pass.start;
     let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
@@ -749,7 +755,7 @@ fn filter_batched(
         block.clear();
         block.extend((next..end).map(|p| (start + p) % n));
         rejected.clear();
-        filter_block(&pass.filters, state, pod, nodes, &mut block, &mut rejected);
+        filter_block(&pass.filters, state, pod, nodes, &mut block, &mut rejected, metrics);
         // The traversal position of a node of this block.
         let position = |i: usize| (i + n - start) % n;
         // Sequentially, the block is cut after the node that completes
@@ -863,6 +869,7 @@ mod tests {
     use convoy_api::Plugin;
     use convoy_api::testing::{NodeBuilder, PodBuilder};
     use rand::SeedableRng;
+    use std::time::Duration;
 
     /// A Filter plugin that decides by the number in the node's name
     /// (`n7` is 7).
@@ -880,13 +887,29 @@ mod tests {
         }
     }
 
+    /// Records plugin observations (a sampled cycle).
+    #[derive(Default)]
+    struct Observed(parking_lot::Mutex<Vec<(&'static str, &'static str)>>);
+
+    impl FrameworkMetrics for Observed {
+        fn sample(&self) -> bool {
+            true
+        }
+        fn extension_point(&self, _: &'static str, _: &'static str, _: &Arc<str>, _: Duration) {}
+        fn plugin(&self, plugin: &'static str, _: &'static str, status: &'static str, _: Duration) {
+            self.0.lock().push((plugin, status));
+        }
+    }
+
     /// The batched Filter pass gives what filtering node by node gives:
     /// the same feasible nodes, the same nodes processed (so the next
     /// cycle starts at the same node), the same rejections with the
     /// rejecting plugin named, and the same error, whatever the block
-    /// boundaries.
+    /// boundaries; timed (a sampled cycle) or not.
     #[test]
     fn batched_filter_is_node_by_node_filter() {
+        let log = Arc::new(Observed::default());
+        let observed: Arc<dyn FrameworkMetrics> = log.clone();
         let plugins: Vec<Arc<dyn FilterPlugin>> = vec![
             Arc::new(ByIndex("Thirds", |i| {
                 if i % 3 == 0 { Status::unschedulable("third") } else { Status::success() }
@@ -914,7 +937,9 @@ mod tests {
                         to_find,
                         stop: AtomicBool::new(false),
                     };
-                    let got = filter_batched(&state, &pod, &nodes, 0..n, &pass(), false);
+                    let got = filter_batched(&state, &pod, &nodes, 0..n, &pass(), false, None);
+                    let timed =
+                        filter_batched(&state, &pod, &nodes, 0..n, &pass(), false, Some(&observed));
                     // Node by node, as upstream's sequential loop.
                     let (mut feasible, mut rejected, mut processed, mut error) =
                         (Vec::new(), Vec::new(), 0, None);
@@ -936,6 +961,10 @@ mod tests {
                     }
                     let case =
                         format!("{n} nodes, {with} plugins, to_find {to_find}, start {start}");
+                    assert_eq!(timed.feasible, got.feasible, "{case}: timed feasible");
+                    assert_eq!(timed.processed, got.processed, "{case}: timed processed");
+                    assert_eq!(timed.rejected, got.rejected, "{case}: timed rejected");
+                    assert_eq!(timed.error, got.error, "{case}: timed error");
                     let got_feasible: Vec<usize> = got
                         .feasible
                         .iter()
@@ -950,6 +979,11 @@ mod tests {
                 }
             }
         }
+        // One observation per plugin call over a block, with its outcome.
+        let seen = std::mem::take(&mut *log.0.lock());
+        assert!(seen.contains(&("Thirds", "Unschedulable")), "{seen:?}");
+        assert!(seen.contains(&("Sevens", "UnschedulableAndUnresolvable")), "{seen:?}");
+        assert!(seen.contains(&("Broken", "Success")), "{seen:?}");
     }
 
     #[test]

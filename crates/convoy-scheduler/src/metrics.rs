@@ -26,6 +26,10 @@
 //! prometheus-client's (a read lock on the family, a short mutex per
 //! histogram). Per-plugin timing is recorded for about one cycle in ten,
 //! chosen by [`Metrics::sample_plugin_metrics`] (upstream: 10 % at random).
+//! At Filter and Score the framework calls a plugin over a block of nodes
+//! and a sampled cycle observes each such call once (upstream observes
+//! each node's call): two clock reads and a histogram lookup per plugin
+//! and node had cost a sampled cycle more than its filters and scores.
 //!
 //! The queue keeps cumulative counters; [`Metrics::sync_queue`], called on
 //! each scrape, copies them in, so the queue needs no metrics dependency.
