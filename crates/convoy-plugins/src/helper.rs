@@ -68,6 +68,22 @@ pub(crate) mod testing {
     use futures::future::BoxFuture;
     use k8s_openapi::api::core::v1::{Node, Pod};
 
+    /// PreScore over nodes held as `Arc`s, all of them feasible, with an
+    /// empty snapshot: the form most plugin tests call it in.
+    pub(crate) trait PreScoreOn: convoy_api::PreScorePlugin {
+        fn pre_score_on(
+            &self,
+            state: &mut convoy_api::CycleState,
+            pod: &PodInfo,
+            nodes: &[Arc<NodeInfo>],
+        ) -> convoy_api::Status {
+            let all = convoy_api::NodeList::default();
+            self.pre_score(state, pod, &convoy_api::borrowed(nodes), &all)
+        }
+    }
+
+    impl<T: convoy_api::PreScorePlugin + ?Sized> PreScoreOn for T {}
+
     /// Each node's score from `ScorePlugin::score`, node by node, after
     /// checking that `score_nodes` (the framework's usual path) gives the
     /// same scores; panics on an error or a difference.

@@ -277,6 +277,7 @@ mod tests {
     use convoy_api::testing::{NodeBuilder, PodBuilder};
 
     use super::*;
+    use crate::helper::testing::PreScoreOn;
     use crate::helper::testing::{node_obj, pod_obj};
 
     fn tol(key: &str, op: &str, value: &str, effect: &str) -> Toleration {
@@ -465,16 +466,7 @@ mod tests {
             NodeBuilder::new("d").taint("cpu-type", "arm64", "PreferNoSchedule").info(),
         ]);
         let mut state = CycleState::new();
-        assert!(
-            TaintToleration
-                .pre_score(
-                    &mut state,
-                    &pod,
-                    &convoy_api::borrowed(&nodes),
-                    &convoy_api::NodeList::default()
-                )
-                .is_success()
-        );
+        assert!(TaintToleration.pre_score_on(&mut state, &pod, &nodes).is_success());
         let mut scores: Vec<i64> =
             crate::helper::testing::score_each(&TaintToleration, &state, &pod, &nodes);
         assert_eq!(scores, vec![0, 1, 2, 0]);
@@ -574,12 +566,7 @@ mod tests {
                 PodBuilder::new("pod1").with_spec(|s| s.tolerations = Some(tolerations)).info();
             let nodes = crate::helper::testing::infos(nodes);
             let mut state = CycleState::new();
-            let s = TaintToleration.pre_score(
-                &mut state,
-                &pod,
-                &convoy_api::borrowed(&nodes),
-                &convoy_api::NodeList::default(),
-            );
+            let s = TaintToleration.pre_score_on(&mut state, &pod, &nodes);
             assert!(s.is_success(), "{name}: {s}");
             let mut scores: Vec<i64> =
                 crate::helper::testing::score_each(&TaintToleration, &state, &pod, &nodes);

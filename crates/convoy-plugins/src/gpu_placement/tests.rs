@@ -3,6 +3,7 @@ use serde_json::json;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 
 use super::*;
+use crate::helper::testing::PreScoreOn;
 use crate::helper::testing::handle;
 
 const GPU: &str = "nvidia.com/gpu";
@@ -50,12 +51,7 @@ fn scores(p: &GpuPlacement, pod: &PodInfo, nodes: &[NodeInfo]) -> Option<Vec<(St
     let mut state = CycleState::new();
     let (result, s) = p.pre_filter(&mut state, pod, &convoy_api::NodeList::new(all.to_vec()));
     assert!(s.is_success() && result.is_none());
-    let s = p.pre_score(
-        &mut state,
-        pod,
-        &convoy_api::borrowed(&feasible),
-        &convoy_api::NodeList::default(),
-    );
+    let s = p.pre_score_on(&mut state, pod, &feasible);
     if s.is_skip() {
         return None;
     }

@@ -5,6 +5,7 @@ use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_config::NodeAffinityArgs;
 
 use super::*;
+use crate::helper::testing::PreScoreOn;
 use crate::helper::testing::{infos, node_obj};
 
 /// A pod whose `spec.affinity.nodeAffinity` is the given JSON.
@@ -397,16 +398,7 @@ fn score_preferred_terms() {
     ]);
     let plugin = NodeAffinity::default();
     let mut state = CycleState::new();
-    assert!(
-        plugin
-            .pre_score(
-                &mut state,
-                &pod,
-                &convoy_api::borrowed(&nodes),
-                &convoy_api::NodeList::default()
-            )
-            .is_success()
-    );
+    assert!(plugin.pre_score_on(&mut state, &pod, &nodes).is_success());
     let mut scores: Vec<i64> =
         nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
     assert_eq!(scores, vec![2, 11, 4, 0]);
@@ -453,16 +445,7 @@ fn score_with_added_preferred_terms() {
     let pod = PodBuilder::new("p").info();
     let nodes = infos(vec![NodeBuilder::new("n1").info(), NodeBuilder::new("n2").info()]);
     let mut state = CycleState::new();
-    assert!(
-        plugin
-            .pre_score(
-                &mut state,
-                &pod,
-                &convoy_api::borrowed(&nodes),
-                &convoy_api::NodeList::default()
-            )
-            .is_success()
-    );
+    assert!(plugin.pre_score_on(&mut state, &pod, &nodes).is_success());
     let scores: Vec<i64> = nodes.iter().map(|n| plugin.score(&state, &pod, n).unwrap()).collect();
     assert_eq!(scores, vec![0, 3]);
 }
@@ -613,12 +596,7 @@ fn node_affinity_priority() {
         let nodes = infos(nodes);
         let mut state = CycleState::new();
         if run_pre_score {
-            let s = plugin.pre_score(
-                &mut state,
-                &pod,
-                &convoy_api::borrowed(&nodes),
-                &convoy_api::NodeList::default(),
-            );
+            let s = plugin.pre_score_on(&mut state, &pod, &nodes);
             assert_eq!(s.code(), code, "{name}: {s}");
             if !s.is_success() {
                 continue;

@@ -195,19 +195,12 @@ mod tests {
     use convoy_config::ResourceSpec;
 
     use super::*;
+    use crate::helper::testing::PreScoreOn;
     use crate::helper::testing::infos;
 
     fn scores(ba: &BalancedAllocation, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
         let mut state = CycleState::new();
-        assert!(
-            ba.pre_score(
-                &mut state,
-                pod,
-                &convoy_api::borrowed(nodes),
-                &convoy_api::NodeList::default()
-            )
-            .is_success()
-        );
+        assert!(ba.pre_score_on(&mut state, pod, nodes).is_success());
         crate::helper::testing::score_each(ba, &state, pod, nodes)
     }
 

@@ -4,6 +4,7 @@ use convoy_config::{
 };
 
 use super::*;
+use crate::helper::testing::PreScoreOn;
 use crate::helper::testing::{infos, node_obj, pod_obj};
 
 /// A node with cpu 10, memory 20 (bytes), 32 pods, and `gpus` GPUs, with
@@ -182,15 +183,7 @@ fn cpu_mem() -> Vec<ResourceSpec> {
 
 fn scores(fit: &Fit, pod: &PodInfo, nodes: &[Arc<NodeInfo>]) -> Vec<i64> {
     let mut state = CycleState::new();
-    assert!(
-        fit.pre_score(
-            &mut state,
-            pod,
-            &convoy_api::borrowed(nodes),
-            &convoy_api::NodeList::default()
-        )
-        .is_success()
-    );
+    assert!(fit.pre_score_on(&mut state, pod, nodes).is_success());
     nodes.iter().map(|n| fit.score(&state, pod, n).unwrap()).collect()
 }
 

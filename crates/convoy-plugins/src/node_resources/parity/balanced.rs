@@ -2,10 +2,11 @@
 //! (`noderesources/balanced_allocation_test.go`, v1.37.2), the cases without
 //! DRA objects.
 
-use convoy_api::{CycleState, PreScorePlugin};
+use convoy_api::CycleState;
 use convoy_config::{NodeResourcesBalancedAllocationArgs, PluginArgs, ResourceSpec};
 
 use super::*;
+use crate::helper::testing::PreScoreOn;
 use crate::node_resources::BalancedAllocation;
 
 const NODE1: &str = "node1";
@@ -32,12 +33,7 @@ fn run(
     let ba = BalancedAllocation::new(Some(&args)).unwrap();
     let mut state = CycleState::new();
     if run_pre_score {
-        let s = ba.pre_score(
-            &mut state,
-            pod,
-            &convoy_api::borrowed(nodes),
-            &convoy_api::NodeList::default(),
-        );
+        let s = ba.pre_score_on(&mut state, pod, nodes);
         if s.is_skip() {
             return None;
         }

@@ -5,13 +5,14 @@
 //! `TestResourceBinPackingMultipleExtended`, `TestFitScore` and
 //! `TestResourceAllocationScorerCalculateRequests`.
 
-use convoy_api::{CycleState, PreScorePlugin, ScorePlugin};
+use convoy_api::{CycleState, ScorePlugin};
 use convoy_config::{
     NodeResourcesFitArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     ScoringStrategyType, UtilizationShapePoint,
 };
 
 use super::*;
+use crate::helper::testing::PreScoreOn;
 use crate::node_resources::Fit;
 use crate::node_resources::resource_allocation::ResourceAllocationScorer;
 
@@ -48,12 +49,7 @@ fn fit(type_: ScoringStrategyType, resources: Vec<ResourceSpec>, shape: &[(i32, 
 fn scores(fit: &Fit, pod: &PodInfo, nodes: &[Arc<NodeInfo>], run_pre_score: bool) -> Vec<i64> {
     let mut state = CycleState::new();
     if run_pre_score {
-        let s = fit.pre_score(
-            &mut state,
-            pod,
-            &convoy_api::borrowed(nodes),
-            &convoy_api::NodeList::default(),
-        );
+        let s = fit.pre_score_on(&mut state, pod, nodes);
         assert!(s.is_success(), "{s}");
     }
     crate::helper::testing::score_each(fit, &state, pod, nodes)
@@ -632,14 +628,6 @@ fn pod_level_requests_count_for_balance_not_for_fit() {
     assert_eq!(scores(&least, &pod, &nodes, true), [86]);
     let ba = crate::node_resources::BalancedAllocation::new(None).unwrap();
     let mut state = CycleState::new();
-    assert!(
-        ba.pre_score(
-            &mut state,
-            &pod,
-            &convoy_api::borrowed(&nodes),
-            &convoy_api::NodeList::default()
-        )
-        .is_success()
-    );
+    assert!(ba.pre_score_on(&mut state, &pod, &nodes).is_success());
     assert_eq!(ba.score(&state, &pod, &nodes[0]).unwrap(), 74);
 }
