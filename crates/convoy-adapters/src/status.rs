@@ -9,9 +9,17 @@
 //! `FailedScheduling` Event on the PodGroup covers it.
 //!
 //! Scheduling never waits on these writes. [`StatusWriter`] queues them in
-//! a bounded channel drained by one background task that writes at a
-//! limited rate; when the queue is full the write is dropped and counted
-//! (the pod's next attempt produces another). Events go through
+//! two bounded channels drained by one background task that writes at a
+//! limited rate; when a queue is full the write is dropped and counted
+//! (the pod's next attempt produces another). What explains a pod that is
+//! not running (`FailedScheduling`, the `PodScheduled=False` condition,
+//! `Preempted`, group Events and status) goes first; `Scheduled` Events,
+//! which only repeat what the binding already recorded in the pod, wait
+//! in a smaller queue of their own and are written when nothing else is
+//! waiting. After a burst of thousands of bindings, a pod that does not fit
+//! is therefore explained within one write, not after minutes of queued
+//! `Scheduled` Events; the smaller queue drops the excess `Scheduled`
+//! Events of a burst as client-go's event broadcasters do (`maxQueuedEvents`, 1,000). Events go through
 //! [`crate::events`]: a repeat of the same event (same pod, reason and
 //! note within 6 minutes) is a `series.count` patch instead of a new
 //! object, and a new message is a new Event.
@@ -46,8 +54,10 @@ pub const REPORTING_CONTROLLER: &str = "convoy-scheduler";
 /// Sizing of the [`StatusWriter`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusWriterOptions {
-    /// Writes queued at most; more are dropped.
+    /// Writes queued at most, `Scheduled` Events apart; more are dropped.
     pub capacity: usize,
+    /// `Scheduled` Events queued at most; more are dropped.
+    pub scheduled_capacity: usize,
     /// API writes per second (an event and a status patch are one each);
     /// `<= 0` means unlimited.
     pub qps: f32,
@@ -57,7 +67,7 @@ pub struct StatusWriterOptions {
 
 impl Default for StatusWriterOptions {
     fn default() -> Self {
-        Self { capacity: 10_000, qps: 50.0, burst: 100 }
+        Self { capacity: 10_000, scheduled_capacity: 1_000, qps: 50.0, burst: 100 }
     }
 }
 
@@ -100,10 +110,14 @@ struct Counters {
 
 /// Queues Events and pod-status writes for a background task; see the
 /// module docs. Cheap to clone; the task ends once every clone is dropped
-/// and the queue is drained.
+/// and the queues are drained.
 #[derive(Debug, Clone)]
 pub struct StatusWriter {
+    /// Everything but `Scheduled` Events: written first.
     queue: mpsc::Sender<Work>,
+    /// `Scheduled` Events, and [`StatusWriter::flush`]'s marker: written
+    /// when `queue` is empty.
+    scheduled: mpsc::Sender<Work>,
     counters: Arc<Counters>,
 }
 
@@ -111,6 +125,7 @@ impl StatusWriter {
     /// Starts the background task (on the current tokio runtime).
     pub fn new(client: kube::Client, opts: StatusWriterOptions) -> (StatusWriter, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(opts.capacity.max(1));
+        let (scheduled_tx, scheduled_rx) = mpsc::channel(opts.scheduled_capacity.max(1));
         let counters = Arc::new(Counters::default());
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
@@ -124,14 +139,15 @@ impl StatusWriter {
             counters: Arc::clone(&counters),
             conditions: HashMap::new(),
         };
-        let handle = tokio::spawn(task.run(rx));
-        (StatusWriter { queue: tx, counters }, handle)
+        let handle = tokio::spawn(task.run(rx, scheduled_rx));
+        (StatusWriter { queue: tx, scheduled: scheduled_tx, counters }, handle)
     }
 
-    /// Queues a `Scheduled` event for a pod bound to `node`. False if the
-    /// queue was full and the event dropped.
+    /// Queues a `Scheduled` event for a pod bound to `node`, behind every
+    /// other write. False if its queue was full and the event dropped.
     pub fn scheduled(&self, pod: &PodKey, uid: &str, node: &str) -> bool {
-        self.push(Work::Scheduled { pod: pod.clone(), uid: uid.into(), node: node.into() })
+        let work = Work::Scheduled { pod: pod.clone(), uid: uid.into(), node: node.into() };
+        Self::push_to(&self.scheduled, &self.counters, work)
     }
 
     /// Queues the `Preempted` event on a victim (`Preempted by pod <uid> on
@@ -230,16 +246,20 @@ impl StatusWriter {
     }
 
     fn push(&self, work: Work) -> bool {
-        match self.queue.try_send(work) {
+        Self::push_to(&self.queue, &self.counters, work)
+    }
+
+    fn push_to(queue: &mpsc::Sender<Work>, counters: &Counters, work: Work) -> bool {
+        match queue.try_send(work) {
             Ok(()) => true,
             Err(_) => {
-                self.counters.dropped.fetch_add(1, Ordering::Relaxed);
+                counters.dropped.fetch_add(1, Ordering::Relaxed);
                 false
             }
         }
     }
 
-    /// Writes dropped because the queue was full.
+    /// Writes dropped because their queue was full.
     pub fn dropped(&self) -> u64 {
         self.counters.dropped.load(Ordering::Relaxed)
     }
@@ -253,8 +273,10 @@ impl StatusWriter {
     /// `timeout` passed. True if drained.
     pub async fn flush(&self, timeout: Duration) -> bool {
         let (tx, rx) = oneshot::channel();
+        // Behind the `Scheduled` Events: the task takes it only once the
+        // other queue is empty, so both are drained of what came before.
         tokio::time::timeout(timeout, async {
-            self.queue.send(Work::Flush(tx)).await.is_ok() && rx.await.is_ok()
+            self.scheduled.send(Work::Flush(tx)).await.is_ok() && rx.await.is_ok()
         })
         .await
         .unwrap_or(false)
@@ -273,8 +295,16 @@ struct Task {
 }
 
 impl Task {
-    async fn run(mut self, mut rx: mpsc::Receiver<Work>) {
-        while let Some(work) = rx.recv().await {
+    /// Writes what `first` holds before anything of `then` (see the module
+    /// docs); ends once both are closed and empty.
+    async fn run(mut self, mut first: mpsc::Receiver<Work>, mut then: mpsc::Receiver<Work>) {
+        loop {
+            let work = tokio::select! {
+                biased;
+                Some(work) = first.recv() => work,
+                Some(work) = then.recv() => work,
+                else => break,
+            };
             match work {
                 Work::Scheduled { pod, uid, node } => {
                     let note = format!("Successfully assigned {pod} to {node}");

@@ -120,6 +120,45 @@ async fn status_writer_records_events_and_condition() -> Result<()> {
     Ok(())
 }
 
+/// A pod that does not fit is explained before the `Scheduled` Events
+/// queued ahead of it: after a burst of bindings its condition and
+/// `FailedScheduling` Event do not wait behind minutes of `Scheduled`
+/// Events.
+#[tokio::test]
+async fn status_writer_explains_a_pending_pod_before_queued_scheduled_events() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-status-order").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns);
+    // One write at once, then one a second: written in arrival order, the
+    // condition would come after ten Scheduled Events, 11 s from now.
+    let opts = StatusWriterOptions { qps: 1.0, burst: 1, ..StatusWriterOptions::default() };
+    let (writer, _task) = StatusWriter::new(client.clone(), opts);
+    let pending = create_pod(&pods, "pending").await?;
+    for i in 0..10 {
+        assert!(writer.scheduled(&PodKey::new(&ns, &format!("bound-{i}")), "uid", "node-x"));
+    }
+    let message = "0/3 nodes are available: 3 Insufficient cpu.";
+    assert!(writer.unschedulable(&pending.key, &pending.uid, message));
+
+    let condition = eventually(Duration::from_secs(30), || async {
+        let status = pods.get_status("pending").await.ok()?.status?;
+        status.conditions?.into_iter().find(|c| c.type_ == "PodScheduled")
+    })
+    .await
+    .context("PodScheduled condition")?;
+    let written = events.list(&ListParams::default()).await?.items;
+    let scheduled = written.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
+    assert_eq!(condition.message.as_deref(), Some(message));
+    assert!(
+        written.iter().any(|e| e.reason.as_deref() == Some("FailedScheduling")),
+        "the FailedScheduling Event is written before the condition"
+    );
+    assert!(scheduled < 10, "{scheduled} Scheduled Events were written before the condition");
+    Ok(())
+}
+
 /// A later FailedScheduling with another message is visible through the
 /// API (a new Event), and a repeat of it counts in its series.
 #[tokio::test]
@@ -165,7 +204,7 @@ async fn status_writer_drops_when_full_and_never_blocks() -> Result<()> {
     let client = env.client().await?;
     let ns = env.create_namespace(&client, "adapters-status-full").await?;
     // One write at once, then one per 1000 s: the task stalls on its second.
-    let opts = StatusWriterOptions { capacity: 2, qps: 0.001, burst: 1 };
+    let opts = StatusWriterOptions { capacity: 2, scheduled_capacity: 2, qps: 0.001, burst: 1 };
     let (writer, task) = StatusWriter::new(client, opts);
     let key = PodKey::new(&ns, "ghost");
     let started = tokio::time::Instant::now();
