@@ -19,10 +19,11 @@
 //! waiting. After a burst of thousands of bindings, a pod that does not fit
 //! is therefore explained within one write, not after minutes of queued
 //! `Scheduled` Events; the smaller queue drops the excess `Scheduled`
-//! Events of a burst as client-go's event broadcasters do (`maxQueuedEvents`, 1,000). Events go through
-//! [`crate::events`]: a repeat of the same event (same pod, reason and
-//! note within 6 minutes) is a `series.count` patch instead of a new
-//! object, and a new message is a new Event.
+//! Events of a burst as client-go's event broadcasters do
+//! (`maxQueuedEvents`, 1,000). Events go through [`crate::events`]: a
+//! repeat of the same event (same pod, reason and note within 6 minutes)
+//! is a `series.count` patch instead of a new object, and a new message is
+//! a new Event.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
