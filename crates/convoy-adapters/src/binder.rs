@@ -25,10 +25,14 @@ use tokio::sync::Semaphore;
 /// succeeded); gone or another UID → [`BindError::PodGone`]; anything else
 /// (bound elsewhere, being deleted, gated) → [`BindError::Failed`] with the
 /// server's message.
+///
+/// ResourceClaims are written in the version the server serves them in
+/// ([`ApiBinder::follow`]): `v1` until told otherwise.
 #[derive(Clone)]
 pub struct ApiBinder {
     client: kube::Client,
     slots: Arc<Semaphore>,
+    claims_version: Arc<std::sync::RwLock<&'static str>>,
 }
 
 impl std::fmt::Debug for ApiBinder {
@@ -41,7 +45,20 @@ impl ApiBinder {
     /// A binder using `client`, with at most `max_in_flight` (at least 1)
     /// binding requests outstanding.
     pub fn new(client: kube::Client, max_in_flight: usize) -> Self {
-        Self { client, slots: Arc::new(Semaphore::new(max_in_flight.max(1))) }
+        Self {
+            client,
+            slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
+            claims_version: Arc::new(std::sync::RwLock::new("v1")),
+        }
+    }
+
+    /// Follows what discovery found (`ClusterUpdate::ApisServed`): claims
+    /// are written in the version they are watched in. Every clone of the
+    /// binder follows.
+    pub fn follow(&self, served: &convoy_api::ServedApis) {
+        if let convoy_api::Serving::Served(v) = served.serving(&convoy_api::apis::RESOURCE_CLAIMS) {
+            *self.claims_version.write().unwrap_or_else(|e| e.into_inner()) = v;
+        }
     }
 }
 
@@ -91,10 +108,11 @@ impl Binder for ApiBinder {
     {
         let client = self.client.clone();
         let slots = Arc::clone(&self.slots);
+        let version = *self.claims_version.read().unwrap_or_else(|e| e.into_inner());
         Box::pin(async move {
             let _slot =
                 slots.acquire_owned().await.map_err(|e| BindError::Failed(e.to_string()))?;
-            crate::claims::write_claim(client, write).await
+            crate::claims::write_claim(client, version, write).await
         })
     }
 }

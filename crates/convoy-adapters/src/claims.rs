@@ -2,7 +2,9 @@
 //! ([`ClaimWrite`]), as upstream v1.37.2's plugin makes them: PreBind's
 //! `bindClaim` (finalizer, allocation and reservation, retried on
 //! conflict), Unreserve's strategic merge patch, and PostFilter's
-//! deallocation.
+//! deallocation. Claims are written in the version they are watched in
+//! (`v1`, or `v1beta2` on a server that serves only that; the same
+//! schema).
 
 use std::sync::Arc;
 
@@ -13,7 +15,85 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::{
     AllocationResult, ResourceClaim, ResourceClaimConsumerReference, ResourceClaimStatus,
 };
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+
+/// The claims of a namespace in the version they are served in: `v1`
+/// through the typed API, another version (`v1beta2`) through the dynamic
+/// API with the objects converted both ways.
+enum ClaimApi {
+    Typed(Api<ResourceClaim>),
+    Other(Api<DynamicObject>, &'static str),
+}
+
+impl ClaimApi {
+    fn new(client: kube::Client, namespace: &str, version: &'static str) -> Self {
+        if version == "v1" {
+            return ClaimApi::Typed(Api::namespaced(client, namespace));
+        }
+        let ar = crate::versioned::api_resource(&convoy_api::apis::RESOURCE_CLAIMS, version);
+        ClaimApi::Other(Api::namespaced_with(client, namespace, &ar), version)
+    }
+
+    fn read(&self, obj: DynamicObject) -> kube::Result<ResourceClaim> {
+        let ClaimApi::Other(_, version) = self else { unreachable!("typed claims are not read") };
+        crate::versioned::convert(obj, version).ok_or_else(|| {
+            kube::Error::Service(format!("cannot read a {version} ResourceClaim").into())
+        })
+    }
+
+    fn write(&self, claim: &ResourceClaim) -> kube::Result<DynamicObject> {
+        let ClaimApi::Other(_, version) = self else {
+            unreachable!("typed claims are not written")
+        };
+        let mut value = serde_json::to_value(claim).map_err(kube::Error::SerdeError)?;
+        value["apiVersion"] = convoy_api::apis::RESOURCE_CLAIMS.api_version(version).into();
+        serde_json::from_value(value).map_err(kube::Error::SerdeError)
+    }
+
+    async fn get_opt(&self, name: &str) -> kube::Result<Option<ResourceClaim>> {
+        match self {
+            ClaimApi::Typed(api) => api.get_opt(name).await,
+            ClaimApi::Other(api, _) => api.get_opt(name).await?.map(|o| self.read(o)).transpose(),
+        }
+    }
+
+    async fn replace(&self, name: &str, claim: &ResourceClaim) -> kube::Result<ResourceClaim> {
+        match self {
+            ClaimApi::Typed(api) => api.replace(name, &PostParams::default(), claim).await,
+            ClaimApi::Other(api, _) => {
+                self.read(api.replace(name, &PostParams::default(), &self.write(claim)?).await?)
+            }
+        }
+    }
+
+    async fn replace_status(
+        &self,
+        name: &str,
+        claim: &ResourceClaim,
+    ) -> kube::Result<ResourceClaim> {
+        match self {
+            ClaimApi::Typed(api) => api.replace_status(name, &PostParams::default(), claim).await,
+            ClaimApi::Other(api, _) => {
+                let body = self.write(claim)?;
+                self.read(api.replace_status(name, &PostParams::default(), &body).await?)
+            }
+        }
+    }
+
+    async fn patch_status(
+        &self,
+        name: &str,
+        patch: &serde_json::Value,
+    ) -> kube::Result<ResourceClaim> {
+        let params = PatchParams::default();
+        match self {
+            ClaimApi::Typed(api) => api.patch_status(name, &params, &Patch::Strategic(patch)).await,
+            ClaimApi::Other(api, _) => {
+                self.read(api.patch_status(name, &params, &Patch::Strategic(patch)).await?)
+            }
+        }
+    }
+}
 
 /// How many times a write that met a `409 Conflict` is tried again after
 /// reading the claim anew (upstream `retry.DefaultRetry` tries 5 times).
@@ -23,12 +103,13 @@ const CONFLICT_RETRIES: usize = 5;
 /// trimmed as the watched claims are.
 pub(crate) async fn write_claim(
     client: kube::Client,
+    version: &'static str,
     write: ClaimWrite,
 ) -> Result<Arc<ResourceClaim>, BindError> {
     let key = write.claim_key();
     let mut claim = match write {
         ClaimWrite::Reserve { namespace, name, uid, allocation, pod_name, pod_uid } => {
-            let api = Api::namespaced(client, &namespace);
+            let api = ClaimApi::new(client, &namespace, version);
             let pod = ResourceClaimConsumerReference {
                 api_group: None,
                 resource: "pods".into(),
@@ -41,11 +122,11 @@ pub(crate) async fn write_claim(
             .await?
         }
         ClaimWrite::Unreserve { namespace, name, pod_uid } => {
-            let api: Api<ResourceClaim> = Api::namespaced(client, &namespace);
+            let api = ClaimApi::new(client, &namespace, version);
             unreserve(&api, &name, &pod_uid, &key).await?
         }
         ClaimWrite::Deallocate { namespace, name, uid } => {
-            let api = Api::namespaced(client.clone(), &namespace);
+            let api = ClaimApi::new(client.clone(), &namespace, version);
             with_retries(&api, &name, &uid, &key, |api, claim| {
                 deallocate(&client, api, claim, &key)
             })
@@ -60,14 +141,14 @@ pub(crate) async fn write_claim(
 /// being deleted, and runs `step` on it; on a conflict, does it all again
 /// (at most [`CONFLICT_RETRIES`] more times).
 async fn with_retries<'a, F, Fut>(
-    api: &'a Api<ResourceClaim>,
+    api: &'a ClaimApi,
     name: &str,
     uid: &str,
     key: &str,
     mut step: F,
 ) -> Result<ResourceClaim, BindError>
 where
-    F: FnMut(&'a Api<ResourceClaim>, ResourceClaim) -> Fut,
+    F: FnMut(&'a ClaimApi, ResourceClaim) -> Fut,
     Fut: Future<Output = Result<ResourceClaim, StepError>>,
 {
     let gone = || BindError::Failed(format!("claim {key} got deleted in the meantime"));
@@ -115,7 +196,7 @@ impl From<kube::Error> for StepError {
 /// Upstream `bindClaim`: the finalizer (a normal update) and the
 /// allocation when one is given, then the reservation (a status update).
 async fn reserve(
-    api: &Api<ResourceClaim>,
+    api: &ClaimApi,
     mut claim: ResourceClaim,
     allocation: Option<AllocationResult>,
     pod: ResourceClaimConsumerReference,
@@ -131,7 +212,7 @@ async fn reserve(
         let finalizers = claim.metadata.finalizers.get_or_insert_with(Vec::new);
         if !finalizers.iter().any(|f| f == CLAIM_FINALIZER) {
             finalizers.push(CLAIM_FINALIZER.to_string());
-            claim = api.replace(&name, &PostParams::default(), &claim).await?;
+            claim = api.replace(&name, &claim).await?;
         }
         claim.status.get_or_insert_with(Default::default).allocation = Some(allocation);
     }
@@ -140,7 +221,7 @@ async fn reserve(
     if !reserved.iter().any(|r| r.uid == pod.uid) {
         reserved.push(pod);
     }
-    Ok(api.replace_status(&name, &PostParams::default(), &claim).await?)
+    Ok(api.replace_status(&name, &claim).await?)
 }
 
 /// Upstream `Unreserve`: a strategic merge patch of the status deleting
@@ -149,7 +230,7 @@ async fn reserve(
 /// precondition; [`ClaimWrite::Unreserve`] does not carry it, and a claim
 /// recreated under the name holds no entry of the pod to remove.
 async fn unreserve(
-    api: &Api<ResourceClaim>,
+    api: &ClaimApi,
     name: &str,
     pod_uid: &str,
     key: &str,
@@ -157,7 +238,7 @@ async fn unreserve(
     let patch = serde_json::json!({
         "status": {"reservedFor": [{"$patch": "delete", "uid": pod_uid}]},
     });
-    match api.patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+    match api.patch_status(name, &patch).await {
         Ok(c) => Ok(c),
         Err(kube::Error::Api(s)) if s.code == 404 => {
             Err(BindError::Failed(format!("claim {key} got deleted in the meantime")))
@@ -180,7 +261,7 @@ async fn unreserve(
 /// refused.
 async fn deallocate(
     client: &kube::Client,
-    api: &Api<ResourceClaim>,
+    api: &ClaimApi,
     mut claim: ResourceClaim,
     key: &str,
 ) -> Result<ResourceClaim, StepError> {
@@ -206,5 +287,5 @@ async fn deallocate(
     status.allocation = None;
     status.reserved_for = None;
     status.devices = None;
-    Ok(api.replace_status(&name, &PostParams::default(), &claim).await?)
+    Ok(api.replace_status(&name, &claim).await?)
 }

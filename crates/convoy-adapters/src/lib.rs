@@ -8,7 +8,9 @@
 //!   through the dynamic API; [`pod_groups`]), Namespaces, Services,
 //!   workload controllers, PodDisruptionBudgets, PriorityClasses, the
 //!   volume kinds and the DRA kinds ([`objects`]), and yields the same
-//!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster.
+//!   [`convoy_api::ClusterUpdate`] stream as the embedded cluster. Which
+//!   APIs the server serves, and in which version, comes from
+//!   [`discovery`]: what it does not serve is an empty set, never a wait.
 //! - [`ApiBinder`]: the [`convoy_api::Binder`] posting `pods/binding`,
 //!   and writing VolumeBinding's and DynamicResources' PreBind updates.
 //! - [`ApiActuator`]: the [`convoy_api::PreemptionActuator`]: victims'
@@ -24,6 +26,7 @@ pub mod backoff;
 pub mod binder;
 mod claims;
 pub mod client;
+pub mod discovery;
 pub mod error;
 pub mod events;
 pub mod group_status;
@@ -34,6 +37,7 @@ pub mod preemption;
 mod rate;
 pub mod status;
 pub mod trim;
+mod versioned;
 pub mod watch;
 
 pub use binder::ApiBinder;

@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use convoy_api::ClusterUpdate;
+use convoy_api::apis;
 use convoy_api::objects::ObjectKind;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
@@ -34,8 +35,10 @@ use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher;
 
+use crate::discovery::DiscoveryHandle;
+use crate::versioned::{KindItem, kind_stream, typed_watch};
 use crate::watch::{Translator, Watched};
 
 macro_rules! watched_object {
@@ -55,6 +58,9 @@ macro_rules! watched_object {
             }
             fn deleted(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>) {
                 out.push_back(ClusterUpdate::ObjectDeleted(<$ty>::wrap(obj)));
+            }
+            fn read_version(value: &mut serde_json::Value, version: &str) {
+                read_version::<$ty>(value, version);
             }
         }
     )*};
@@ -80,122 +86,141 @@ watched_object!(
     DeviceTaintRule
 );
 
-/// One event of one of the object watchers.
-#[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]
-pub(crate) enum ObjectEvent {
-    Namespace(watcher::Result<Event<Namespace>>),
-    Service(watcher::Result<Event<Service>>),
-    ReplicationController(watcher::Result<Event<ReplicationController>>),
-    ReplicaSet(watcher::Result<Event<ReplicaSet>>),
-    StatefulSet(watcher::Result<Event<StatefulSet>>),
-    PodDisruptionBudget(watcher::Result<Event<PodDisruptionBudget>>),
-    PriorityClass(watcher::Result<Event<PriorityClass>>),
-    PersistentVolumeClaim(watcher::Result<Event<PersistentVolumeClaim>>),
-    PersistentVolume(watcher::Result<Event<PersistentVolume>>),
-    StorageClass(watcher::Result<Event<StorageClass>>),
-    CSINode(watcher::Result<Event<CSINode>>),
-    CSIDriver(watcher::Result<Event<CSIDriver>>),
-    CSIStorageCapacity(watcher::Result<Event<CSIStorageCapacity>>),
-    DeviceClass(watcher::Result<Event<DeviceClass>>),
-    ResourceSlice(watcher::Result<Event<ResourceSlice>>),
-    ResourceClaim(watcher::Result<Event<ResourceClaim>>),
-    DeviceTaintRule(watcher::Result<Event<DeviceTaintRule>>),
+/// What differs between an older version of a kind and the version Convoy
+/// reads it as. DRA's `v1beta2` is `v1`'s schema; a `v1alpha3`
+/// DeviceTaintRule (Kubernetes 1.34 and 1.35) may also select devices by
+/// `deviceClassName` and CEL `selectors`, which `v1` dropped: such a rule
+/// is read as tainting every device its `driver`, `pool` and `device`
+/// select (a superset, so no pod gets a device the rule taints), and
+/// logged.
+fn read_version<K: ObjectKind>(value: &mut serde_json::Value, version: &str) {
+    if K::KIND != "DeviceTaintRule" || version != "v1alpha3" {
+        return;
+    }
+    let Some(selector) = value.pointer_mut("/spec/deviceSelector").and_then(|s| s.as_object_mut())
+    else {
+        return;
+    };
+    let dropped: Vec<String> = ["deviceClassName", "selectors"]
+        .into_iter()
+        .filter(|f| selector.remove(*f).is_some_and(|v| !v.is_null()))
+        .map(|f| format!("spec.deviceSelector.{f}"))
+        .collect();
+    if !dropped.is_empty() {
+        let name = value.pointer("/metadata/name").and_then(|n| n.as_str()).unwrap_or("");
+        tracing::warn!(
+            name, fields = %dropped.join(", "),
+            "a v1alpha3 DeviceTaintRule selects devices by fields this scheduler does not \
+             evaluate: its taint is applied to every device its driver, pool and device select"
+        );
+    }
 }
 
-/// The seventeen watchers, one stream each (merged by the caller).
-pub(crate) fn object_streams(
-    client: &kube::Client,
-    cfg: &watcher::Config,
-) -> Vec<BoxStream<'static, ObjectEvent>> {
-    fn watch<K>(
-        client: &kube::Client,
-        cfg: &watcher::Config,
-        wrap: fn(watcher::Result<Event<K>>) -> ObjectEvent,
-    ) -> BoxStream<'static, ObjectEvent>
-    where
-        K: Watched + kube::Resource<DynamicType = ()>,
-    {
-        watcher::watcher(Api::<K>::all(client.clone()), cfg.clone())
+/// The watched kinds, one variant each: `$variant($type, $field, api)`,
+/// where `api` is the [`apis`] constant of an optional API (watched as
+/// discovery says) or `core` for a core `v1` kind (always served).
+macro_rules! object_kinds {
+    ($($variant:ident($ty:ty, $field:ident, $api:tt)),* $(,)?) => {
+        /// One event of one of the object watchers.
+        #[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]
+        pub(crate) enum ObjectEvent {
+            $(
+                #[doc = concat!("A ", stringify!($variant), " event.")]
+                $variant(KindItem<$ty>),
+            )*
+        }
+
+        /// The watchers, one stream each (merged by the caller).
+        pub(crate) fn object_streams(
+            client: &kube::Client,
+            cfg: &watcher::Config,
+            discovery: &DiscoveryHandle,
+        ) -> Vec<BoxStream<'static, ObjectEvent>> {
+            vec![$(
+                object_kinds!(@stream client, cfg, discovery, $variant, $ty, $api),
+            )*]
+        }
+
+        /// The translators of the watched kinds, and whether each is ready
+        /// (listed once, or not served).
+        #[derive(Default)]
+        pub(crate) struct ObjectTranslators {
+            $($field: Translator<$ty>,)*
+            ready: Vec<&'static str>,
+        }
+
+        impl ObjectTranslators {
+            /// Handles one event (errors are logged: the watcher retries).
+            pub(crate) fn handle(&mut self, event: ObjectEvent, out: &mut VecDeque<ClusterUpdate>) {
+                let (kind, ready) = match event {
+                    $(ObjectEvent::$variant(item) => {
+                        (stringify!($variant), handle_item(&mut self.$field, item, out))
+                    })*
+                };
+                if ready && !self.ready.contains(&kind) {
+                    self.ready.push(kind);
+                }
+            }
+
+            /// Whether every kind has completed its first list or is not
+            /// served.
+            pub(crate) fn listed(&self) -> bool {
+                self.ready.len() == [$(stringify!($variant)),*].len()
+            }
+        }
+    };
+    (@stream $client:ident, $cfg:ident, $discovery:ident, $variant:ident, $ty:ty, core) => {
+        watcher::watcher(Api::<$ty>::all($client.clone()), $cfg.clone())
             .backoff(crate::backoff::watch_backoff())
-            .map(wrap)
+            .map(|e| ObjectEvent::$variant(KindItem::Event(e)))
             .boxed()
-    }
-    vec![
-        watch(client, cfg, ObjectEvent::Namespace),
-        watch(client, cfg, ObjectEvent::Service),
-        watch(client, cfg, ObjectEvent::ReplicationController),
-        watch(client, cfg, ObjectEvent::ReplicaSet),
-        watch(client, cfg, ObjectEvent::StatefulSet),
-        watch(client, cfg, ObjectEvent::PodDisruptionBudget),
-        watch(client, cfg, ObjectEvent::PriorityClass),
-        watch(client, cfg, ObjectEvent::PersistentVolumeClaim),
-        watch(client, cfg, ObjectEvent::PersistentVolume),
-        watch(client, cfg, ObjectEvent::StorageClass),
-        watch(client, cfg, ObjectEvent::CSINode),
-        watch(client, cfg, ObjectEvent::CSIDriver),
-        watch(client, cfg, ObjectEvent::CSIStorageCapacity),
-        watch(client, cfg, ObjectEvent::DeviceClass),
-        watch(client, cfg, ObjectEvent::ResourceSlice),
-        watch(client, cfg, ObjectEvent::ResourceClaim),
-        watch(client, cfg, ObjectEvent::DeviceTaintRule),
-    ]
+    };
+    (@stream $client:ident, $cfg:ident, $discovery:ident, $variant:ident, $ty:ty, $api:ident) => {
+        kind_stream(
+            $client.clone(),
+            apis::$api,
+            $cfg.clone(),
+            $discovery.clone(),
+            typed_watch::<$ty>,
+        )
+        .map(ObjectEvent::$variant)
+        .boxed()
+    };
 }
 
-/// The translators of the seventeen kinds, and whether each has been listed.
-#[derive(Default)]
-pub(crate) struct ObjectTranslators {
-    namespaces: Translator<Namespace>,
-    services: Translator<Service>,
-    replication_controllers: Translator<ReplicationController>,
-    replica_sets: Translator<ReplicaSet>,
-    stateful_sets: Translator<StatefulSet>,
-    pdbs: Translator<PodDisruptionBudget>,
-    priority_classes: Translator<PriorityClass>,
-    pvcs: Translator<PersistentVolumeClaim>,
-    pvs: Translator<PersistentVolume>,
-    storage_classes: Translator<StorageClass>,
-    csi_nodes: Translator<CSINode>,
-    csi_drivers: Translator<CSIDriver>,
-    csi_storage_capacities: Translator<CSIStorageCapacity>,
-    device_classes: Translator<DeviceClass>,
-    resource_slices: Translator<ResourceSlice>,
-    resource_claims: Translator<ResourceClaim>,
-    device_taint_rules: Translator<DeviceTaintRule>,
-    listed: [bool; 17],
-}
+object_kinds!(
+    Namespace(Namespace, namespaces, core),
+    Service(Service, services, core),
+    ReplicationController(ReplicationController, replication_controllers, core),
+    ReplicaSet(ReplicaSet, replica_sets, REPLICA_SETS),
+    StatefulSet(StatefulSet, stateful_sets, STATEFUL_SETS),
+    PodDisruptionBudget(PodDisruptionBudget, pdbs, POD_DISRUPTION_BUDGETS),
+    PriorityClass(PriorityClass, priority_classes, PRIORITY_CLASSES),
+    PersistentVolumeClaim(PersistentVolumeClaim, pvcs, core),
+    PersistentVolume(PersistentVolume, pvs, core),
+    StorageClass(StorageClass, storage_classes, STORAGE_CLASSES),
+    CSINode(CSINode, csi_nodes, CSI_NODES),
+    CSIDriver(CSIDriver, csi_drivers, CSI_DRIVERS),
+    CSIStorageCapacity(CSIStorageCapacity, csi_storage_capacities, CSI_STORAGE_CAPACITIES),
+    DeviceClass(DeviceClass, device_classes, DEVICE_CLASSES),
+    ResourceSlice(ResourceSlice, resource_slices, RESOURCE_SLICES),
+    ResourceClaim(ResourceClaim, resource_claims, RESOURCE_CLAIMS),
+    DeviceTaintRule(DeviceTaintRule, device_taint_rules, DEVICE_TAINT_RULES),
+);
 
-impl ObjectTranslators {
-    /// Handles one event (errors are logged: the watcher retries).
-    pub(crate) fn handle(&mut self, event: ObjectEvent, out: &mut VecDeque<ClusterUpdate>) {
-        let (i, first_list_done) = match event {
-            ObjectEvent::Namespace(e) => (0, self.namespaces.handle_result(e, out)),
-            ObjectEvent::Service(e) => (1, self.services.handle_result(e, out)),
-            ObjectEvent::ReplicationController(e) => {
-                (2, self.replication_controllers.handle_result(e, out))
-            }
-            ObjectEvent::ReplicaSet(e) => (3, self.replica_sets.handle_result(e, out)),
-            ObjectEvent::StatefulSet(e) => (4, self.stateful_sets.handle_result(e, out)),
-            ObjectEvent::PodDisruptionBudget(e) => (5, self.pdbs.handle_result(e, out)),
-            ObjectEvent::PriorityClass(e) => (6, self.priority_classes.handle_result(e, out)),
-            ObjectEvent::PersistentVolumeClaim(e) => (7, self.pvcs.handle_result(e, out)),
-            ObjectEvent::PersistentVolume(e) => (8, self.pvs.handle_result(e, out)),
-            ObjectEvent::StorageClass(e) => (9, self.storage_classes.handle_result(e, out)),
-            ObjectEvent::CSINode(e) => (10, self.csi_nodes.handle_result(e, out)),
-            ObjectEvent::CSIDriver(e) => (11, self.csi_drivers.handle_result(e, out)),
-            ObjectEvent::CSIStorageCapacity(e) => {
-                (12, self.csi_storage_capacities.handle_result(e, out))
-            }
-            ObjectEvent::DeviceClass(e) => (13, self.device_classes.handle_result(e, out)),
-            ObjectEvent::ResourceSlice(e) => (14, self.resource_slices.handle_result(e, out)),
-            ObjectEvent::ResourceClaim(e) => (15, self.resource_claims.handle_result(e, out)),
-            ObjectEvent::DeviceTaintRule(e) => (16, self.device_taint_rules.handle_result(e, out)),
-        };
-        self.listed[i] |= first_list_done;
-    }
-
-    /// Whether every kind has completed its first list.
-    pub(crate) fn listed(&self) -> bool {
-        self.listed.iter().all(|l| *l)
+/// One item of one kind's stream: true when the kind is ready now (its
+/// first list done, or not served: what was known is forgotten).
+fn handle_item<K: Watched>(
+    t: &mut Translator<K>,
+    item: KindItem<K>,
+    out: &mut VecDeque<ClusterUpdate>,
+) -> bool {
+    match item {
+        KindItem::Event(e) => t.handle_result(e, out),
+        KindItem::Unavailable => {
+            t.forget_all(out);
+            true
+        }
     }
 }
 
@@ -203,6 +228,7 @@ impl ObjectTranslators {
 mod tests {
     use super::*;
     use convoy_api::ClusterObject;
+    use kube::runtime::watcher::Event;
     use serde_json::json;
 
     fn rs(name: &str, uid: &str, rv: &str, app: &str) -> ReplicaSet {
@@ -312,33 +338,33 @@ mod tests {
         let mut t = ObjectTranslators::default();
         let mut out = VecDeque::new();
         let done = [
-            ObjectEvent::Namespace(Ok(Event::InitDone)),
-            ObjectEvent::Service(Ok(Event::InitDone)),
-            ObjectEvent::ReplicationController(Ok(Event::InitDone)),
-            ObjectEvent::ReplicaSet(Ok(Event::InitDone)),
-            ObjectEvent::PodDisruptionBudget(Ok(Event::InitDone)),
-            ObjectEvent::PriorityClass(Ok(Event::InitDone)),
-            ObjectEvent::PersistentVolumeClaim(Ok(Event::InitDone)),
-            ObjectEvent::PersistentVolume(Ok(Event::InitDone)),
-            ObjectEvent::StorageClass(Ok(Event::InitDone)),
-            ObjectEvent::CSINode(Ok(Event::InitDone)),
-            ObjectEvent::CSIDriver(Ok(Event::InitDone)),
-            ObjectEvent::CSIStorageCapacity(Ok(Event::InitDone)),
-            ObjectEvent::DeviceClass(Ok(Event::InitDone)),
-            ObjectEvent::ResourceSlice(Ok(Event::InitDone)),
-            ObjectEvent::ResourceClaim(Ok(Event::InitDone)),
-            ObjectEvent::DeviceTaintRule(Ok(Event::InitDone)),
+            ObjectEvent::Namespace(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::Service(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::ReplicationController(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::ReplicaSet(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::PodDisruptionBudget(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::PriorityClass(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::PersistentVolumeClaim(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::PersistentVolume(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::StorageClass(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::CSINode(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::CSIDriver(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::CSIStorageCapacity(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::DeviceClass(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::ResourceSlice(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::ResourceClaim(KindItem::Event(Ok(Event::InitDone))),
+            ObjectEvent::DeviceTaintRule(KindItem::Event(Ok(Event::InitDone))),
         ];
         for e in done {
             t.handle(e, &mut out);
             assert!(!t.listed());
         }
         // A relist of a kind already listed does not count for another.
-        t.handle(ObjectEvent::Namespace(Ok(Event::Init)), &mut out);
-        t.handle(ObjectEvent::Namespace(Ok(Event::InitDone)), &mut out);
+        t.handle(ObjectEvent::Namespace(KindItem::Event(Ok(Event::Init))), &mut out);
+        t.handle(ObjectEvent::Namespace(KindItem::Event(Ok(Event::InitDone))), &mut out);
         assert!(!t.listed());
-        t.handle(ObjectEvent::StatefulSet(Ok(Event::Init)), &mut out);
-        t.handle(ObjectEvent::StatefulSet(Ok(Event::InitDone)), &mut out);
+        t.handle(ObjectEvent::StatefulSet(KindItem::Event(Ok(Event::Init))), &mut out);
+        t.handle(ObjectEvent::StatefulSet(KindItem::Event(Ok(Event::InitDone))), &mut out);
         assert!(t.listed());
         assert!(out.is_empty());
     }

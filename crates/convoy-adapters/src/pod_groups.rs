@@ -2,13 +2,12 @@
 //! that may not be installed, and `scheduling.k8s.io/v1beta1`, which the
 //! server may not serve) through kube's dynamic API.
 //!
-//! Each API has a stream of its own ([`group_stream`]) that first asks
-//! whether the API is served (a one-item LIST). When it is not (404), the
-//! stream says so once at info level, reports [`GroupItem::NotServed`] so
-//! that start-up does not wait for it, and asks again every
-//! [`WatchOptions::pod_group_discovery_interval`]. Once served, the
-//! watcher runs until the API goes away (404 again: every known group is
-//! forgotten and discovery resumes).
+//! Each API has a stream of its own (`group_stream`), which follows
+//! discovery as every optional API does ([`crate::versioned`]): while the
+//! API is not served (the CRD not installed, `GenericWorkload` off) it is
+//! an empty set that start-up does not wait for; once discovery finds it
+//! (asked again every [`WatchOptions::discovery_interval`]) it is watched,
+//! until it goes away (every known group is then forgotten).
 //!
 //! Objects become [`ClusterUpdate::PodGroupApplied`] through
 //! [`PodGroup::from_json`]. An invalid PodGroup is logged with the error
@@ -18,19 +17,21 @@
 //! change the normalised group (status writes, labels) produce nothing, so
 //! Convoy's own status writes do not wake the group's pods.
 //!
-//! [`WatchOptions::pod_group_discovery_interval`]: crate::WatchOptions::pod_group_discovery_interval
+//! [`WatchOptions::discovery_interval`]: crate::WatchOptions::discovery_interval
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
 
+use convoy_api::apis::ApiInfo;
 use convoy_api::{ClusterUpdate, GroupKey, PodGroup, PodGroupApi};
-use futures::stream::{self, BoxStream, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, TypeMeta};
+use futures::stream::{BoxStream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
+use crate::discovery::DiscoveryHandle;
 use crate::status::StatusWriter;
+use crate::versioned::{KindItem, kind_stream};
 use crate::watch::Watched;
 
 /// The `ApiResource` of an API's PodGroup (plural `podgroups`).
@@ -105,120 +106,45 @@ impl Watched for DynamicObject {
     }
 }
 
-/// What one API's PodGroup stream reports.
-#[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]
-pub(crate) enum GroupItem {
-    /// A watcher event (objects carry `apiVersion` and `kind`).
-    Event(watcher::Result<Event<DynamicObject>>),
-    /// The API is not served (or could not be asked): nothing to wait for.
-    NotServed,
-    /// The API stopped being served: forget its groups.
-    Gone,
+/// Watches one version of a PodGroup API (objects carry `apiVersion` and
+/// `kind`: LIST items may come without them).
+fn group_watch(
+    client: &kube::Client,
+    api: &ApiInfo,
+    version: &'static str,
+    cfg: &watcher::Config,
+) -> BoxStream<'static, watcher::Result<Event<DynamicObject>>> {
+    let ar = crate::versioned::api_resource(api, version);
+    let types = TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() };
+    watcher::watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg.clone())
+        .backoff(crate::backoff::watch_backoff())
+        .map(move |mut event| {
+            if let Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) = &mut event {
+                o.types = Some(types.clone());
+            }
+            event
+        })
+        .boxed()
 }
 
-enum State {
-    Probe { delay: Option<Duration>, announced: Option<u16> },
-    Watching(BoxStream<'static, watcher::Result<Event<DynamicObject>>>),
-}
-
-fn not_found(e: &watcher::Error) -> bool {
-    let code = match e {
-        watcher::Error::InitialListFailed(kube::Error::Api(s))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code,
-        watcher::Error::WatchError(s) => s.code,
-        _ => 0,
-    };
-    code == 404
-}
-
-/// One API's PodGroups: discovery, then the watcher; see the module docs.
+/// One API's PodGroups as discovery says; see the module docs. Invalid
+/// groups are reported as they arrive.
 pub(crate) fn group_stream(
     client: kube::Client,
     api: PodGroupApi,
     cfg: watcher::Config,
-    interval: Duration,
+    discovery: DiscoveryHandle,
     reporter: Option<StatusWriter>,
-) -> BoxStream<'static, (PodGroupApi, GroupItem)> {
-    let ar = api_resource(api);
-    let types = TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() };
-    let objects: Api<DynamicObject> = Api::all_with(client, &ar);
-    let state = State::Probe { delay: None, announced: None };
+) -> BoxStream<'static, (PodGroupApi, KindItem<DynamicObject>)> {
     let mut reported: HashSet<(String, String)> = HashSet::new();
-    stream::unfold(state, move |state| {
-        let objects = objects.clone();
-        let cfg = cfg.clone();
-        async move {
-            match state {
-                State::Probe { delay, announced } => {
-                    if let Some(delay) = delay {
-                        tokio::time::sleep(delay).await;
-                    }
-                    match objects.list(&ListParams::default().limit(1)).await {
-                        Ok(_) => {
-                            tracing::info!(api = api.api_version(), "watching PodGroups");
-                            let w = watcher::watcher(objects, cfg).backoff(crate::backoff::watch_backoff()).boxed();
-                            Some((None, State::Watching(w)))
-                        }
-                        Err(e) => {
-                            let code = match &e {
-                                kube::Error::Api(s) => s.code,
-                                _ => 0,
-                            };
-                            if announced != Some(code) {
-                                if code == 404 {
-                                    tracing::info!(
-                                        api = api.api_version(),
-                                        retry_s = interval.as_secs(),
-                                        "PodGroup API not served (CRD not installed?); \
-                                         gang scheduling of its groups waits, asking again periodically"
-                                    );
-                                } else {
-                                    tracing::warn!(
-                                        api = api.api_version(), error = %e,
-                                        retry_s = interval.as_secs(),
-                                        "cannot list PodGroups; asking again periodically"
-                                    );
-                                }
-                            }
-                            let next = State::Probe { delay: Some(interval), announced: Some(code) };
-                            Some((Some(GroupItem::NotServed), next))
-                        }
-                    }
-                }
-                State::Watching(mut w) => match w.next().await? {
-                    Err(e) if not_found(&e) => {
-                        tracing::info!(
-                            api = api.api_version(),
-                            "PodGroup API no longer served; forgetting its groups"
-                        );
-                        let next = State::Probe { delay: Some(interval), announced: Some(404) };
-                        Some((Some(GroupItem::Gone), next))
-                    }
-                    event => Some((Some(GroupItem::Event(event)), State::Watching(w))),
-                },
+    kind_stream(client, api.api(), cfg, discovery, group_watch)
+        .map(move |item| {
+            if let KindItem::Event(Ok(Event::Apply(obj) | Event::InitApply(obj))) = &item {
+                report_invalid(obj, &mut reported, reporter.as_ref());
             }
-        }
-    })
-    .filter_map(|item| async move { item })
-    .map(move |mut item| {
-        if let GroupItem::Event(Ok(event)) = &mut item {
-            let (obj, deleted) = match event {
-                Event::Apply(o) | Event::InitApply(o) => (Some(o), false),
-                Event::Delete(o) => (Some(o), true),
-                Event::Init | Event::InitDone => (None, false),
-            };
-            if let Some(obj) = obj {
-                // LIST items may come without apiVersion and kind.
-                obj.types = Some(types.clone());
-                if !deleted {
-                    report_invalid(obj, &mut reported, reporter.as_ref());
-                }
-            }
-        }
-        (api, item)
-    })
-    .boxed()
+            (api, item)
+        })
+        .boxed()
 }
 
 /// Logs (and reports in an Event) a PodGroup that cannot be read, once per
@@ -317,13 +243,5 @@ mod tests {
             obj(PodGroupApi::Upstream, "1", json!({"schedulingPolicy": {"gang": {"minCount": 5}}}));
         DynamicObject::added(Arc::new(u), &mut out);
         assert_eq!(describe(&mut out), ["apply ns/g min 5"]);
-    }
-
-    #[test]
-    fn not_found_is_recognised() {
-        let status = |code| Box::new(kube::core::Status { code, ..Default::default() });
-        assert!(not_found(&watcher::Error::InitialListFailed(kube::Error::Api(status(404)))));
-        assert!(!not_found(&watcher::Error::InitialListFailed(kube::Error::Api(status(403)))));
-        assert!(not_found(&watcher::Error::WatchError(status(404))));
     }
 }

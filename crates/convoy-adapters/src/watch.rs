@@ -8,6 +8,13 @@
 //! DeviceClasses, ResourceSlices, ResourceClaims and DeviceTaintRules;
 //! [`crate::objects`]).
 //!
+//! Every kind but the core `v1` ones is optional: [`crate::discovery`]
+//! says which the server serves and in which version, each is watched in
+//! the newest version Convoy reads ([`crate::versioned`]), and one not
+//! served is an empty set, never a wait. What discovery found is reported
+//! as [`ClusterUpdate::ApisServed`] before `Synced` and whenever it
+//! changes.
+//!
 //! Relisting after `410 Gone`, reconnecting and backing off are the
 //! watcher's job (`kube::runtime::watcher`, bookmarks on, retrying as
 //! [`crate::backoff`] says). This module turns its events into updates with the same
@@ -28,7 +35,7 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use convoy_api::{ClusterUpdate, PodGroupApi};
+use convoy_api::{ClusterUpdate, PodGroupApi, ServedApis};
 use futures::stream::{self, BoxStream, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
@@ -37,10 +44,12 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
+use crate::discovery::{Discovered, discovery_stream};
 use crate::objects::{ObjectEvent, ObjectTranslators, object_streams};
-use crate::pod_groups::{GroupItem, group_stream};
+use crate::pod_groups::group_stream;
 use crate::status::StatusWriter;
 use crate::trim::{trim_node, trim_pod};
+use crate::versioned::KindItem;
 
 /// How the initial lists are fetched.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,9 +61,10 @@ pub struct WatchOptions {
     /// Page size of the initial LIST (ignored with streaming lists);
     /// `None` lists everything in one response.
     pub page_size: Option<u32>,
-    /// How often a PodGroup API that is not served (CRD not installed,
-    /// API disabled) is asked for again.
-    pub pod_group_discovery_interval: Duration,
+    /// How often the server is asked again which APIs it serves (a CRD
+    /// installed later, an API turned on or off). A watch that finds its
+    /// API gone, or relists, asks at once.
+    pub discovery_interval: Duration,
 }
 
 impl Default for WatchOptions {
@@ -62,7 +72,7 @@ impl Default for WatchOptions {
         Self {
             streaming_lists: false,
             page_size: Some(500),
-            pod_group_discovery_interval: Duration::from_secs(5),
+            discovery_interval: Duration::from_secs(10),
         }
     }
 }
@@ -83,13 +93,12 @@ impl WatchOptions {
 ///
 /// The node watcher runs alone until its initial list is complete, then the
 /// others start, so every listed node comes before any pod. `Synced`
-/// follows the initial lists of the pods and of the seventeen object kinds (so
-/// scheduling never starts with unknown namespaces), and the initial list
-/// of every PodGroup API that is served (an API that is not served is asked
-/// for again periodically and does not delay `Synced`; see
-/// [`crate::pod_groups`]). Watch errors are logged and retried with
-/// backoff; the stream does not end (a kind the scheduler may not list, for
-/// want of RBAC, delays `Synced` until it may).
+/// follows the first discovery (reported as `ApisServed`), the initial
+/// lists of the pods and of every object kind and PodGroup API the server
+/// serves (so scheduling never starts with unknown namespaces); a kind that
+/// is not served does not delay it (see [`crate::versioned`]). Watch errors
+/// are logged and retried with backoff; the stream does not end (a kind the
+/// scheduler may not list, for want of RBAC, delays `Synced` until it may).
 pub fn cluster_updates(
     client: kube::Client,
     opts: WatchOptions,
@@ -108,7 +117,7 @@ pub fn cluster_updates_reporting(
     let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
         .backoff(crate::backoff::watch_backoff())
         .boxed();
-    let later = Later { client, cfg, interval: opts.pod_group_discovery_interval, reporter };
+    let later = Later { client, cfg, interval: opts.discovery_interval, reporter };
     let state = Merge {
         phase: Phase::Nodes { nodes, later },
         nodes: Translator::default(),
@@ -117,6 +126,7 @@ pub fn cluster_updates_reporting(
         objects: ObjectTranslators::default(),
         pods_listed: false,
         groups_ready: [false, false],
+        apis: None,
         synced: false,
         pending: VecDeque::new(),
     };
@@ -152,8 +162,9 @@ enum Phase {
 enum Either {
     Node(watcher::Result<Event<Node>>),
     Pod(watcher::Result<Event<Pod>>),
-    Group(PodGroupApi, GroupItem),
+    Group(PodGroupApi, KindItem<DynamicObject>),
     Object(ObjectEvent),
+    Discovered(Arc<Discovered>),
 }
 
 const APIS: [PodGroupApi; 2] = [PodGroupApi::XK8s, PodGroupApi::Upstream];
@@ -176,6 +187,8 @@ struct Merge {
     pods_listed: bool,
     /// Listed once, or not served.
     groups_ready: [bool; 2],
+    /// What was last reported as `ApisServed`.
+    apis: Option<Arc<ServedApis>>,
     synced: bool,
     pending: VecDeque<ClusterUpdate>,
 }
@@ -196,19 +209,24 @@ impl Merge {
                     let pods =
                         watcher::watcher(Api::<Pod>::all(later.client.clone()), later.cfg.clone())
                             .backoff(crate::backoff::watch_backoff());
-                    let mut all =
-                        vec![nodes.map(Either::Node).boxed(), pods.map(Either::Pod).boxed()];
+                    let (discovered, discovery) =
+                        discovery_stream(later.client.clone(), later.interval);
+                    let mut all = vec![
+                        nodes.map(Either::Node).boxed(),
+                        pods.map(Either::Pod).boxed(),
+                        discovered.map(Either::Discovered).boxed(),
+                    ];
                     for api in APIS {
                         let groups = group_stream(
                             later.client.clone(),
                             api,
                             later.cfg.clone(),
-                            later.interval,
+                            discovery.clone(),
                             later.reporter.clone(),
                         );
                         all.push(groups.map(|(api, item)| Either::Group(api, item)).boxed());
                     }
-                    for objects in object_streams(&later.client, &later.cfg) {
+                    for objects in object_streams(&later.client, &later.cfg, &discovery) {
                         all.push(objects.map(Either::Object).boxed());
                     }
                     self.phase = Phase::All(stream::select_all(all).boxed());
@@ -226,19 +244,29 @@ impl Merge {
                 Either::Group(api, item) => {
                     let i = index(api);
                     match item {
-                        GroupItem::Event(event) => {
+                        KindItem::Event(event) => {
                             if self.groups[i].handle_result(event, &mut self.pending) {
                                 self.groups_ready[i] = true;
                             }
                         }
-                        GroupItem::NotServed => self.groups_ready[i] = true,
-                        GroupItem::Gone => self.groups[i].forget_all(&mut self.pending),
+                        KindItem::Unavailable => {
+                            self.groups[i].forget_all(&mut self.pending);
+                            self.groups_ready[i] = true;
+                        }
                     }
                 }
                 Either::Object(event) => self.objects.handle(event, &mut self.pending),
+                Either::Discovered(found) => {
+                    let served = Arc::new(found.served_apis());
+                    if self.apis.as_deref() != Some(&served) {
+                        self.apis = Some(served.clone());
+                        self.pending.push_back(ClusterUpdate::ApisServed(served));
+                    }
+                }
             },
         }
         if !self.synced
+            && self.apis.is_some()
             && self.pods_listed
             && self.objects.listed()
             && self.groups_ready.iter().all(|r| *r)
@@ -263,6 +291,10 @@ pub(crate) trait Watched:
     fn updated(old: Arc<Self>, new: Arc<Self>, out: &mut VecDeque<ClusterUpdate>);
     /// Pushes what a deletion means.
     fn deleted(obj: Arc<Self>, out: &mut VecDeque<ClusterUpdate>);
+    /// Adapts the JSON of an object of another `version` of the kind's API
+    /// before it is read as this type (see [`crate::versioned::convert`]);
+    /// nothing by default (the same schema).
+    fn read_version(_value: &mut serde_json::Value, _version: &str) {}
 }
 
 impl Watched for Node {

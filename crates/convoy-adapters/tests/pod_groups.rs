@@ -128,8 +128,7 @@ async fn groups_of_both_apis_are_watched_and_their_status_written() -> Result<()
     .await?;
 
     let (writer, _task) = StatusWriter::new(client.clone(), StatusWriterOptions::default());
-    let opts =
-        WatchOptions { pod_group_discovery_interval: Duration::from_secs(1), ..Default::default() };
+    let opts = WatchOptions { discovery_interval: Duration::from_secs(1), ..Default::default() };
     let mut updates =
         Box::pin(cluster_updates_reporting(client.clone(), opts, Some(writer.clone())));
 

@@ -39,6 +39,11 @@ pub enum ClusterUpdate {
     ObjectApplied(crate::objects::ClusterObject),
     /// One of those was deleted.
     ObjectDeleted(crate::objects::ClusterObject),
+    /// Which optional APIs the server serves, and in which version
+    /// ([`crate::apis`]): sent by the API adapter before `Synced` and
+    /// whenever discovery finds a change. The embedded cluster serves
+    /// every API and never sends it.
+    ApisServed(std::sync::Arc<crate::apis::ServedApis>),
     /// The initial lists are complete: scheduling may start.
     Synced,
 }

@@ -10,6 +10,7 @@
 //! args), small pure crates. Does no IO and never depends on a client.
 
 pub mod affinity;
+pub mod apis;
 pub mod clock;
 pub mod cluster;
 pub mod cycle_state;
@@ -30,6 +31,7 @@ pub mod status;
 pub mod testing;
 
 pub use affinity::{AffinityTerm, PodAffinity, WeightedAffinityTerm};
+pub use apis::{ApiInfo, ServedApis, Serving};
 pub use clock::{Clock, FakeClock, RealClock};
 pub use cluster::ClusterUpdate;
 pub use cycle_state::{CycleState, StateData};

@@ -368,6 +368,8 @@ struct Inner {
     device_taint_rules_version: u64,
     /// The devices the held claims' allocations hold.
     allocated: AllocatedDevices,
+    /// Which optional APIs the server serves (all, until told otherwise).
+    served: Arc<crate::apis::ServedApis>,
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
@@ -397,6 +399,23 @@ impl ClusterObjects {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Which optional APIs the server serves ([`crate::apis`]): all of
+    /// them until [`set_served_apis`](Self::set_served_apis) says
+    /// otherwise.
+    pub fn served_apis(&self) -> Arc<crate::apis::ServedApis> {
+        self.read().served.clone()
+    }
+
+    /// Records what discovery found; returns whether it changed.
+    pub fn set_served_apis(&self, served: Arc<crate::apis::ServedApis>) -> bool {
+        let mut st = self.write();
+        if *st.served == *served {
+            return false;
+        }
+        st.served = served;
+        true
     }
 
     /// An object was added or changed. Returns the version it replaces

@@ -58,6 +58,22 @@ impl PodGroupApi {
             _ => None,
         }
     }
+
+    /// The API as discovery knows it ([`crate::apis`]).
+    pub fn api(self) -> crate::apis::ApiInfo {
+        match self {
+            Self::XK8s => crate::apis::POD_GROUPS_X_K8S,
+            Self::Upstream => crate::apis::POD_GROUPS_UPSTREAM,
+        }
+    }
+
+    /// Where a pod names its group of this API.
+    pub fn pod_field(self) -> &'static str {
+        match self {
+            Self::XK8s => "metadata.labels[scheduling.x-k8s.io/pod-group]",
+            Self::Upstream => "spec.schedulingGroup.podGroupName",
+        }
+    }
 }
 
 /// A PodGroup's identity: API, namespace and name. Cheap to clone.

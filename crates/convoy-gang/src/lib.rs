@@ -36,13 +36,16 @@ pub fn register(registry: &mut Registry, state: Arc<GangState>, clock: Arc<dyn C
         let clock = clock.clone();
         registry.register(name, move |args, handle| {
             let args = GangSchedulingArgs::decode(args)?;
-            Ok(Arc::new(GangScheduling::new(
-                name,
-                state.clone(),
-                args,
-                handle.waiting_pods.clone(),
-                clock.clone(),
-            )))
+            Ok(Arc::new(
+                GangScheduling::new(
+                    name,
+                    state.clone(),
+                    args,
+                    handle.waiting_pods.clone(),
+                    clock.clone(),
+                )
+                .serving(handle.objects.clone()),
+            ))
         });
     }
 }

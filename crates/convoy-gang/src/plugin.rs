@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use convoy_api::{
-    ActionType, Clock, ClusterEventWithHint, CycleState, EventObject, EventResource,
-    NodeInfoLister, PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin, PreFilterPlugin,
-    PreFilterResult, QueueingHint, ReservePlugin, Status, WaitingPods,
+    ActionType, Clock, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
+    EventResource, NodeInfoLister, PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin,
+    PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Status, WaitingPods,
 };
 
 use crate::args::GangSchedulingArgs;
@@ -42,6 +42,8 @@ pub struct GangScheduling {
     args: GangSchedulingArgs,
     waiting: Arc<dyn WaitingPods>,
     clock: Arc<dyn Clock>,
+    /// Which PodGroup APIs the server serves (every one, unless given).
+    objects: Option<Arc<ClusterObjects>>,
 }
 
 impl std::fmt::Debug for GangScheduling {
@@ -60,7 +62,22 @@ impl GangScheduling {
         waiting: Arc<dyn WaitingPods>,
         clock: Arc<dyn Clock>,
     ) -> Self {
-        Self { name, state, args, waiting, clock }
+        Self { name, state, args, waiting, clock, objects: None }
+    }
+
+    /// Reads which PodGroup APIs the server serves from `objects`
+    /// ([`ClusterObjects::served_apis`]): a member of a group whose API is
+    /// not served is refused by name instead of waiting for its group.
+    pub fn serving(mut self, objects: Arc<ClusterObjects>) -> Self {
+        self.objects = Some(objects);
+        self
+    }
+
+    /// Why the pod's group cannot exist on this server, if it cannot.
+    fn unserved(&self, pod: &PodInfo) -> Option<String> {
+        let key = pod.group.as_ref()?;
+        let served = self.objects.as_ref()?.served_apis();
+        served.refusal(key.api.pod_field(), &[key.api.api()])
     }
 }
 
@@ -123,6 +140,11 @@ impl PreEnqueuePlugin for GangScheduling {
     /// name different schedulers, or fewer than `minMember` pods exist.
     fn pre_enqueue(&self, pod: &PodInfo) -> Status {
         let Some(key) = &pod.group else { return Status::success() };
+        // Its group's API is not served: PreFilter says so, in the pod's
+        // status and Events, rather than the pod waiting unseen.
+        if self.unserved(pod).is_some() {
+            return Status::success();
+        }
         let Some(st) = self.state.status(key) else {
             return Status::unresolvable(format!("waiting for pod group {key} to be created"));
         };
@@ -148,14 +170,19 @@ impl PreEnqueuePlugin for GangScheduling {
 }
 
 impl PreFilterPlugin for GangScheduling {
-    /// The starvation guard: Unschedulable for a pod outside the starving
-    /// group whose priority is not higher than the group's.
+    /// UnschedulableAndUnresolvable for a member of a group whose API the
+    /// server does not serve. The starvation guard: Unschedulable for a pod
+    /// outside the starving group whose priority is not higher than the
+    /// group's.
     fn pre_filter(
         &self,
         _state: &mut CycleState,
         pod: &PodInfo,
         _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
+        if let Some(refusal) = self.unserved(pod) {
+            return (None, Status::unresolvable(refusal));
+        }
         let Some(s) = self.state.starving(self.clock.now()) else {
             return (None, Status::success());
         };

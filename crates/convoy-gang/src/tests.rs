@@ -251,3 +251,35 @@ fn status_counts_follow_every_change() {
     want.insert(3, ("convoy", 9, 0));
     check(&want);
 }
+
+#[test]
+fn a_group_whose_api_is_not_served_is_refused_by_name() {
+    use convoy_api::apis::POD_GROUPS_X_K8S;
+    use convoy_api::{ClusterObjects, NodeList, ServedApis, Serving};
+    let state = GangState::new();
+    let clock = FakeClock::new();
+    let waiting = Arc::new(Waiting::default());
+    let objects = Arc::new(ClusterObjects::new());
+    let p = plugin(&state, &clock, &waiting).serving(objects.clone());
+    let m = PodBuilder::new("m0").uid("u0").pod_group("g").info();
+    assert!(!p.pre_enqueue(&m).is_success(), "waits for its group while the API is served");
+    let mut served = ServedApis::all();
+    served.set(POD_GROUPS_X_K8S, Serving::NotServed);
+    objects.set_served_apis(Arc::new(served));
+    // Through PreEnqueue, refused at PreFilter (so the pod's status and
+    // Events say why); a pod outside any group is not concerned.
+    assert!(p.pre_enqueue(&m).is_success());
+    let nodes = NodeList::of(Vec::new());
+    let (_, s) = p.pre_filter(&mut CycleState::new(), &m, &nodes);
+    assert_eq!(
+        (s.code(), s.message()),
+        (
+            Code::UnschedulableAndUnresolvable,
+            "pod uses metadata.labels[scheduling.x-k8s.io/pod-group], which needs \
+             podgroups.scheduling.x-k8s.io (v1alpha1); this API server does not serve it"
+                .into()
+        )
+    );
+    let (_, s) = p.pre_filter(&mut CycleState::new(), &PodBuilder::new("x").info(), &nodes);
+    assert!(s.is_success());
+}

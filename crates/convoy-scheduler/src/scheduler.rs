@@ -342,6 +342,14 @@ impl Scheduler {
                     );
                 }
             }
+            ClusterUpdate::ApisServed(served) => {
+                // A pod refused for an API the server did not serve may be
+                // placeable now (a CRD installed, the server upgraded); such
+                // changes are rare, so every pending pod is tried again.
+                if self.objects.set_served_apis(served) {
+                    self.move_all(EventResource::WildCard, ActionType::ALL, None, None);
+                }
+            }
             ClusterUpdate::Synced => {
                 if !self.synced.swap(true, Ordering::AcqRel) {
                     tracing::info!(

@@ -135,10 +135,11 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     ]));
     let le = config.leader_election.clone();
     let profiles: Vec<String> = config.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
+    let binder = ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT);
     let scheduler = Scheduler::new(SchedulerOptions {
         config,
         registry: crate::registry(),
-        binder: Arc::new(ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT)),
+        binder: Arc::new(binder.clone()),
         actuator: Arc::new(ApiActuator::new(client.clone(), Some(status.clone()))),
         clock: Arc::new(RealClock),
         sink,
@@ -195,6 +196,10 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         Some(status.clone()),
     )
     .inspect(move |u| {
+        // Claims are written in the version discovery found.
+        if let ClusterUpdate::ApisServed(served) = u {
+            binder.follow(served);
+        }
         if let Some(key) = member_changed(u, &profiles) {
             refresh_groups.refresh_group(&key);
         }

@@ -63,8 +63,6 @@ func startControllers(e *env, stagesDir string) error {
 		// The key the API server verifies service-account tokens with.
 		"--service-account-private-key-file=" + e.path("pki", "sa.key"),
 		"--root-ca-file=" + e.path("pki", "ca.crt"),
-		// As the API server (apiServerArgs).
-		"--feature-gates=GenericWorkload=true",
 		// Tests create pods by the hundred through ReplicaSets and Jobs, and
 		// benchmarks thousands of ResourceClaims through the resourceclaim
 		// controller; the defaults (20/30) would pace them. 5000 as
@@ -72,6 +70,10 @@ func startControllers(e *env, stagesDir string) error {
 		// benchmark measures.
 		"--kube-api-qps=5000",
 		"--kube-api-burst=5000",
+	}
+	// As the API server (workloadAPIFlags).
+	if e.minor() >= 37 {
+		kcm = append(kcm, "--feature-gates=GenericWorkload=true")
 	}
 	if err := start(e, "kube-controller-manager", kcm); err != nil {
 		return err

@@ -83,9 +83,27 @@ func usage() {
 
 // env holds the paths and settings shared by every subcommand.
 type env struct {
-	dir    string // state directory (absolute)
-	binDir string // directory holding the built binaries (etcd, kube-apiserver, kwok, ...)
+	dir        string // state directory (absolute)
+	binDir     string // directory holding the built binaries (etcd, kube-apiserver, kwok, ...)
+	k8sVersion string // the Kubernetes release of those binaries (v1.37.2)
 }
+
+// minor is the Kubernetes minor version of the binaries (37 for v1.37.2),
+// or 0 when unknown.
+func (e *env) minor() int {
+	parts := strings.Split(strings.TrimPrefix(e.k8sVersion, "v"), ".")
+	if len(parts) < 2 {
+		return 0
+	}
+	m, _ := strconv.Atoi(parts[1])
+	return m
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(v string) error { *r = append(*r, v); return nil }
 
 func parseCommon(name string, args []string, extra func(*flag.FlagSet)) (*env, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -107,7 +125,7 @@ func parseCommon(name string, args []string, extra func(*flag.FlagSet)) (*env, *
 	if err != nil {
 		return nil, nil, err
 	}
-	return &env{dir: abs, binDir: *binDir}, fs, nil
+	return &env{dir: abs, binDir: *binDir, k8sVersion: os.Getenv("TESTENV_K8S_VERSION")}, fs, nil
 }
 
 func (e *env) path(parts ...string) string {
@@ -118,11 +136,13 @@ func up(args []string) error {
 	var owner int
 	var removeDir, apiOnly bool
 	var stages string
+	var extra repeated
 	e, _, err := parseCommon("up", args, func(fs *flag.FlagSet) {
 		fs.IntVar(&owner, "owner-pid", 0, "tear everything down when this process exits")
 		fs.BoolVar(&removeDir, "remove-dir", false, "with --owner-pid: also delete DIR when the owner exits")
 		fs.BoolVar(&apiOnly, "api-only", false, "start etcd and kube-apiserver only (no kube-controller-manager, no KWOK)")
 		fs.StringVar(&stages, "kwok-stages", os.Getenv("TESTENV_KWOK_STAGES"), "directory of KWOK Stage files (*.yaml)")
+		fs.Var(&extra, "apiserver-arg", "an extra kube-apiserver flag (--runtime-config=resource.k8s.io/v1=false); may be repeated")
 	})
 	if err != nil {
 		return err
@@ -132,6 +152,14 @@ func up(args []string) error {
 	}
 	if pidAlive(e.path("apiserver.pid")) {
 		return fmt.Errorf("a testenv is already running in %s (run down first)", e.dir)
+	}
+	// Remembered for restart-apiserver, and for testenv/testenv to find the
+	// binaries of this control plane's version.
+	if err := os.WriteFile(e.path("k8s-version"), []byte(e.k8sVersion), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(e.path("apiserver.args"), []byte(strings.Join(extra, "\n")), 0o644); err != nil {
+		return err
 	}
 	if err := writePKI(e); err != nil {
 		return fmt.Errorf("generating certificates: %w", err)
@@ -212,7 +240,11 @@ func apiServerArgs(e *env) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []string{
+	extra, err := os.ReadFile(e.path("apiserver.args"))
+	if err != nil && !os.IsNotExist(err) {
+		return nil, err
+	}
+	args := []string{
 		"--etcd-servers=" + string(etcd),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -230,8 +262,6 @@ func apiServerArgs(e *env) ([]string, error) {
 		// plugins that depend on them are off. Priority stays on so that
 		// priorityClassName resolves as on a real cluster.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
-		"--runtime-config=scheduling.k8s.io/v1beta1=true",
-		"--feature-gates=GenericWorkload=true",
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		// Benchmarks measure the scheduler, not the server's flow control.
@@ -239,7 +269,26 @@ func apiServerArgs(e *env) ([]string, error) {
 		"--max-mutating-requests-inflight=0",
 		"--enable-priority-and-fairness=false",
 		"--request-timeout=10m",
-	}, nil
+	}
+	args = append(args, workloadAPIFlags(e)...)
+	for _, a := range strings.Split(string(extra), "\n") {
+		if a != "" {
+			args = append(args, a)
+		}
+	}
+	return args, nil
+}
+
+// workloadAPIFlags turn on upstream's PodGroup API (scheduling.k8s.io/v1beta1,
+// GenericWorkload) where it exists: Kubernetes 1.37 and later. Older
+// versions run with their defaults, as the clusters people run: 1.35's and
+// 1.36's alpha Workload APIs stay off. kube-controller-manager gets the same
+// gate.
+func workloadAPIFlags(e *env) []string {
+	if e.minor() < 37 {
+		return nil
+	}
+	return []string{"--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true"}
 }
 
 func startAPIServer(e *env) error {

@@ -309,6 +309,13 @@ fn uid_of(claim: &ResourceClaim) -> Arc<str> {
     Arc::from(claim.metadata.uid.as_deref().unwrap_or(""))
 }
 
+/// The APIs a pod with claims needs served.
+const DRA_APIS: [convoy_api::ApiInfo; 3] = [
+    convoy_api::apis::RESOURCE_CLAIMS,
+    convoy_api::apis::DEVICE_CLASSES,
+    convoy_api::apis::RESOURCE_SLICES,
+];
+
 impl DynamicResources {
     /// Upstream `foreachPodResourceClaim`: the pod's claims, in
     /// `spec.resourceClaims` order, each checked to exist, not to be
@@ -571,6 +578,11 @@ impl PreEnqueuePlugin for DynamicResources {
         if pod.spec().resource_claims.as_ref().is_none_or(Vec::is_empty) {
             return Status::success();
         }
+        // The claims' API is not served: PreFilter refuses the pod by name,
+        // in its status and Events, rather than it waiting unseen here.
+        if !DRA_APIS.iter().all(|a| self.objects.served_apis().is_served(a)) {
+            return Status::success();
+        }
         match self.pod_claims(pod) {
             Ok(_) => Status::success(),
             Err(e) => Status::unresolvable(e),
@@ -587,6 +599,13 @@ impl PreFilterPlugin for DynamicResources {
     ) -> (Option<PreFilterResult>, Status) {
         if pod.spec().resource_claims.as_ref().is_none_or(Vec::is_empty) {
             return (None, Status::skip());
+        }
+        // On a server that does not serve DRA's kinds (or only in versions
+        // Convoy does not read), the claims can be neither read nor
+        // allocated: say so rather than wait for claims that never come.
+        if let Some(refusal) = self.objects.served_apis().refusal("spec.resourceClaims", &DRA_APIS)
+        {
+            return (None, Status::unresolvable(refusal));
         }
         let claims = match self.pod_claims(pod) {
             Ok(c) => c,

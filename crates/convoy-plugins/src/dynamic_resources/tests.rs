@@ -566,3 +566,37 @@ fn taint_rules_clone_only_the_slices_they_touch() {
     assert_eq!(taints[0].key, "k");
     assert!(slices[1].spec.devices.as_ref().unwrap()[1].taints.is_none(), "the store's slice");
 }
+
+#[test]
+fn a_server_without_the_dra_apis_refuses_pods_with_claims_by_name() {
+    use convoy_api::apis::{RESOURCE_CLAIMS, RESOURCE_SLICES};
+    use convoy_api::{ServedApis, Serving};
+    let f = fixture(vec![claim("c", 1, None)]);
+    let p = pod("p", "uid-p", "absent");
+    assert!(!f.plugin.pre_enqueue(&p).is_success(), "waits for its claim while DRA is served");
+    let mut served = ServedApis::all();
+    served.set(RESOURCE_CLAIMS, Serving::NotServed);
+    assert!(f.objects.set_served_apis(Arc::new(served.clone())));
+    // Not held unseen at PreEnqueue: PreFilter refuses it, naming the field
+    // and the API, and the refusal reaches the pod's status and Events.
+    assert!(f.plugin.pre_enqueue(&p).is_success());
+    let s = f.pre_filter(&mut CycleState::new(), &p);
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        s.message(),
+        "pod uses spec.resourceClaims, which needs resourceclaims.resource.k8s.io (v1 or \
+         v1beta2); this API server does not serve it"
+    );
+    served.set(RESOURCE_CLAIMS, Serving::Served("v1beta2"));
+    served.set(RESOURCE_SLICES, Serving::Unreadable(vec!["v1beta1".into()]));
+    f.objects.set_served_apis(Arc::new(served));
+    let s = f.pre_filter(&mut CycleState::new(), &pod("q", "uid-q", "c"));
+    assert_eq!(
+        s.message(),
+        "pod uses spec.resourceClaims, which needs resourceslices.resource.k8s.io (v1 or \
+         v1beta2); this API server serves it only as resource.k8s.io/v1beta1, which this \
+         scheduler does not read"
+    );
+    // Pods without claims are not concerned.
+    assert!(f.pre_filter(&mut CycleState::new(), &PodBuilder::new("plain").info()).is_skip());
+}
