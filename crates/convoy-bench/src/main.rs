@@ -420,7 +420,7 @@ fn compare(args: CompareArgs) -> ExitCode {
     api.sample_interval = SampleInterval::Fixed(interval);
     api.timeout = timeout;
     api.prepare = prepare;
-    let testenv = convoy_testenv::Options { controllers: args.controllers };
+    let testenv = convoy_testenv::Options { controllers: args.controllers, ..Default::default() };
     let comparison =
         match convoy_bench::compare::compare(&config, &opts, &api, &schedulers, testenv) {
             Ok(c) => c,

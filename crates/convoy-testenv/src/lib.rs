@@ -95,14 +95,17 @@ pub fn script() -> PathBuf {
 }
 
 fn run(args: &[&str]) -> Result<String> {
+    // The subcommand, after a leading `--version V`.
+    let command = if args.first() == Some(&"--version") { args.get(2) } else { args.first() };
+    let command = command.copied().unwrap_or("");
     let out = Command::new(script())
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| Error::Command { command: args[0].to_string(), detail: e.to_string() })?;
+        .map_err(|e| Error::Command { command: command.to_string(), detail: e.to_string() })?;
     if !out.status.success() {
         return Err(Error::Command {
-            command: args[0].to_string(),
+            command: command.to_string(),
             detail: format!(
                 "{}\n{}",
                 String::from_utf8_lossy(&out.stdout),
@@ -113,9 +116,28 @@ fn run(args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-/// Builds the testenv binaries if needed and returns their directory.
+/// Builds the testenv binaries if needed and returns their directory (of
+/// `$TESTENV_VERSION`, else the newest version).
 pub fn bin_dir() -> Result<PathBuf> {
     run(&["build"]).map(PathBuf::from)
+}
+
+/// Builds the binaries of a Kubernetes release (`v1.34`) if needed and
+/// returns their directory.
+pub fn bin_dir_of(version: &str) -> Result<PathBuf> {
+    run(&["--version", version, "build"]).map(PathBuf::from)
+}
+
+/// The Kubernetes releases testenv builds, newest first (`v1.37.2`, ...).
+pub fn versions() -> Result<Vec<String>> {
+    Ok(run(&["versions"])?.lines().map(str::to_string).collect())
+}
+
+/// The release the tests of this process use: `$TESTENV_VERSION` (a
+/// minor, `v1.34`, or its patch), else the newest. End-to-end tests meant
+/// to run on every supported version read it.
+pub fn selected_version() -> Option<String> {
+    std::env::var("TESTENV_VERSION").ok().filter(|v| !v.is_empty())
 }
 
 /// The annotation (key, value) that hands a Node to KWOK's simulated
@@ -151,6 +173,13 @@ pub fn kwok_node(name: &str) -> Node {
 /// benchmarks want that.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Options {
+    /// The Kubernetes release (`v1.35` or `v1.35.4`): one of
+    /// [`versions`]. `None`: `$TESTENV_VERSION` if set, else the newest.
+    pub version: Option<&'static str>,
+    /// Extra kube-apiserver flags, kept across
+    /// [`TestEnv::restart_apiserver`]
+    /// (`--runtime-config=resource.k8s.io/v1=false`).
+    pub apiserver_args: &'static [&'static str],
     /// Also run kube-controller-manager (disruption, garbage collector,
     /// ReplicaSet, Deployment, StatefulSet, Job, namespace, PV binder,
     /// ResourceClaim and service-account controllers; no node lifecycle)
@@ -165,9 +194,21 @@ pub struct Options {
 
 impl Options {
     /// etcd and kube-apiserver only (`testenv up --api-only`).
-    pub const API_ONLY: Options = Options { controllers: false };
+    pub const API_ONLY: Options =
+        Options { version: None, apiserver_args: &[], controllers: false };
     /// With kube-controller-manager and KWOK (`testenv up`).
-    pub const WITH_CONTROLLERS: Options = Options { controllers: true };
+    pub const WITH_CONTROLLERS: Options =
+        Options { version: None, apiserver_args: &[], controllers: true };
+
+    /// These options on the given Kubernetes release.
+    pub const fn on(self, version: &'static str) -> Options {
+        Options { version: Some(version), ..self }
+    }
+
+    /// These options with extra kube-apiserver flags.
+    pub const fn with_apiserver_args(self, args: &'static [&'static str]) -> Options {
+        Options { apiserver_args: args, ..self }
+    }
 }
 
 /// A running control plane: etcd and kube-apiserver on free loopback ports,
@@ -193,10 +234,16 @@ impl TestEnv {
         let dir = tempfile::Builder::new().prefix("convoy-testenv-").tempdir()?;
         let dir_str = dir.path().to_string_lossy().to_string();
         let pid = std::process::id().to_string();
-        let mut args: Vec<&str> =
-            vec!["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"];
+        let mut args: Vec<&str> = Vec::new();
+        if let Some(v) = options.version {
+            args.extend(["--version", v]);
+        }
+        args.extend(["up", "--dir", &dir_str, "--owner-pid", &pid, "--remove-dir"]);
         if !options.controllers {
             args.push("--api-only");
+        }
+        for a in options.apiserver_args {
+            args.extend(["--apiserver-arg", a]);
         }
         let kubeconfig = run(&args).inspect_err(|_| {
             // `up` may have started etcd before failing.
@@ -237,6 +284,18 @@ impl TestEnv {
     /// What this control plane runs.
     pub fn options(&self) -> Options {
         self.options
+    }
+
+    /// The Kubernetes release this control plane runs (`v1.36.3`).
+    pub fn version(&self) -> String {
+        std::fs::read_to_string(self.dir().join("k8s-version"))
+            .map(|v| v.trim().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Its minor version (36 for `v1.36.3`).
+    pub fn minor(&self) -> u32 {
+        self.version().split('.').nth(1).and_then(|m| m.parse().ok()).unwrap_or(0)
     }
 
     /// The state directory (logs, pid files, certificates). Each process

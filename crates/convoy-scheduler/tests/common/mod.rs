@@ -60,6 +60,14 @@ impl ControlPlane {
         Ok(Self { env: Arc::new(env), client, _slot: slot })
     }
 
+    /// Takes a slot for a control plane the test started itself (with
+    /// options of its own).
+    pub async fn adopt(env: TestEnv) -> Result<Self> {
+        let slot = CONTROL_PLANES.acquire().await.context("control-plane slots closed")?;
+        let client = env.client().await?;
+        Ok(Self { env: Arc::new(env), client, _slot: slot })
+    }
+
     /// Creates a namespace and returns a pod API for it.
     pub async fn namespace(&self, name: &str) -> Result<Api<Pod>> {
         self.env.create_namespace(&self.client, name).await?;
