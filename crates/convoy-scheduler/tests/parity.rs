@@ -116,8 +116,25 @@ const CONVOY: &str = "convoy-scheduler";
 /// part to every FitError, and evict pods the comparison relies on).
 const NOT_COMPARED: [&str; 1] = ["DefaultPreemption"];
 /// Upstream default plugins Convoy does not have, disabled upstream (and
-/// DefaultPreemption, see [`NOT_COMPARED`]).
-const UPSTREAM_ONLY: [&str; 2] = ["DefaultPreemption", "NodeDeclaredFeatures"];
+/// DefaultPreemption, see [`NOT_COMPARED`]), on a server of minor version
+/// `minor`: NodeDeclaredFeatures is a default plugin since 1.35.
+fn upstream_only(minor: u32) -> Vec<&'static str> {
+    let mut plugins = vec!["DefaultPreemption"];
+    if minor >= 35 {
+        plugins.push("NodeDeclaredFeatures");
+    }
+    plugins
+}
+
+/// kube-scheduler's flags: scores logged at V(10) (see the module docs),
+/// and `OpportunisticBatching` (a gate since 1.35) off.
+fn upstream_flags(minor: u32) -> Vec<&'static str> {
+    let mut flags = vec!["-v=2", "--vmodule=schedule_one=10"];
+    if minor >= 35 {
+        flags.push("--feature-gates=OpportunisticBatching=false");
+    }
+    flags
+}
 /// How long one scheduler may take to decide about one pod.
 const DECIDE_TIMEOUT: Duration = Duration::from_secs(20);
 /// A seed stops after this many pods without a decision.
@@ -165,9 +182,8 @@ fn upstream_config(
     features: &Features,
     preemption: Preemption,
 ) -> Result<std::path::PathBuf> {
-    let disabled: Vec<&str> = UPSTREAM_ONLY
-        .iter()
-        .copied()
+    let disabled: Vec<&str> = upstream_only(cp.env.minor())
+        .into_iter()
         .filter(|p| preemption.keeps(p))
         .chain(features.off())
         .collect();
@@ -462,7 +478,7 @@ async fn check_seed(seed: u64, features: &Features) -> Result<(SeedReport, Scena
 
     let _kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
         &upstream_config(&up_cp, features, Preemption::Off)?,
-        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+        &upstream_flags(up_cp.env.minor()),
     )?;
     let mut convoy = Scheduler::start_with_options(
         &our_cp.env,
@@ -699,7 +715,7 @@ async fn start_both(
 ) -> Result<(convoy_testenv::KubeScheduler, Scheduler, Side, Side)> {
     let kube_scheduler = up_cp.env.start_kube_scheduler_with_args(
         &upstream_config(up_cp, features, Preemption::On)?,
-        &["-v=2", "--vmodule=schedule_one=10", "--feature-gates=OpportunisticBatching=false"],
+        &upstream_flags(up_cp.env.minor()),
     )?;
     let mut convoy = Scheduler::start_with_options(
         &our_cp.env,

@@ -114,6 +114,7 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
             ClusterUpdate::PodGroupDeleted(k) => format!("PodGroupDeleted {k}"),
             ClusterUpdate::ObjectApplied(o) => format!("{}Applied {}", o.kind(), o.key()),
             ClusterUpdate::ObjectDeleted(o) => format!("{}Deleted {}", o.kind(), o.key()),
+            ClusterUpdate::ApisServed(_) => "ApisServed".to_string(),
             ClusterUpdate::Synced => "Synced".to_string(),
         });
     }
