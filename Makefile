@@ -12,7 +12,12 @@ $(shell mkdir -p $(TMPDIR))
 endif
 endif
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions
+
+# The oldest supported Kubernetes version: `make test` also runs the version
+# suite and the score parity test on it (the newest is testenv's default).
+# `make test-versions` runs the suite on every supported version.
+OLDEST_K8S := v1.34
 
 all: test
 
@@ -24,18 +29,30 @@ simulate:
 deps:
 	@scripts/check-toolchain.sh
 	cd testenv && go mod download
+	cd testenv/versions/$(OLDEST_K8S) && go mod download
 	cd testenv/etcd && go mod download
 	cd testenv/kwok && go mod download
 	cd testenv/helm && go mod download
 	$(CARGO) fetch --locked
 
-## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl, etcd, kwok and helm.
+## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl (newest and oldest supported version), etcd, kwok and helm.
 testenv: deps
 	testenv/testenv build
+	testenv/testenv --version $(OLDEST_K8S) build
 
-## test: everything CI runs: builds testenv, then all Rust tests (unit, embedded, real API server).
+## test: everything CI runs: builds testenv, then all Rust tests (unit, embedded, real API server) on the newest Kubernetes version, then the version suite and score parity on the oldest.
 test: testenv
 	$(CARGO) test --workspace --locked
+	TESTENV_VERSION=$(OLDEST_K8S) $(CARGO) test -p convoy-scheduler --locked --test versions --test parity
+
+## test-versions: the version suite and score parity on every supported Kubernetes version (builds each; about 7 min per version the first time).
+test-versions:
+	@scripts/check-toolchain.sh
+	@set -e; for v in $$(testenv/testenv versions); do \
+	  echo "=== Kubernetes $$v"; \
+	  testenv/testenv --version $$v build >/dev/null; \
+	  TESTENV_VERSION=$$v $(CARGO) test -p convoy-scheduler --locked --test versions --test parity; \
+	done
 
 ## fuzz: a short fuzz run of the input loaders (nightly + cargo-fuzz; FUZZ_SECONDS per target, default 30).
 fuzz:

@@ -235,6 +235,14 @@ impl ServedApis {
         Self::default()
     }
 
+    /// Whether the server is Kubernetes 1.`minor` or later; true when its
+    /// version is unknown (the embedded cluster behaves as the newest).
+    /// Plugins whose upstream behaviour changed between supported versions
+    /// follow the server's with it.
+    pub fn server_at_least(&self, minor: u32) -> bool {
+        self.server_version.as_deref().and_then(minor_of).is_none_or(|m| m >= minor)
+    }
+
     /// Records what the server does with `api`.
     pub fn set(&mut self, api: ApiInfo, serving: Serving) {
         self.apis.insert(api, serving);
@@ -323,6 +331,9 @@ mod tests {
              scheduler does not read"
         );
         assert_eq!(s.serving(&DEVICE_CLASSES).describe(), "not served");
+        assert!(s.server_at_least(37), "unknown: the newest");
+        s.server_version = Some("v1.35.4".into());
+        assert!(s.server_at_least(35) && !s.server_at_least(36));
         assert_eq!(s.iter().count(), OPTIONAL_APIS.len());
     }
 }

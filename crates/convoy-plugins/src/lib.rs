@@ -100,10 +100,13 @@ pub fn registry() -> Registry {
     r.register(names::VOLUME_ZONE, |_, handle| {
         Ok(Arc::new(VolumeZone::new(handle.objects.clone())) as Arc<dyn Plugin>)
     });
-    r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, _| {
-        Ok(Arc::new(BalancedAllocation::new(args)?) as Arc<dyn Plugin>)
+    r.register(names::NODE_RESOURCES_BALANCED_ALLOCATION, |args, handle| {
+        Ok(Arc::new(BalancedAllocation::new(args)?.following(handle.objects.clone()))
+            as Arc<dyn Plugin>)
     });
-    r.register(names::IMAGE_LOCALITY, |_, _| Ok(Arc::new(ImageLocality) as Arc<dyn Plugin>));
+    r.register(names::IMAGE_LOCALITY, |_, handle| {
+        Ok(Arc::new(ImageLocality::following(handle.objects.clone())) as Arc<dyn Plugin>)
+    });
     r.register(names::DEFAULT_BINDER, |_, handle| {
         Ok(Arc::new(DefaultBinder::new(handle.binder.clone())) as Arc<dyn Plugin>)
     });

@@ -360,6 +360,10 @@ struct PreFilterState {
     /// The claims PreBind reserved for the pod, by index (Unreserve
     /// removes the reservation).
     written: Mutex<Vec<usize>>,
+    /// Whether Score scores: Kubernetes 1.35 added DynamicResources' Score
+    /// (prioritized lists); on a 1.34 server Convoy scores 0, as its
+    /// kube-scheduler does not score.
+    scores: bool,
 }
 
 /// A node's own devices (those of its node-local pools, of the drivers the
@@ -665,6 +669,7 @@ impl PreFilterPlugin for DynamicResources {
         } else {
             None
         };
+        let scores = self.objects.served_apis().server_at_least(35);
         state.write(PreFilterState {
             claims,
             available_on,
@@ -673,6 +678,7 @@ impl PreFilterPlugin for DynamicResources {
             node_allocations: Mutex::default(),
             unavailable: Mutex::default(),
             written: Mutex::default(),
+            scores,
         });
         (None, Status::success())
     }
@@ -765,7 +771,7 @@ impl FilterPlugin for DynamicResources {
 
 impl ScorePlugin for DynamicResources {
     fn score(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Result<i64, Status> {
-        let Some(s) = state.read::<PreFilterState>() else { return Ok(0) };
+        let Some(s) = state.read::<PreFilterState>().filter(|s| s.scores) else { return Ok(0) };
         let allocations = s.node_allocations.lock().unwrap_or_else(|e| e.into_inner());
         let Some((results, _)) = allocations.get(node.name()) else { return Ok(0) };
         let mut next = results.iter();
@@ -791,7 +797,7 @@ impl ScorePlugin for DynamicResources {
         nodes: &[&NodeInfo],
         out: &mut [i64],
     ) -> Result<(), Status> {
-        if state.read::<PreFilterState>().is_none_or(|s| s.claims.is_empty()) {
+        if state.read::<PreFilterState>().is_none_or(|s| s.claims.is_empty() || !s.scores) {
             out.fill(0);
             return Ok(());
         }

@@ -24,12 +24,19 @@
 //! only when that node changes, so a node untouched since another node
 //! pulled the image scores with the older count; Convoy always reads the
 //! current count.
+//!
+//! Image volumes count as each server version counts them (the version
+//! discovery read, [`convoy_api::ServedApis::server_at_least`]): 1.37 adds
+//! their images to the sum and to the image count; 1.36 to the sum only
+//! (the thresholds scale with the containers alone); 1.34 and 1.35 not at
+//! all. The score parity test checks each against kube-scheduler of the
+//! same version.
 
 use std::sync::Arc;
 
 use convoy_api::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreScorePlugin,
-    ScorePlugin, Status, names,
+    ClusterObjects, CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo,
+    PreScorePlugin, ScorePlugin, Status, names,
 };
 
 const MB: i64 = 1024 * 1024;
@@ -39,8 +46,44 @@ pub const MIN_THRESHOLD: i64 = 23 * MB;
 pub const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 
 /// The ImageLocality plugin.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ImageLocality;
+#[derive(Debug, Default, Clone)]
+pub struct ImageLocality {
+    /// Where the server's version is read (1.37's behaviour without it).
+    objects: Option<Arc<ClusterObjects>>,
+}
+
+impl ImageLocality {
+    /// Counts image volumes as the server's version does, read from
+    /// `objects` ([`ClusterObjects::served_apis`]) once per cycle.
+    pub fn following(objects: Arc<ClusterObjects>) -> Self {
+        Self { objects: Some(objects) }
+    }
+
+    /// How the server's version counts image volumes.
+    fn volumes(&self) -> VolumeImages {
+        let Some(served) = self.objects.as_ref().map(|o| o.served_apis()) else {
+            return VolumeImages::Counted;
+        };
+        if served.server_at_least(37) {
+            VolumeImages::Counted
+        } else if served.server_at_least(36) {
+            VolumeImages::Summed
+        } else {
+            VolumeImages::Ignored
+        }
+    }
+}
+
+/// What a version does with the images of a pod's image volumes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VolumeImages {
+    /// In the sum and in the image count (1.37).
+    Counted,
+    /// In the sum; the count is the containers' (1.36).
+    Summed,
+    /// Left out (1.34, 1.35).
+    Ignored,
+}
 
 /// PreScore state: each of the pod's images some node has, with its spread
 /// score (node-independent), and the pod's image count.
@@ -57,15 +100,16 @@ pub fn normalized_image_name(name: &str) -> String {
 }
 
 /// The pod's image references in upstream's order: init containers,
-/// containers, image volumes (normalized).
-fn pod_images(pod: &PodInfo) -> impl Iterator<Item = String> + '_ {
+/// containers, image volumes (normalized), each with whether it is a
+/// container's.
+fn pod_images(pod: &PodInfo) -> impl Iterator<Item = (String, bool)> + '_ {
     let spec = pod.spec();
     let containers = spec.init_containers.iter().flatten().chain(&spec.containers);
     let volumes = spec.volumes.iter().flatten().filter_map(|v| v.image.as_ref());
     containers
-        .map(|c| c.image.as_deref().unwrap_or(""))
-        .chain(volumes.map(|i| i.reference.as_deref().unwrap_or("")))
-        .map(normalized_image_name)
+        .map(|c| (c.image.as_deref().unwrap_or(""), true))
+        .chain(volumes.map(|i| (i.reference.as_deref().unwrap_or(""), false)))
+        .map(|(name, container)| (normalized_image_name(name), container))
 }
 
 /// Upstream `scaledImageScore`: the size scaled by the share of nodes that
@@ -113,10 +157,16 @@ impl PreScorePlugin for ImageLocality {
         all: &dyn NodeInfoLister,
     ) -> Status {
         let total_num_nodes = all.list().len();
+        let volumes = self.volumes();
         let mut image_count = 0;
         let mut present = Vec::new();
-        for name in pod_images(pod) {
-            image_count += 1;
+        for (name, container) in pod_images(pod) {
+            if !container && volumes == VolumeImages::Ignored {
+                continue;
+            }
+            if container || volumes == VolumeImages::Counted {
+                image_count += 1;
+            }
             if let Some(s) = all.image_state(&name) {
                 let score = scaled_image_score(s.size, s.num_nodes, total_num_nodes);
                 present.push((name.into_boxed_str(), score));

@@ -33,12 +33,17 @@ fn containers(images: &[&str]) -> Value {
 fn scores(pod: &PodInfo, nodes: Vec<NodeInfo>) -> Vec<i64> {
     let list = NodeList::of(nodes);
     let mut state = CycleState::new();
-    let s = ImageLocality.pre_score(&mut state, pod, &convoy_api::borrowed(list.list()), &list);
+    let s = ImageLocality::default().pre_score(
+        &mut state,
+        pod,
+        &convoy_api::borrowed(list.list()),
+        &list,
+    );
     if s.is_skip() {
         return vec![0; list.list().len()];
     }
     assert!(s.is_success(), "{s}");
-    list.list().iter().map(|n| ImageLocality.score(&state, pod, n).unwrap()).collect()
+    list.list().iter().map(|n| ImageLocality::default().score(&state, pod, n).unwrap()).collect()
 }
 
 /// Upstream `TestImageLocalityPriority` (`imagelocality/image_locality_test.go`,
@@ -167,14 +172,14 @@ fn normalized_image_names() {
 fn skips_when_no_node_has_the_images_and_needs_pre_score() {
     let list = NodeList::of([image_node("n", &[(&["other:latest"], 300)])]);
     let p = pod(json!({"containers": containers(&["mine"])}));
-    let s = ImageLocality.pre_score(
+    let s = ImageLocality::default().pre_score(
         &mut CycleState::new(),
         &p,
         &convoy_api::borrowed(list.list()),
         &list,
     );
     assert!(s.is_skip());
-    let err = ImageLocality.score(&CycleState::new(), &p, &list.list()[0]).unwrap_err();
+    let err = ImageLocality::default().score(&CycleState::new(), &p, &list.list()[0]).unwrap_err();
     assert_eq!(err.code(), convoy_api::Code::Error);
 }
 
@@ -192,4 +197,39 @@ fn spread_counts_the_whole_cluster() {
     let p = pod(json!({"containers": containers(&["app:1"])}));
     let got = scores(&p, nodes);
     assert_eq!(&got[..4], [12, 12, 12, 0]);
+}
+
+/// Image volumes count as each version counts them: a container image of
+/// 300 MiB and an image volume of 500 MiB, both on the only node.
+#[test]
+fn image_volumes_follow_the_server_version() {
+    let objects = Arc::new(ClusterObjects::new());
+    let plugin = ImageLocality::following(objects.clone());
+    let p = pod(json!({
+        "containers": containers(&["gcr.io/300"]),
+        "volumes": [{"name": "model", "image": {"reference": "gcr.io/500"}}],
+    }));
+    let list = NodeList::of(vec![image_node(
+        "n",
+        &[(&["gcr.io/300:latest"], 300), (&["gcr.io/500:latest"], 500)],
+    )]);
+    let score = |plugin: &ImageLocality| {
+        let mut state = CycleState::new();
+        let nodes = convoy_api::borrowed(list.list());
+        assert!(plugin.pre_score(&mut state, &p, &nodes, &list).is_success());
+        plugin.score(&state, &p, &list.list()[0]).unwrap()
+    };
+    // 1.37 (and an unknown version): 800 MiB of at most 2 x 1000.
+    assert_eq!(score(&plugin), 100 * 777 / 1977);
+    for (version, want) in [
+        ("v1.36.3", 100 * 777 / 977), // 800 MiB, thresholds of one container
+        ("v1.35.4", 100 * 277 / 977), // the container's 300 MiB alone
+        ("v1.34.4", 100 * 277 / 977),
+        ("v1.37.2", 100 * 777 / 1977),
+    ] {
+        let mut served = convoy_api::ServedApis::all();
+        served.server_version = Some(version.into());
+        objects.set_served_apis(Arc::new(served));
+        assert_eq!(score(&plugin), want, "{version}");
+    }
 }

@@ -4,12 +4,18 @@
 //! fractions (requested / allocatable) to each other. Since Kubernetes 1.36
 //! (kubernetes/kubernetes#135573) the score is the change in balance that
 //! the pod brings, centred on 75, not the balance after placing it.
+//!
+//! On a server of Kubernetes 1.34 or 1.35 (the version discovery read,
+//! [`convoy_api::ServedApis::server_version`]) the plugin scores as that
+//! version's kube-scheduler does: the balance after placing the pod
+//! ([`balanced_resource_score`] of the requests with the pod). The score
+//! parity test checks both against kube-scheduler of the same version.
 
 use std::sync::Arc;
 
 use convoy_api::{
-    CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreScorePlugin,
-    ScorePlugin, Status, names,
+    ClusterObjects, CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo,
+    PreScorePlugin, ScorePlugin, Status, names,
 };
 use convoy_config::{NodeResourcesBalancedAllocationArgs, PluginArgs};
 
@@ -19,10 +25,33 @@ use super::resource_allocation::{ResourceAllocationScorer, Values};
 #[derive(Debug, Clone)]
 pub struct BalancedAllocation {
     scorer: ResourceAllocationScorer,
+    /// Where the server's version is read (newest formula without it).
+    objects: Option<Arc<ClusterObjects>>,
 }
 
-/// PreScore state: the pod's request of each balanced resource.
-struct PreScoreState(Values);
+/// PreScore state: the pod's request of each balanced resource, and the
+/// formula of the server's version.
+struct PreScoreState(Values, Formula);
+
+/// Which version's formula scores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Formula {
+    /// Kubernetes 1.36 and later: the change in balance.
+    ChangeInBalance,
+    /// Kubernetes 1.34 and 1.35: the balance after placing the pod.
+    Balance,
+}
+
+impl Formula {
+    fn scorer(self) -> fn(&[i64], &[i64], &[i64]) -> i64 {
+        match self {
+            Formula::ChangeInBalance => balanced_resource_scorer,
+            Formula::Balance => {
+                |requested, _allocated, allocatable| balanced_resource_score(requested, allocatable)
+            }
+        }
+    }
+}
 
 impl BalancedAllocation {
     /// Builds the plugin from `NodeResourcesBalancedAllocationArgs` (None:
@@ -44,7 +73,21 @@ impl BalancedAllocation {
         if args.resources.is_empty() {
             return Err("resources: resources not found".to_string());
         }
-        Ok(Self { scorer: ResourceAllocationScorer::new(&args.resources, true) })
+        Ok(Self { scorer: ResourceAllocationScorer::new(&args.resources, true), objects: None })
+    }
+
+    /// Scores with the formula of the server's version, read from
+    /// `objects` ([`ClusterObjects::served_apis`]) once per cycle.
+    pub fn following(mut self, objects: Arc<ClusterObjects>) -> Self {
+        self.objects = Some(objects);
+        self
+    }
+
+    fn formula(&self) -> Formula {
+        match &self.objects {
+            Some(o) if !o.served_apis().server_at_least(36) => Formula::Balance,
+            _ => Formula::ChangeInBalance,
+        }
     }
 }
 
@@ -133,7 +176,7 @@ impl PreScorePlugin for BalancedAllocation {
         if requests.iter().all(|r| *r == 0) {
             return Status::skip();
         }
-        state.write(PreScoreState(requests));
+        state.write(PreScoreState(requests, self.formula()));
         Status::success()
     }
 }
@@ -172,19 +215,20 @@ impl BalancedAllocation {
         out: &mut [i64],
     ) {
         let computed;
-        let requests = match state.read::<PreScoreState>() {
-            Some(s) => &s.0,
+        let (requests, formula) = match state.read::<PreScoreState>() {
+            Some(s) => (&s.0, s.1),
             None => {
                 computed = self.scorer.pod_requests(pod);
                 if computed.iter().all(|r| *r == 0) {
                     out.fill(0);
                     return;
                 }
-                &computed
+                (&computed, self.formula())
             }
         };
+        let scorer = formula.scorer();
         for (node, o) in nodes.zip(out) {
-            *o = self.scorer.with_node_amounts(node, requests, balanced_resource_scorer);
+            *o = self.scorer.with_node_amounts(node, requests, scorer);
         }
     }
 }
@@ -237,6 +281,23 @@ mod tests {
         ];
         for (req, allocated, alloc, want) in cases {
             assert_eq!(balanced_resource_scorer(req, allocated, alloc), want, "{req:?} {alloc:?}");
+        }
+    }
+
+    #[test]
+    fn follows_the_server_version() {
+        let objects = Arc::new(ClusterObjects::new());
+        let ba = BalancedAllocation::new(None).unwrap().following(objects.clone());
+        let n = NodeBuilder::new("n").cpu("4000m").memory("10000").info();
+        let pod = PodBuilder::new("p").cpu("3000m").memory("5000").info();
+        let nodes = infos(vec![n]);
+        // 1.37: the change in balance, 100 -> 87: 68.
+        assert_eq!(scores(&ba, &pod, &nodes), vec![68]);
+        for (version, want) in [("v1.34.4", 87), ("v1.35.4", 87), ("v1.36.3", 68)] {
+            let mut served = convoy_api::ServedApis::all();
+            served.server_version = Some(version.into());
+            objects.set_served_apis(Arc::new(served));
+            assert_eq!(scores(&ba, &pod, &nodes), vec![want], "{version}");
         }
     }
 

@@ -473,6 +473,12 @@ impl PreScorePlugin for VolumeBinding {
         _feasible: &[&NodeInfo],
         _all: &dyn NodeInfoLister,
     ) -> Status {
+        // Kubernetes 1.34 to 1.36 score nothing here: the Score is behind
+        // `StorageCapacityScoring`, alpha and off until 1.37. Convoy scores
+        // as the server's version does.
+        if !self.objects.served_apis().server_at_least(37) {
+            return Status::skip();
+        }
         let has_static = state.read::<PreFilterState>().is_some_and(|st| {
             st.by_node.lock().unwrap_or_else(|e| e.into_inner()).values().any(|c| {
                 !c.volumes.static_bindings.is_empty()
