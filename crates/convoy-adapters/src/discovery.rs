@@ -74,6 +74,11 @@ impl Discovered {
         }
     }
 
+    /// The versions of `group` serving `resource`, in the server's order.
+    pub fn versions_of(&self, group: &str, resource: &str) -> &[String] {
+        self.served.get(&(group.to_string(), resource.to_string())).map_or(&[], Vec::as_slice)
+    }
+
     /// Whether any version of `group` serves `resource`.
     pub fn serves(&self, group: &str, resource: &str) -> bool {
         self.served.contains_key(&(group.to_string(), resource.to_string()))

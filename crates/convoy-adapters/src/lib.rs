@@ -33,6 +33,7 @@ pub mod group_status;
 pub mod leader;
 pub mod objects;
 pub mod pod_groups;
+pub mod pods;
 pub mod preemption;
 mod rate;
 pub mod status;

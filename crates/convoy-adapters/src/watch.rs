@@ -47,6 +47,7 @@ use serde::de::DeserializeOwned;
 use crate::discovery::{Discovered, discovery_stream};
 use crate::objects::{ObjectEvent, ObjectTranslators, object_streams};
 use crate::pod_groups::group_stream;
+use crate::pods::pod_stream;
 use crate::status::StatusWriter;
 use crate::trim::{trim_node, trim_pod};
 use crate::versioned::KindItem;
@@ -206,11 +207,10 @@ impl Merge {
                     else {
                         unreachable!("phase checked above")
                     };
-                    let pods =
-                        watcher::watcher(Api::<Pod>::all(later.client.clone()), later.cfg.clone())
-                            .backoff(crate::backoff::watch_backoff());
                     let (discovered, discovery) =
                         discovery_stream(later.client.clone(), later.interval);
+                    let pods =
+                        pod_stream(later.client.clone(), later.cfg.clone(), discovery.clone());
                     let mut all = vec![
                         nodes.map(Either::Node).boxed(),
                         pods.map(Either::Pod).boxed(),

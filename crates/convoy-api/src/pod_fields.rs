@@ -28,6 +28,18 @@ use crate::pod_info::PodInfo;
 /// pod itself that changes what it uses (see [`requeue_hint`]).
 pub const UNEVALUATED_FIELDS: &str = "UnevaluatedFields";
 
+/// An annotation the API adapter sets, in memory only (it is never
+/// written), on a pod that sets a field of an older Kubernetes version
+/// which Convoy's object types do not have, so that the field is refused by
+/// name rather than lost: a comma-separated list of paths. Today one field:
+/// Kubernetes 1.35's `spec.workloadRef` (its alpha Workload API, gang
+/// scheduling that Convoy does not read).
+pub const UNREAD_FIELDS_ANNOTATION: &str = "convoy.dev/unread-fields";
+
+/// The fields of older Kubernetes versions that [`UNREAD_FIELDS_ANNOTATION`]
+/// may name, with the plugins that read them there.
+const UNREAD_FIELDS: [(&str, &[&str]); 1] = [("spec.workloadRef", &[GANG_SCHEDULING])];
+
 /// Prefix of the implicit extended resource of a DeviceClass
 /// (`deviceclass.resource.kubernetes.io/<class>`), always allocated through
 /// DynamicResources.
@@ -472,24 +484,45 @@ fn bind_mount_options(
 /// for most pods, without allocating.
 pub fn unevaluated_fields(spec: &PodSpec) -> Vec<UnevaluatedField> {
     let mut out = Vec::new();
+    unevaluated_fields_into(spec, &mut out);
+    out
+}
+
+/// [`unevaluated_fields`] of the pod's spec, and the fields of older
+/// versions the API adapter found ([`UNREAD_FIELDS_ANNOTATION`]).
+pub fn unevaluated_pod_fields(pod: &k8s_openapi::api::core::v1::Pod) -> Vec<UnevaluatedField> {
+    let mut out = Vec::new();
+    let annotations = pod.metadata.annotations.as_ref();
+    if let Some(unread) = annotations.and_then(|a| a.get(UNREAD_FIELDS_ANNOTATION)) {
+        for path in unread.split(',').map(str::trim) {
+            let plugins = UNREAD_FIELDS.iter().find(|(p, _)| *p == path).map_or(&[][..], |r| r.1);
+            out.push(UnevaluatedField { path: path.to_string(), plugins });
+        }
+    }
+    if let Some(spec) = pod.spec.as_ref() {
+        unevaluated_fields_into(spec, &mut out);
+    }
+    out
+}
+
+fn unevaluated_fields_into(spec: &PodSpec, out: &mut Vec<UnevaluatedField>) {
     for (i, v) in spec.volumes.iter().flatten().enumerate() {
         if let Some((source, plugins)) = unevaluated_volume(v) {
             out.push(UnevaluatedField { path: format!("spec.volumes[{i}].{source}"), plugins });
         }
     }
     for (i, c) in spec.containers.iter().enumerate() {
-        container_uses("containers", i, c, &mut out);
+        container_uses("containers", i, c, out);
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        container_uses("initContainers", i, c, &mut out);
+        container_uses("initContainers", i, c, out);
     }
     for (i, c) in spec.ephemeral_containers.iter().flatten().enumerate() {
-        bind_mount_options("ephemeralContainers", i, c.volume_mounts.as_deref(), &mut out);
+        bind_mount_options("ephemeralContainers", i, c.volume_mounts.as_deref(), out);
     }
     if spec.host_network == Some(true) && spec.host_users == Some(false) {
         out.push(UnevaluatedField { path: "spec.hostUsers".into(), plugins: NDF });
     }
-    out
 }
 
 /// The plugins named by the refused rows of [`FIELDS`], once each: those a

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec};
 
 use crate::affinity::PodAffinity;
 use crate::labels::{Labels, no_labels};
-use crate::pod_fields::{UnevaluatedField, unevaluated_fields};
+use crate::pod_fields::{UnevaluatedField, unevaluated_pod_fields};
 use crate::resource::{PodRequests, pod_requests};
 
 /// `namespace/name` of a pod.
@@ -161,7 +161,7 @@ impl PodInfo {
             host_ports: host_ports(spec),
             group: crate::pod_group::group_key_of(&pod),
             affinity,
-            unevaluated: unevaluated_fields(spec),
+            unevaluated: unevaluated_pod_fields(&pod),
             pod,
         })
     }

@@ -470,3 +470,61 @@ async fn leader_failover() -> Result<()> {
     ensure!(placements(&standby.log(), ns).len() == 10, "standby decisions{}", standby.tail());
     check_log(&cp, standby)
 }
+
+/// Kubernetes 1.35 with its alpha Workload API on: a pod in a gang through
+/// `spec.workloadRef` (a field later versions replaced, which Convoy's
+/// types do not have) is refused by name, never placed alone; a pod
+/// without it binds. Other versions have no such field: skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_35_workload_ref_is_refused_by_name() -> Result<()> {
+    let probe = ControlPlane::start().await?;
+    let version = probe.env.version();
+    drop(probe);
+    if !version.starts_with("v1.35.") {
+        println!("skipped: spec.workloadRef exists only in Kubernetes 1.35, this is {version}");
+        return Ok(());
+    }
+    let options = convoy_testenv::Options::API_ONLY.with_apiserver_args(&[
+        "--feature-gates=GenericWorkload=true",
+        "--runtime-config=scheduling.k8s.io/v1alpha1=true",
+    ]);
+    let env = tokio::task::spawn_blocking(move || convoy_testenv::TestEnv::start_with(options))
+        .await?
+        .context("starting testenv")?;
+    let cp = ControlPlane::adopt(env).await?;
+    let ns = "workloads";
+    let pods = cp.namespace(ns).await?;
+    create_nodes(&cp.client, vec![node("n0", "4", "8Gi", "110")]).await?;
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+    let ar = kube::api::ApiResource::erase::<Pod>(&());
+    let gang: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "member", "namespace": ns},
+        "spec": {"schedulerName": CONVOY,
+                 "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+                 "workloadRef": {"name": "job", "podGroup": "workers"}}
+    }))?;
+    Api::<DynamicObject>::namespaced_with(cp.client.clone(), ns, &ar)
+        .create(&PostParams::default(), &gang)
+        .await?;
+    create_pods(&pods, vec![pod("alone", CONVOY, "100m", "100Mi")]).await?;
+    wait_bound(&pods, &["alone".to_string()], Duration::from_secs(20))
+        .await
+        .with_context(|| sched.tail())?;
+    let want = "pod uses spec.workloadRef, which this scheduler does not evaluate yet";
+    let refused = eventually(Duration::from_secs(20), || async {
+        let p = pods.get("member").await.ok()?;
+        scheduled_message(&p).contains(want).then_some(())
+    })
+    .await;
+    let member = pods.get("member").await?;
+    ensure!(
+        refused.is_some() && node_of(&member).is_none(),
+        "member on {:?}: {}{}",
+        node_of(&member),
+        scheduled_message(&member),
+        sched.tail()
+    );
+    check_log(&cp, &sched)
+}
