@@ -84,11 +84,12 @@ impl Discovered {
         self.served.contains_key(&(group.to_string(), resource.to_string()))
     }
 
-    /// What the server does with every optional API.
-    pub fn served_apis(&self) -> ServedApis {
+    /// What the server does with every optional API and with `custom`
+    /// (the custom kinds plugins declared).
+    pub fn served_apis(&self, custom: &[ApiInfo]) -> ServedApis {
         let mut s = ServedApis::all();
-        for api in OPTIONAL_APIS {
-            s.set(api, self.serving(&api));
+        for api in OPTIONAL_APIS.iter().chain(custom) {
+            s.set(*api, self.serving(api));
         }
         s.server_version = self.server_version.clone();
         s
@@ -285,7 +286,7 @@ mod tests {
             d.serving(&POD_GROUPS_UPSTREAM),
             Serving::Unreadable(vec!["v1alpha2".to_string()])
         );
-        let apis = d.served_apis();
+        let apis = d.served_apis(&[]);
         assert!(!apis.is_served(&convoy_api::apis::RESOURCE_SLICES));
         assert!(apis.is_served(&RESOURCE_CLAIMS));
         assert!(d.serves("scheduling.k8s.io", "podgroups"));

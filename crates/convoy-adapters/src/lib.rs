@@ -26,6 +26,7 @@ pub mod backoff;
 pub mod binder;
 mod claims;
 pub mod client;
+mod custom;
 pub mod discovery;
 pub mod error;
 pub mod events;

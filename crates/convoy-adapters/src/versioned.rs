@@ -165,7 +165,7 @@ pub(crate) fn typed_watch<K>(
     cfg: &watcher::Config,
 ) -> BoxStream<'static, watcher::Result<Event<K>>>
 where
-    K: Watched + Resource<DynamicType = ()>,
+    K: Watched + Resource<DynamicType = ()> + serde::de::DeserializeOwned,
 {
     if K::group(&()) == api.group && K::version(&()) == version {
         return watcher::watcher(Api::<K>::all(client.clone()), cfg.clone())
@@ -184,7 +184,7 @@ where
         .boxed()
 }
 
-fn convert_event<K: Watched + Resource<DynamicType = ()>>(
+fn convert_event<K: Watched + Resource<DynamicType = ()> + serde::de::DeserializeOwned>(
     event: Event<DynamicObject>,
     version: &str,
 ) -> Option<Event<K>> {
@@ -200,7 +200,7 @@ fn convert_event<K: Watched + Resource<DynamicType = ()>>(
 /// Reads an object of another version of `K`'s API as `K`: its JSON under
 /// `K`'s `apiVersion`, after [`Watched::read_version`]. `None` (logged)
 /// when it cannot be read.
-pub(crate) fn convert<K: Watched + Resource<DynamicType = ()>>(
+pub(crate) fn convert<K: Watched + Resource<DynamicType = ()> + serde::de::DeserializeOwned>(
     obj: DynamicObject,
     version: &str,
 ) -> Option<K> {

@@ -42,8 +42,8 @@ use kube::Resource;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use serde::de::DeserializeOwned;
 
+use crate::custom::{CustomResource, custom_stream};
 use crate::discovery::{Discovered, discovery_stream};
 use crate::objects::{ObjectEvent, ObjectTranslators, object_streams};
 use crate::pod_groups::group_stream;
@@ -66,6 +66,9 @@ pub struct WatchOptions {
     /// installed later, an API turned on or off). A watch that finds its
     /// API gone, or relists, asks at once.
     pub discovery_interval: Duration,
+    /// Custom resource kinds plugins read (`convoy_api::Registry::kinds`),
+    /// watched as discovery finds them ([`crate::custom`]).
+    pub custom_kinds: Vec<convoy_api::ApiInfo>,
 }
 
 impl Default for WatchOptions {
@@ -74,6 +77,7 @@ impl Default for WatchOptions {
             streaming_lists: false,
             page_size: Some(500),
             discovery_interval: Duration::from_secs(10),
+            custom_kinds: Vec::new(),
         }
     }
 }
@@ -118,13 +122,30 @@ pub fn cluster_updates_reporting(
     let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
         .backoff(crate::backoff::watch_backoff())
         .boxed();
-    let later = Later { client, cfg, interval: opts.discovery_interval, reporter };
+    let later = Later {
+        client,
+        cfg,
+        interval: opts.discovery_interval,
+        reporter,
+        custom_kinds: opts.custom_kinds.clone(),
+    };
     let state = Merge {
         phase: Phase::Nodes { nodes, later },
         nodes: Translator::default(),
         pods: Translator::default(),
         groups: [Translator::default(), Translator::default()],
         objects: ObjectTranslators::default(),
+        custom: opts
+            .custom_kinds
+            .iter()
+            .map(|api| CustomKind {
+                api: *api,
+                translator: Translator::default(),
+                ready: false,
+                listed: false,
+            })
+            .collect(),
+        discovered: None,
         pods_listed: false,
         groups_ready: [false, false],
         apis: None,
@@ -149,6 +170,7 @@ struct Later {
     cfg: watcher::Config,
     interval: Duration,
     reporter: Option<StatusWriter>,
+    custom_kinds: Vec<convoy_api::ApiInfo>,
 }
 
 #[allow(clippy::large_enum_variant, reason = "one value per stream, replaced once")]
@@ -165,6 +187,7 @@ enum Either {
     Pod(watcher::Result<Event<Pod>>),
     Group(PodGroupApi, KindItem<DynamicObject>),
     Object(ObjectEvent),
+    Custom(usize, KindItem<CustomResource>),
     Discovered(Arc<Discovered>),
 }
 
@@ -185,6 +208,12 @@ struct Merge {
     groups: [Translator<DynamicObject>; 2],
     /// The other kinds plugins read ([`crate::objects`]).
     objects: ObjectTranslators,
+    /// The custom kinds plugins declared: each with whether it is ready
+    /// (listed once, or not served) and whether its current watch has
+    /// listed (what `ApisServed` says of it: `Listing` until then).
+    custom: Vec<CustomKind>,
+    /// The last discovery.
+    discovered: Option<Arc<Discovered>>,
     pods_listed: bool,
     /// Listed once, or not served.
     groups_ready: [bool; 2],
@@ -229,6 +258,15 @@ impl Merge {
                     for objects in object_streams(&later.client, &later.cfg, &discovery) {
                         all.push(objects.map(Either::Object).boxed());
                     }
+                    for (i, api) in later.custom_kinds.iter().enumerate() {
+                        let s = custom_stream(
+                            later.client.clone(),
+                            *api,
+                            later.cfg.clone(),
+                            discovery.clone(),
+                        );
+                        all.push(s.map(move |item| Either::Custom(i, item)).boxed());
+                    }
                     self.phase = Phase::All(stream::select_all(all).boxed());
                 }
             }
@@ -256,12 +294,33 @@ impl Merge {
                     }
                 }
                 Either::Object(event) => self.objects.handle(event, &mut self.pending),
-                Either::Discovered(found) => {
-                    let served = Arc::new(found.served_apis());
-                    if self.apis.as_deref() != Some(&served) {
-                        self.apis = Some(served.clone());
-                        self.pending.push_back(ClusterUpdate::ApisServed(served));
+                Either::Custom(i, item) => {
+                    let kind = &mut self.custom[i];
+                    let was_listed = kind.listed;
+                    match item {
+                        KindItem::Event(event) => {
+                            // A relist keeps what it knew until it is done:
+                            // only the first list makes the kind usable.
+                            if let Ok(Event::InitDone) = &event {
+                                kind.listed = true;
+                            }
+                            if kind.translator.handle_result(event, &mut self.pending) {
+                                kind.ready = true;
+                            }
+                        }
+                        KindItem::Unavailable => {
+                            kind.translator.forget_all(&mut self.pending);
+                            kind.ready = true;
+                            kind.listed = false;
+                        }
                     }
+                    if was_listed != self.custom[i].listed {
+                        self.report_apis();
+                    }
+                }
+                Either::Discovered(found) => {
+                    self.discovered = Some(found);
+                    self.report_apis();
                 }
             },
         }
@@ -270,6 +329,7 @@ impl Merge {
             && self.pods_listed
             && self.objects.listed()
             && self.groups_ready.iter().all(|r| *r)
+            && self.custom.iter().all(|k| k.ready)
         {
             self.synced = true;
             self.pending.push_back(ClusterUpdate::Synced);
@@ -278,10 +338,40 @@ impl Merge {
     }
 }
 
+/// A custom kind a plugin declared, as the merged stream follows it.
+struct CustomKind {
+    api: convoy_api::ApiInfo,
+    translator: Translator<CustomResource>,
+    /// Listed once, or not served: `Synced` does not wait for it.
+    ready: bool,
+    /// Its current watch has completed a list.
+    listed: bool,
+}
+
+impl Merge {
+    /// Pushes `ApisServed` when what it says changed: the last discovery,
+    /// a custom kind served but not listed yet reported as `Listing`.
+    fn report_apis(&mut self) {
+        let Some(found) = &self.discovered else { return };
+        let kinds: Vec<convoy_api::ApiInfo> = self.custom.iter().map(|k| k.api).collect();
+        let mut served = found.served_apis(&kinds);
+        for k in &self.custom {
+            if let convoy_api::Serving::Served(v) = served.serving(&k.api)
+                && !k.listed
+            {
+                served.set(k.api, convoy_api::Serving::Listing(v));
+            }
+        }
+        if self.apis.as_deref() != Some(&served) {
+            let served = Arc::new(served);
+            self.apis = Some(served.clone());
+            self.pending.push_back(ClusterUpdate::ApisServed(served));
+        }
+    }
+}
+
 /// An object kind the adapter watches.
-pub(crate) trait Watched:
-    Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
-{
+pub(crate) trait Watched: Resource + Clone + Debug + Send + Sync + 'static {
     /// For log lines.
     const KIND: &'static str;
     fn trim(&mut self);

@@ -204,6 +204,10 @@ pub enum Serving {
     NotServed,
     /// Served only in these versions, none of which Convoy reads.
     Unreadable(Vec<String>),
+    /// Served in this version, its objects still being listed (a custom
+    /// kind a plugin declared, found by discovery a moment ago): not
+    /// usable yet.
+    Listing(&'static str),
 }
 
 impl Serving {
@@ -214,6 +218,7 @@ impl Serving {
             Serving::Served(v) => (*v).to_string(),
             Serving::NotServed => "not served".to_string(),
             Serving::Unreadable(vs) => format!("only {} (not read)", vs.join(", ")),
+            Serving::Listing(v) => format!("{v} (being listed)"),
         }
     }
 }
@@ -283,6 +288,9 @@ impl ServedApis {
                     "pod uses {field}, which needs {api} ({versions}); this API server serves it \
                      only as {}, which this scheduler does not read",
                     vs.iter().map(|v| api.api_version(v)).collect::<Vec<_>>().join(", ")
+                )),
+                Serving::Listing(_) => Some(format!(
+                    "pod uses {field}, which needs {api}; its objects are still being listed"
                 )),
             }
         })

@@ -39,6 +39,11 @@ pub enum ClusterUpdate {
     ObjectApplied(crate::objects::ClusterObject),
     /// One of those was deleted.
     ObjectDeleted(crate::objects::ClusterObject),
+    /// A custom resource of a kind a plugin registered appeared or changed
+    /// ([`crate::objects::custom`]).
+    CustomApplied(std::sync::Arc<crate::objects::CustomObject>),
+    /// One was deleted.
+    CustomDeleted(std::sync::Arc<crate::objects::CustomObject>),
     /// Which optional APIs the server serves, and in which version
     /// ([`crate::apis`]): sent by the API adapter before `Synced` and
     /// whenever discovery finds a change. The embedded cluster serves

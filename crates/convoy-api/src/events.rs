@@ -41,6 +41,9 @@ pub enum EventResource {
     ResourceClaim,
     /// A DeviceTaintRule.
     DeviceTaintRule,
+    /// A custom resource of a kind a plugin registered
+    /// ([`crate::objects::custom`]).
+    Custom(crate::apis::ApiInfo),
     /// Any resource (used for the periodic flush and "move all").
     WildCard,
 }
@@ -179,7 +182,10 @@ impl ClusterEvent {
 
     /// A short label for logs and metrics (`NodeAdd`, `AssignedPodDelete`, ...).
     pub fn label(&self) -> String {
-        format!("{:?}{:?}", self.resource, self.action)
+        match self.resource {
+            EventResource::Custom(api) => format!("{}{:?}", api.kind, self.action),
+            resource => format!("{resource:?}{:?}", self.action),
+        }
     }
 }
 
@@ -195,6 +201,8 @@ pub enum EventObject {
     /// One of the watched [`ClusterObject`](crate::ClusterObject)s (the
     /// volume kinds: their hints read the objects).
     Object(crate::objects::ClusterObject),
+    /// A custom resource ([`crate::objects::custom`]).
+    Custom(Arc<crate::objects::CustomObject>),
     /// Any other object, by kind and `namespace/name`.
     Other {
         /// Kind.

@@ -43,7 +43,7 @@ pub use images::{ImageStateSummary, ImageStates, NodeImage};
 pub use labels::{Labels, Selector};
 pub use lister::{NodeInfoLister, NodeList};
 pub use node_info::{NodeInfo, borrowed, next_generation};
-pub use objects::{ClusterObject, ClusterObjects};
+pub use objects::{ClusterObject, ClusterObjects, CustomObject, CustomObjects};
 pub use plugin::*;
 pub use pod_fields::{UnevaluatedField, unevaluated_fields};
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
@@ -57,3 +57,10 @@ pub use status::{Code, Reason, Status};
 
 /// Re-export of the Kubernetes object types plugins work with.
 pub use k8s_openapi;
+/// Re-export of serde, for an out-of-tree plugin's args type
+/// (`#[derive(convoy_api::serde::Deserialize)]` with
+/// `#[serde(crate = "convoy_api::serde")]`), so the plugin depends on
+/// convoy-api alone.
+pub use serde;
+/// Re-export of serde_json (custom resources are JSON).
+pub use serde_json;

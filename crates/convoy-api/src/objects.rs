@@ -29,10 +29,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::labels::{Labels, Selector};
 
+pub mod custom;
 pub mod dra;
 pub mod trim;
 pub mod volumes;
 
+pub use custom::{CustomObject, CustomObjects};
 pub use dra::{AllocatedDevices, DeviceId, DraStats};
 
 pub use trim::ObjectKind;
@@ -378,6 +380,7 @@ struct Inner {
 #[derive(Debug, Default)]
 pub struct ClusterObjects {
     inner: RwLock<Inner>,
+    custom: CustomObjects,
 }
 
 fn ns_name(m: &ObjectMeta) -> NsName {
@@ -399,6 +402,12 @@ impl ClusterObjects {
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The custom resources of the kinds plugins registered
+    /// ([`custom`]).
+    pub fn custom(&self) -> &CustomObjects {
+        &self.custom
     }
 
     /// Which optional APIs the server serves ([`crate::apis`]): all of

@@ -548,12 +548,44 @@ pub struct Handle {
 pub type PluginFactory =
     Arc<dyn Fn(Option<&PluginArgs>, &Handle) -> Result<Arc<dyn Plugin>, String> + Send + Sync>;
 
-/// Plugin factories by name. The in-tree plugins register themselves in
-/// `convoy_plugins::registry()`; an out-of-tree plugin is one more line:
-/// `registry.register("MyPlugin", |args, handle| Ok(Arc::new(MyPlugin::new(args)?)))`.
+/// The args of an out-of-tree plugin: a serde type the plugin declares
+/// (its fields in upstream's camelCase, `#[serde(default)]` for optional
+/// ones). The configuration loader decodes a profile's `pluginConfig` args
+/// into it and reports an error with its file, line, column and field, as
+/// for in-tree args; the factory receives the decoded value (the
+/// [`Default`] when the profile gives no args).
+pub trait PluginArgsType: serde::de::DeserializeOwned + Default + Send + Sync + 'static {
+    /// Checks beyond decoding, each problem as (field path below `args`,
+    /// such as `thresholds[1]`, message); none by default.
+    fn validate(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// A plugin factory's args of no type ([`Registry::register_with_args`]
+/// plugins without args use it).
+impl PluginArgsType for () {}
+
+/// Plugin factories by name, and the custom resource kinds plugins read.
+/// The in-tree plugins register themselves in `convoy_plugins::registry()`;
+/// an out-of-tree plugin is one more line, with args of its own type:
+/// `registry.register_with_args("MyPlugin", |args: MyArgs, handle| Ok(Arc::new(MyPlugin::new(args, handle))))`.
 #[derive(Clone, Default)]
 pub struct Registry {
     factories: BTreeMap<&'static str, PluginFactory>,
+    /// Out-of-tree plugins' checks of their args.
+    checks: BTreeMap<&'static str, convoy_config::other_args::ArgsCheck>,
+    /// Custom resource kinds plugins read ([`Registry::watch_kind`]).
+    kinds: Vec<crate::apis::ApiInfo>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("plugins", &self.names().collect::<Vec<_>>())
+            .field("kinds", &self.kinds)
+            .finish()
+    }
 }
 
 impl Registry {
@@ -572,6 +604,82 @@ impl Registry {
     {
         self.factories.insert(name, Arc::new(factory));
         self
+    }
+
+    /// Adds an out-of-tree plugin whose args are a type of its own
+    /// ([`PluginArgsType`]): the loader checks them (with positions), and
+    /// `factory` gets them decoded. A later registration of the same name
+    /// replaces it.
+    pub fn register_with_args<A, F>(&mut self, name: &'static str, factory: F) -> &mut Self
+    where
+        A: PluginArgsType,
+        F: Fn(A, &Handle) -> Result<Arc<dyn Plugin>, String> + Send + Sync + 'static,
+    {
+        use convoy_config::other_args::decode_args;
+        self.checks.insert(
+            name,
+            Arc::new(|value: &serde_json::Value| match decode_args::<A>(value) {
+                Ok(args) => args.validate(),
+                Err(problem) => vec![problem],
+            }),
+        );
+        self.register(name, move |args, handle| {
+            let null = serde_json::Value::Null;
+            let value = match args {
+                None => &null,
+                Some(PluginArgs::Other(value)) => value,
+                Some(other) => {
+                    return Err(format!("{name}: args of another type given: {other:?}"));
+                }
+            };
+            let args = decode_args::<A>(value).map_err(|(field, message)| {
+                if field.is_empty() { message } else { format!("{field}: {message}") }
+            })?;
+            if let Some((field, message)) = args.validate().into_iter().next() {
+                return Err(format!("{field}: {message}"));
+            }
+            factory(args, handle)
+        })
+    }
+
+    /// Declares a custom resource kind plugins read: the scheduler watches
+    /// it (in the first of `api.readable` the server serves, as discovery
+    /// finds it; never waiting for it), `simulate` loads its objects from a
+    /// cluster file, and plugins read them through
+    /// [`ClusterObjects::custom`] in their [`Handle`]. A change of one is
+    /// an [`EventResource::Custom`](crate::EventResource::Custom) event.
+    pub fn watch_kind(&mut self, api: crate::apis::ApiInfo) -> &mut Self {
+        if !self.kinds.contains(&api) {
+            self.kinds.push(api);
+        }
+        self
+    }
+
+    /// The custom resource kinds plugins declared.
+    pub fn kinds(&self) -> &[crate::apis::ApiInfo] {
+        &self.kinds
+    }
+
+    /// Adds every plugin and kind of `other`; a name registered in both is
+    /// an error (upstream's `Registry.Merge`).
+    pub fn merge(&mut self, other: &Registry) -> Result<(), String> {
+        if let Some(name) = other.names().find(|n| self.factories.contains_key(n)) {
+            return Err(format!("a plugin named {name} already exists"));
+        }
+        self.factories.extend(other.factories.iter().map(|(k, v)| (*k, v.clone())));
+        self.checks.extend(other.checks.iter().map(|(k, v)| (*k, v.clone())));
+        for api in &other.kinds {
+            self.watch_kind(*api);
+        }
+        Ok(())
+    }
+
+    /// What the configuration loader needs to know of this registry: the
+    /// names, and the out-of-tree plugins' checks of their args.
+    pub fn known_plugins(&self) -> convoy_config::KnownPlugins {
+        self.checks.iter().fold(convoy_config::KnownPlugins::new(self.names()), |k, (n, c)| {
+            k.with_args(n, c.clone())
+        })
     }
 
     /// The factory for a name.

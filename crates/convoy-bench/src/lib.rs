@@ -47,7 +47,9 @@
 //!      schedulers and profiles;
 //!    - [`report`]: the static HTML trend report of a results directory;
 //!    - [`table`]: console table layout;
-//!    - [`gate`]: the instruction-count regression gate for CI.
+//!    - [`gate`]: the instruction-count regression gate for CI;
+//!    - [`benchmark`]: convoy-bench as a library ([`Benchmark`]), for the
+//!      benchmarks of a scheduler with plugins of your own.
 //!
 //! What each module imports (test modules aside):
 //!
@@ -65,6 +67,7 @@
 //! compare     -> config dataitems measure run table targets
 //! report      -> config dataitems
 //! gpu_compare -> any config dataitems gpu labels measure plan report run table targets
+//! benchmark   -> config labels run targets
 //! ```
 //!
 //! May depend on the scheduler's library (`convoy-scheduler`) and the
@@ -72,7 +75,10 @@
 //! with `convoy-adapters`' rate limit) and testenv are used by the
 //! API-server target, [`compare`] and [`gpu_compare`] only.
 
+pub use benchmark::{Benchmark, Prepare, PrepareTarget};
+
 pub mod any;
+pub mod benchmark;
 pub mod compare;
 pub mod config;
 pub mod dataitems;

@@ -296,6 +296,7 @@ fn run(args: RunArgs) -> ExitCode {
             worker_threads: args.worker_threads,
             progress,
             prepare: prepare.clone(),
+            registry: None,
         },
     };
     if convoy_bench::run::select(&config, &opts).is_empty() {

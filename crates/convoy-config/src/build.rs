@@ -302,6 +302,15 @@ fn build_profile(
         let args_path = format!("{entry_path}.args");
         let decoded = match entry.args {
             RawArgs::Decoded(args) => args,
+            RawArgs::Other(positioned) => {
+                check_other(&name, &positioned, &args_path, known, problems);
+                PluginArgs::Other(positioned.value)
+            }
+            RawArgs::Deferred(value) if PluginArgs::default_for(&name).is_none() => {
+                let positioned = crate::other_args::PositionedJson::plain(value);
+                check_other(&name, &positioned, &args_path, known, problems);
+                PluginArgs::Other(positioned.value)
+            }
             RawArgs::Deferred(value) => {
                 match decode_deferred(&name, value, problems.file(), &args_path) {
                     Ok(args) => args,
@@ -333,6 +342,28 @@ fn build_profile(
     let mut profile = profile;
     profile.plugin_args.extend(missing);
     profile
+}
+
+/// Runs an out-of-tree plugin's own check of its args, if it has one
+/// ([`KnownPlugins::with_args`]), each problem at its field's position.
+fn check_other(
+    name: &str,
+    args: &crate::other_args::PositionedJson,
+    args_path: &str,
+    known: &KnownPlugins,
+    problems: &mut Problems,
+) {
+    let Some(check) = known.args_check(name) else { return };
+    for (field, message) in check(&args.value) {
+        let path = if field.is_empty() {
+            args_path.to_owned()
+        } else if field.starts_with('[') {
+            format!("{args_path}{field}")
+        } else {
+            format!("{args_path}.{field}")
+        };
+        problems.push(path, args.position_of(&field), message);
+    }
 }
 
 fn plugin_ref(raw: RawPluginRef) -> PluginRef {

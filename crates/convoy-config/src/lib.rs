@@ -19,6 +19,7 @@ mod defaults;
 mod duration;
 mod error;
 mod gpu_args;
+pub mod other_args;
 mod raw;
 mod spread_args;
 mod summary;
@@ -55,9 +56,20 @@ pub const DEFAULT_SCHEDULER_NAME: &str = "convoy-scheduler";
 
 /// Plugin names the scheduler's registry knows (in-tree and out-of-tree), for validation and
 /// for error messages listing them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct KnownPlugins {
     names: BTreeSet<String>,
+    /// Out-of-tree plugins' checks of their args.
+    args: std::collections::BTreeMap<String, other_args::ArgsCheck>,
+}
+
+impl std::fmt::Debug for KnownPlugins {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KnownPlugins")
+            .field("names", &self.names)
+            .field("with_args", &self.args.keys().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl KnownPlugins {
@@ -67,7 +79,23 @@ impl KnownPlugins {
         I: IntoIterator<Item = S>,
         S: AsRef<str>,
     {
-        Self { names: names.into_iter().map(|n| n.as_ref().to_owned()).collect() }
+        Self {
+            names: names.into_iter().map(|n| n.as_ref().to_owned()).collect(),
+            args: Default::default(),
+        }
+    }
+
+    /// Adds the check of an out-of-tree plugin's args (its own decoder and
+    /// validation), run by the loader with the positions of the fields.
+    pub fn with_args(mut self, name: &str, check: other_args::ArgsCheck) -> Self {
+        self.names.insert(name.to_owned());
+        self.args.insert(name.to_owned(), check);
+        self
+    }
+
+    /// The check of a plugin's args, if it registered one.
+    pub fn args_check(&self, name: &str) -> Option<&other_args::ArgsCheck> {
+        self.args.get(name)
     }
 
     /// Whether the registry knows `name`.

@@ -170,6 +170,9 @@ pub(crate) struct RawPluginConfig {
 
 pub(crate) enum RawArgs {
     Decoded(PluginArgs),
+    /// The args of a plugin without a typed args type here (out-of-tree),
+    /// with the positions of their fields, for the plugin's own check.
+    Other(crate::other_args::PositionedJson),
     /// `args` came before `name`.
     Deferred(serde_json::Value),
 }
@@ -201,6 +204,9 @@ impl<'de> Visitor<'de> for PluginConfigVisitor {
                 "args" if args.is_some() => return Err(de::Error::duplicate_field("args")),
                 "args" => {
                     args = Some(match &name {
+                        Some(name) if PluginArgs::default_for(&name.value).is_none() => {
+                            RawArgs::Other(map.next_value()?)
+                        }
                         Some(name) => RawArgs::Decoded(map.next_value_seed(ArgsSeed(&name.value))?),
                         None => RawArgs::Deferred(
                             map.next_value::<Option<serde_json::Value>>()?

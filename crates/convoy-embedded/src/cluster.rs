@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use convoy_api::objects::{PriorityClassInfo, admit_priority};
 use convoy_api::{
-    BindError, Binder, ClaimWrite, ClusterObject, ClusterUpdate, GroupKey, PodGroup, PodInfo,
-    PodKey, PreemptionActuator, PreemptionError, VolumeWrite,
+    ApiInfo, BindError, Binder, ClaimWrite, ClusterObject, ClusterUpdate, CustomObject, GroupKey,
+    PodGroup, PodInfo, PodKey, PreemptionActuator, PreemptionError, VolumeWrite,
 };
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod, PodCondition, PodStatus};
@@ -56,6 +56,8 @@ struct State {
     templates: HashMap<(String, String), Arc<ResourceClaimTemplate>>,
     /// Claim names generated so far ([`dra`]).
     name_seq: u64,
+    /// Custom resources of the kinds plugins declared, by API and key.
+    custom: HashMap<(ApiInfo, String), Arc<CustomObject>>,
 }
 
 /// A pod the scheduler preempted (deleted through
@@ -71,6 +73,20 @@ pub struct Eviction {
 }
 
 impl State {
+    /// A custom resource stored with a new resourceVersion (and a UID when
+    /// it has none).
+    fn stamp_custom(&mut self, mut obj: CustomObject) -> Arc<CustomObject> {
+        let version = self.next_version();
+        let key = obj.key();
+        if let Some(meta) = obj.object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            meta.insert("resourceVersion".into(), version.into());
+            meta.entry("uid").or_insert_with(|| format!("sim-{}-{key}", obj.api.resource).into());
+        }
+        let obj = Arc::new(obj);
+        self.custom.insert((obj.api, obj.key()), obj.clone());
+        obj
+    }
+
     fn next_version(&mut self) -> String {
         self.resource_version += 1;
         self.resource_version.to_string()
@@ -155,6 +171,10 @@ impl EmbeddedCluster {
                 s.objects.insert((obj.kind(), obj.key()), obj.clone());
                 cluster.send(ClusterUpdate::ObjectApplied(obj));
             }
+            for obj in objects.custom {
+                let obj = s.stamp_custom(obj);
+                cluster.send(ClusterUpdate::CustomApplied(obj));
+            }
             for mut t in objects.resource_claim_templates {
                 let ns = t.metadata.namespace.get_or_insert_with(|| "default".into()).clone();
                 let name = t.metadata.name.clone().unwrap_or_default();
@@ -227,6 +247,30 @@ impl EmbeddedCluster {
             .ok_or_else(|| ClusterError::NotFound(format!("podgroup {key}")))?;
         self.send(ClusterUpdate::PodGroupDeleted(key.clone()));
         Ok(pg)
+    }
+
+    /// Creates or replaces a custom resource of a kind a plugin declared
+    /// (its `metadata.name` required); emits `CustomApplied`.
+    pub fn apply_custom(&self, obj: CustomObject) -> Result<Arc<CustomObject>, ClusterError> {
+        if obj.name().is_empty() {
+            return Err(ClusterError::MissingName(obj.api.kind));
+        }
+        let mut s = self.state.lock();
+        let obj = s.stamp_custom(obj);
+        self.send(ClusterUpdate::CustomApplied(obj.clone()));
+        Ok(obj)
+    }
+
+    /// Deletes a custom resource by API and key (`namespace/name` or
+    /// `name`); emits `CustomDeleted`.
+    pub fn delete_custom(&self, api: &ApiInfo, key: &str) -> Result<(), ClusterError> {
+        let mut s = self.state.lock();
+        let obj = s
+            .custom
+            .remove(&(*api, key.to_string()))
+            .ok_or_else(|| ClusterError::NotFound(format!("{} {key}", api.kind)))?;
+        self.send(ClusterUpdate::CustomDeleted(obj));
+        Ok(())
     }
 
     /// Creates or replaces a [`ClusterObject`] (a Namespace, a workload

@@ -35,5 +35,5 @@ pub use cluster::{ClusterError, EmbeddedActuator, EmbeddedBinder, EmbeddedCluste
 pub use create::prepare_pod_for_create;
 pub use load::{
     InvalidObject, LoadError, Objects, PodGroupObject, RESOURCE_API_VERSION, load_file,
-    parse_objects,
+    load_file_with, parse_objects, parse_objects_with,
 };

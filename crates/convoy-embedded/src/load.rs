@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use convoy_api::objects::ObjectKind;
 use convoy_api::resource::Resource;
-use convoy_api::{ClusterObject, PodInfo, PodKey};
+use convoy_api::{ApiInfo, ClusterObject, CustomObject, PodInfo, PodKey};
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{
     Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, ReplicationController, Service,
@@ -79,6 +79,9 @@ pub struct Objects {
     /// ResourceClaimTemplates (namespace set), which only the embedded
     /// cluster's resourceclaim controller reads.
     pub resource_claim_templates: Vec<ResourceClaimTemplate>,
+    /// Custom resources of the kinds plugins declared
+    /// ([`parse_objects_with`]).
+    pub custom: Vec<CustomObject>,
     /// How many objects of each kind Convoy does not use were skipped.
     pub skipped: BTreeMap<String, usize>,
 }
@@ -91,6 +94,7 @@ impl Objects {
             && self.pod_groups.is_empty()
             && self.others.is_empty()
             && self.resource_claim_templates.is_empty()
+            && self.custom.is_empty()
     }
 
     /// One line per kind skipped, by kind: `skipped 12 ConfigMap: not
@@ -174,9 +178,15 @@ impl LoadError {
 
 /// Reads and parses a file (see [`parse_objects`]); errors name the file.
 pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
+    load_file_with(path, &[])
+}
+
+/// [`load_file`], also reading the custom resources of `kinds` (the kinds
+/// plugins declared, `convoy_api::Registry::kinds`).
+pub fn load_file_with(path: &Path, kinds: &[ApiInfo]) -> Result<Objects, LoadError> {
     let text = std::fs::read_to_string(path)
         .map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
-    parse_objects(&text, &path.display().to_string())
+    parse_objects_with(&text, &path.display().to_string(), kinds)
 }
 
 /// Parses nodes, pods, PodGroups, Namespaces, Services, workload
@@ -193,7 +203,20 @@ pub fn load_file(path: &Path) -> Result<Objects, LoadError> {
 /// names are errors, as are missing names, unsupported API versions and
 /// invalid fields of the kinds Convoy uses.
 pub fn parse_objects(text: &str, source: &str) -> Result<Objects, LoadError> {
-    let mut loader = Loader { source, objects: Objects::default(), seen: HashMap::new() };
+    parse_objects_with(text, source, &[])
+}
+
+/// [`parse_objects`], also reading the custom resources of `kinds` (the
+/// kinds plugins declared): an object whose `apiVersion` is one of a kind's
+/// readable versions and whose `kind` is the kind's goes to
+/// [`Objects::custom`] (its `metadata.name` required); other custom
+/// resources are skipped and counted, as every kind Convoy does not use.
+pub fn parse_objects_with(
+    text: &str,
+    source: &str,
+    kinds: &[ApiInfo],
+) -> Result<Objects, LoadError> {
+    let mut loader = Loader { source, kinds, objects: Objects::default(), seen: HashMap::new() };
     if let Some(values) = parse_json_stream(text) {
         for (i, value) in values.into_iter().enumerate() {
             loader.document(value, i + 1)?;
@@ -343,6 +366,8 @@ fn api_version_of(kind: &str) -> Option<(&'static str, bool)> {
 
 struct Loader<'a> {
     source: &'a str,
+    /// The custom resource kinds plugins declared.
+    kinds: &'a [ApiInfo],
     objects: Objects,
     /// Where each node, pod, PodGroup and pod UID was first seen.
     seen: HashMap<(Kind, String), (usize, Option<usize>)>,
@@ -399,6 +424,21 @@ impl Loader<'_> {
         let name = value.pointer("/metadata/name").and_then(Value::as_str).map(str::to_string);
         let namespace =
             value.pointer("/metadata/namespace").and_then(Value::as_str).map(str::to_string);
+        let custom = self.kinds.iter().find(|api| {
+            api.kind == kind
+                && api_version.as_deref().and_then(|v| v.split_once('/')).is_some_and(
+                    |(group, version)| group == api.group && api.readable.contains(&version),
+                )
+        });
+        if let Some(api) = custom {
+            return match value.pointer("/metadata/name").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => {
+                    self.objects.custom.push(CustomObject::new(*api, value));
+                    Ok(())
+                }
+                _ => Err(self.err(doc, item, Some(kind), "metadata.name: required".into())),
+            };
+        }
         let read = api_version_of(&kind);
         let namespaced = kind == "PodGroup" || read.is_some_and(|(_, ns)| ns);
         let label = match &name {

@@ -11,6 +11,7 @@
 //!
 //! May depend on every Convoy crate; `main.rs` only parses flags.
 
+pub mod app;
 pub mod decision;
 pub mod http;
 pub mod metrics;
@@ -26,12 +27,13 @@ pub mod simulate;
 use std::path::Path;
 
 use convoy_api::Registry;
-use convoy_config::{KnownPlugins, SchedulerConfig};
+use convoy_config::SchedulerConfig;
 
+pub use app::App;
 pub use scheduler::{Scheduler, SchedulerOptions};
 
-/// The plugin registry of this build: every in-tree plugin. An out-of-tree
-/// plugin is one more `register` line here (or in a binary of your own).
+/// The plugin registry of this build: every in-tree plugin. Plugins of
+/// your own go in a binary of your own ([`App::with_plugin`]).
 pub fn registry() -> Registry {
     let mut r = convoy_plugins::registry();
     // Placeholders naming the gang plugin for configuration checks;
@@ -47,7 +49,16 @@ pub fn registry() -> Registry {
 /// Loads and validates a configuration file, or returns the default
 /// configuration (one profile, `convoy-scheduler`) when no file is given.
 pub fn load_config(path: Option<&Path>) -> Result<SchedulerConfig, convoy_config::ConfigError> {
-    let known = KnownPlugins::new(registry().names());
+    load_config_with(path, &registry())
+}
+
+/// [`load_config`] knowing the plugins of `registry` (and checking the args
+/// of its out-of-tree plugins).
+pub fn load_config_with(
+    path: Option<&Path>,
+    registry: &Registry,
+) -> Result<SchedulerConfig, convoy_config::ConfigError> {
+    let known = registry.known_plugins();
     match path {
         Some(p) => convoy_config::load_file(p, &known),
         None => convoy_config::parse_str(

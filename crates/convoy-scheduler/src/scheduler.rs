@@ -342,6 +342,26 @@ impl Scheduler {
                     );
                 }
             }
+            ClusterUpdate::CustomApplied(obj) => {
+                let old = self.objects.custom().apply(obj.clone());
+                let action = if old.is_some() { ActionType::UPDATE } else { ActionType::ADD };
+                self.move_all(
+                    EventResource::Custom(obj.api),
+                    action,
+                    old.map(EventObject::Custom),
+                    Some(EventObject::Custom(obj)),
+                );
+            }
+            ClusterUpdate::CustomDeleted(obj) => {
+                if let Some(old) = self.objects.custom().delete(&obj) {
+                    self.move_all(
+                        EventResource::Custom(obj.api),
+                        ActionType::DELETE,
+                        Some(EventObject::Custom(old)),
+                        None,
+                    );
+                }
+            }
             ClusterUpdate::ApisServed(served) => {
                 // A pod refused for an API the server did not serve may be
                 // placeable now (a CRD installed, the server upgraded); such

@@ -48,6 +48,9 @@ pub const MAX_BINDS_IN_FLIGHT: usize = 256;
 /// What `serve` needs besides the configuration.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
+    /// The plugins (Convoy's, [`crate::registry`], and any of a binary of
+    /// your own) and the custom kinds they read.
+    pub registry: convoy_api::Registry,
     /// Kubeconfig file; `None`: `clientConnection.kubeconfig`, else in-cluster.
     pub kubeconfig: Option<PathBuf>,
     /// Address of `/metrics`, `/healthz`, `/readyz`.
@@ -138,7 +141,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     let binder = ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT);
     let scheduler = Scheduler::new(SchedulerOptions {
         config,
-        registry: crate::registry(),
+        registry: opts.registry.clone(),
         binder: Arc::new(binder.clone()),
         actuator: Arc::new(ApiActuator::new(client.clone(), Some(status.clone()))),
         clock: Arc::new(RealClock),
@@ -192,7 +195,11 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     let refresh_groups = status.clone();
     let updates = convoy_adapters::cluster_updates_reporting(
         client.clone(),
-        WatchOptions { streaming_lists: opts.streaming_lists, ..Default::default() },
+        WatchOptions {
+            streaming_lists: opts.streaming_lists,
+            custom_kinds: opts.registry.kinds().to_vec(),
+            ..Default::default()
+        },
         Some(status.clone()),
     )
     .inspect(move |u| {

@@ -110,6 +110,17 @@ impl DecisionSink for Collect {
 /// start included).
 pub async fn simulate(
     config: SchedulerConfig,
+    objects: Objects,
+    log_decisions: bool,
+) -> anyhow::Result<Report> {
+    simulate_with(&crate::registry(), config, objects, log_decisions).await
+}
+
+/// [`simulate`] with the plugins of `registry` (a binary of your own,
+/// [`crate::App`]).
+pub async fn simulate_with(
+    registry: &convoy_api::Registry,
+    config: SchedulerConfig,
     mut objects: Objects,
     log_decisions: bool,
 ) -> anyhow::Result<Report> {
@@ -138,7 +149,7 @@ pub async fn simulate(
     let clock = FakeClock::new();
     let scheduler = Scheduler::new(SchedulerOptions {
         config,
-        registry: crate::registry(),
+        registry: registry.clone(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
         actuator: Arc::new(EmbeddedActuator(cluster.clone())),
         clock: Arc::new(clock.clone()),
@@ -293,11 +304,19 @@ impl Report {
 /// plugin enabled at an extension point it does not implement. Returns the
 /// pipeline of each profile, extension point by extension point.
 pub fn check(config: &SchedulerConfig) -> anyhow::Result<String> {
+    check_with(config, &crate::registry())
+}
+
+/// [`check`] with the plugins of `registry`.
+pub fn check_with(
+    config: &SchedulerConfig,
+    registry: &convoy_api::Registry,
+) -> anyhow::Result<String> {
     use std::fmt::Write;
     let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
     let scheduler = Scheduler::new(SchedulerOptions {
         config: config.clone(),
-        registry: crate::registry(),
+        registry: registry.clone(),
         binder: Arc::new(EmbeddedBinder(cluster.clone())),
         actuator: Arc::new(EmbeddedActuator(cluster)),
         clock: Arc::new(FakeClock::new()),

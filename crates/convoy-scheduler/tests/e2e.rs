@@ -327,6 +327,7 @@ async fn standby_takes_over_when_the_leader_is_killed() -> Result<()> {
     );
     let (leader, standby) = if leading.0 == 1 { (&mut a, &mut b) } else { (&mut b, &mut a) };
     let placed = |s: &Scheduler| placements(&s.log(), ns).len();
+    wait_decisions(leader, ns, 30).await;
     ensure!(placed(standby) == 0, "the standby scheduled pods{}", standby.tail());
     ensure!(placed(leader) == 30, "{} decision lines{}", placed(leader), leader.tail());
 
@@ -361,6 +362,7 @@ async fn standby_takes_over_when_the_leader_is_killed() -> Result<()> {
     let all = wait_bound(&pods, &second, Duration::from_secs(15))
         .await
         .with_context(|| standby.tail())?;
+    wait_decisions(standby, ns, 30).await;
     ensure!(placed(standby) == 30, "{} decision lines{}", placed(standby), standby.tail());
 
     // Every pod of both batches: exactly one Scheduled occurrence, the
@@ -554,7 +556,13 @@ async fn high_priority_pod_preempts_two_low_priority_pods() -> Result<()> {
     .await;
     ensure!(nominated.as_deref() == Some("n1"), "nominatedNodeName {nominated:?}{}", sched.tail());
     ensure!(node_of(&pods.get("high").await?).is_none(), "bound while the victims remain");
-    let preempted = events(&cp.client, "preempt", "Preempted").await?;
+    // Events are written off the scheduling path: wait for both.
+    let preempted = eventually(Duration::from_secs(15), || async {
+        let evs = events(&cp.client, "preempt", "Preempted").await.ok()?;
+        (evs.len() >= 2).then_some(evs)
+    })
+    .await
+    .unwrap_or_default();
     let note = format!("Preempted by pod {high_uid} on node n1");
     ensure!(
         preempted.len() == 2 && preempted.iter().all(|e| e.note.as_deref() == Some(&note)),

@@ -469,6 +469,7 @@ async fn leader_failover() -> Result<()> {
         "the standby bound the next pods {:?} after the leader was killed (lease 3 s)",
         killed.elapsed()
     );
+    wait_decisions(standby, ns, 10).await;
     ensure!(placements(&standby.log(), ns).len() == 10, "standby decisions{}", standby.tail());
     check_log(&cp, standby)
 }

@@ -103,9 +103,10 @@ impl<'a> Options<'a> {
     }
 }
 
-/// Runs `plan` against `target`, which feeds `tracker`: starts the
-/// scheduler (unless a `startScheduler` step does), applies the
-/// `--prepare` manifests, then runs each step in turn. When the steps are
+/// Runs `plan` against `target`, which feeds `tracker`: creates the CRDs
+/// among the `--prepare` manifests, starts the scheduler (unless a
+/// `startScheduler` step does), applies the other manifests, then runs
+/// each step in turn. When the steps are
 /// over, background churn is stopped, then the target; the evictions are
 /// read last.
 pub(crate) async fn run<T: Target>(
@@ -114,6 +115,16 @@ pub(crate) async fn run<T: Target>(
     tracker: &Arc<Mutex<PodTracker>>,
     opts: Options<'_>,
 ) -> Result<Outcome, RunError> {
+    // CRDs first, before the scheduler starts, so that its discovery finds
+    // them at start (a plugin's custom kind is then usable at once; found
+    // later, its pods would wait up to a discovery interval).
+    let mut serial = 0;
+    for v in opts.prepare.iter().filter(|v| crate::any::is_crd(v)) {
+        if let Err(e) = target.prepare(v, &mut serial).await {
+            target.stop().await;
+            return Err(RunError::Prepare(e));
+        }
+    }
     if !plan.starts_scheduler_late()
         && let Err(e) = target.start_scheduler().await
     {
@@ -134,7 +145,7 @@ pub(crate) async fn run<T: Target>(
         target,
         tracker,
         opts,
-        serial: 0,
+        serial,
         created: HashMap::new(),
         windows: Vec::new(),
         churns: Vec::new(),
@@ -235,9 +246,10 @@ impl<T: Target> Runner<'_, T> {
         Ok(())
     }
 
-    /// `--prepare`: each manifest in turn, before the first step.
+    /// `--prepare`: each manifest in turn (CRDs aside: they were created
+    /// before the scheduler started), before the first step.
     async fn prepare(&mut self) -> Result<(), String> {
-        for v in self.opts.prepare {
+        for v in self.opts.prepare.iter().filter(|v| !crate::any::is_crd(v)) {
             let pods = self.target.prepare(v, &mut self.serial).await?;
             self.remember(pods);
         }

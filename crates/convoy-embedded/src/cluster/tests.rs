@@ -14,6 +14,7 @@ fn objects() -> Objects {
         pod_groups: Vec::new(),
         others: Vec::new(),
         resource_claim_templates: Vec::new(),
+        custom: Vec::new(),
         skipped: Default::default(),
     }
 }
@@ -114,6 +115,8 @@ fn drain(rx: &mut mpsc::UnboundedReceiver<ClusterUpdate>) -> Vec<String> {
             ClusterUpdate::PodGroupDeleted(k) => format!("PodGroupDeleted {k}"),
             ClusterUpdate::ObjectApplied(o) => format!("{}Applied {}", o.kind(), o.key()),
             ClusterUpdate::ObjectDeleted(o) => format!("{}Deleted {}", o.kind(), o.key()),
+            ClusterUpdate::CustomApplied(o) => format!("{}Applied {}", o.api.kind, o.key()),
+            ClusterUpdate::CustomDeleted(o) => format!("{}Deleted {}", o.api.kind, o.key()),
             ClusterUpdate::ApisServed(_) => "ApisServed".to_string(),
             ClusterUpdate::Synced => "Synced".to_string(),
         });

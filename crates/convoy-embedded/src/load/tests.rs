@@ -739,3 +739,42 @@ spec:
     let err = parse_objects(&format!("{dup}---\n{dup}"), "t.yaml").unwrap_err().to_string();
     assert!(err.contains("duplicate ResourceClaimTemplate default/t"), "{err}");
 }
+
+#[test]
+fn custom_resources_of_declared_kinds_are_loaded_others_skipped() {
+    const HEALTH: convoy_api::ApiInfo = convoy_api::ApiInfo {
+        group: "example.com",
+        resource: "gpuhealths",
+        kind: "GpuHealth",
+        readable: &["v1alpha1"],
+    };
+    let text = "\
+apiVersion: example.com/v1alpha1
+kind: GpuHealth
+metadata: {name: n0}
+spec: {unhealthy: 2}
+---
+apiVersion: example.com/v1beta9
+kind: GpuHealth
+metadata: {name: n1}
+---
+apiVersion: example.com/v1alpha1
+kind: Other
+metadata: {name: x}
+";
+    let o = crate::parse_objects_with(text, "c.yaml", &[HEALTH]).unwrap();
+    assert_eq!(o.custom.len(), 1);
+    assert_eq!(o.custom[0].name(), "n0");
+    assert_eq!(o.custom[0].pointer("/spec/unhealthy"), Some(&serde_json::json!(2)));
+    assert_eq!(o.skipped.values().sum::<usize>(), 2, "{:?}", o.skipped);
+    // Without the kind declared, it is skipped as any kind Convoy does not use.
+    let plain = crate::parse_objects(text, "c.yaml").unwrap();
+    assert!(plain.custom.is_empty());
+    let err = crate::parse_objects_with(
+        "apiVersion: example.com/v1alpha1\nkind: GpuHealth\nmetadata: {}\n",
+        "c.yaml",
+        &[HEALTH],
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("metadata.name: required"), "{err}");
+}

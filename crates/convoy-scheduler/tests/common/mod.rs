@@ -502,6 +502,16 @@ pub fn placements(log: &str, ns: &str) -> Vec<Placed> {
         .collect()
 }
 
+/// Waits up to 10 s until `sched` logged at least `n` decision lines for
+/// pods of `ns`: a line is written once the bind call returned, a moment
+/// after a watch sees the pod bound.
+pub async fn wait_decisions(sched: &Scheduler, ns: &str, n: usize) {
+    eventually(Duration::from_secs(10), || async {
+        (placements(&sched.log(), ns).len() >= n).then_some(())
+    })
+    .await;
+}
+
 /// Decision lines per pod name.
 pub fn placements_per_pod(log: &str, ns: &str) -> BTreeMap<String, usize> {
     let mut per_pod = BTreeMap::new();

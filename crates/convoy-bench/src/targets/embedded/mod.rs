@@ -55,8 +55,13 @@ pub struct EmbeddedOptions {
     /// Print the live progress line on stderr.
     pub progress: bool,
     /// `--prepare` manifests, created before the first op (CRDs are
-    /// accepted and ignored).
+    /// accepted and ignored; custom resources of the registry's kinds are
+    /// created).
     pub prepare: Vec<Value>,
+    /// The plugins the scheduler is built with (`None`: Convoy's own,
+    /// `convoy_scheduler::registry()`); a benchmark of your own plugins
+    /// passes its registry, whose custom kinds the target then holds.
+    pub registry: Option<convoy_api::Registry>,
 }
 
 impl Default for EmbeddedOptions {
@@ -67,6 +72,7 @@ impl Default for EmbeddedOptions {
             worker_threads: 2,
             progress: false,
             prepare: Vec::new(),
+            registry: None,
         }
     }
 }
@@ -78,7 +84,8 @@ pub fn run(plan: &Plan, opts: &EmbeddedOptions) -> Result<Outcome, RunError> {
 }
 
 async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Outcome, RunError> {
-    let config = convoy_scheduler::load_config(plan.scheduler_config.as_deref())
+    let registry = opts.registry.clone().unwrap_or_else(convoy_scheduler::registry);
+    let config = convoy_scheduler::load_config_with(plan.scheduler_config.as_deref(), &registry)
         .map_err(|e| RunError::Scheduler(e.to_string()))?;
     let scheduler_name = config.profiles[0].scheduler_name.clone();
     let (cluster, rx) = EmbeddedCluster::new(Objects::default());
@@ -86,6 +93,7 @@ async fn run_async(plan: &Plan, opts: &EmbeddedOptions) -> Result<Outcome, RunEr
     let attempts = Arc::new(Attempts { last_failure: Mutex::default(), tracker: tracker.clone() });
     let mut target = Embedded::new(cluster, tracker.clone(), attempts, scheduler_name);
     target.scheduler = Loop::Idle(Box::new(config), rx);
+    target.registry = registry;
     let runner_opts =
         runner::Options::new(opts.sample_interval, opts.timeout, opts.progress, &opts.prepare);
     runner::run(plan, &mut target, &tracker, runner_opts).await
@@ -158,6 +166,8 @@ struct Embedded {
     finalizers: AtomicBool,
     /// The scheduler's live loop.
     scheduler: Loop,
+    /// The plugins it is built with, and the custom kinds they read.
+    registry: convoy_api::Registry,
 }
 
 impl Embedded {
@@ -176,7 +186,19 @@ impl Embedded {
             pod_groups: HashSet::new(),
             finalizers: AtomicBool::new(false),
             scheduler: Loop::Off,
+            registry: convoy_scheduler::registry(),
         }
+    }
+
+    /// The registered custom kind `v` is an object of, if any.
+    fn custom_kind(&self, v: &Value) -> Option<convoy_api::ApiInfo> {
+        let kind = v.get("kind")?.as_str()?;
+        let (group, version) = v.get("apiVersion")?.as_str()?.split_once('/')?;
+        self.registry
+            .kinds()
+            .iter()
+            .copied()
+            .find(|api| api.kind == kind && api.group == group && api.readable.contains(&version))
     }
 
     /// Creates the namespace unless it exists. The scheduler sees it
@@ -304,6 +326,14 @@ impl Target for Embedded {
         if is_crd(v) {
             let name = v.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("");
             tracing::debug!("prepare: CRD {name} ignored on the embedded target");
+            return Ok(Vec::new());
+        }
+        if let Some(api) = self.custom_kind(v) {
+            if let Some(ns) = v.pointer("/metadata/namespace").and_then(Value::as_str) {
+                self.apply_namespace(plain_namespace(ns))?;
+            }
+            let obj = convoy_api::CustomObject::new(api, v.clone());
+            self.cluster.apply_custom(obj).map_err(|e| e.to_string())?;
             return Ok(Vec::new());
         }
         let ns = manifest_namespace(v)?;
@@ -452,7 +482,7 @@ impl Target for Embedded {
         };
         let scheduler = Scheduler::new(SchedulerOptions {
             config: *config,
-            registry: convoy_scheduler::registry(),
+            registry: self.registry.clone(),
             binder: Arc::new(EmbeddedBinder(self.cluster.clone())),
             actuator: Arc::new(convoy_embedded::EmbeddedActuator(self.cluster.clone())),
             clock: Arc::new(RealClock),
