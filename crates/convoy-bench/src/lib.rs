@@ -46,6 +46,8 @@
 //!    - [`gpu_compare`]: `convoy-bench gpu`, the GPU benchmark with several
 //!      schedulers and profiles;
 //!    - [`report`]: the static HTML trend report of a results directory;
+//!    - [`history`]: the per-release benchmark history kept in the
+//!      repository, its trend report and its regression check;
 //!    - [`table`]: console table layout;
 //!    - [`gate`]: the instruction-count regression gate for CI;
 //!    - [`benchmark`]: convoy-bench as a library ([`Benchmark`]), for the
@@ -68,6 +70,7 @@
 //! report      -> config dataitems
 //! gpu_compare -> any config dataitems gpu labels measure plan report run table targets
 //! benchmark   -> config labels run targets
+//! history     -> config dataitems report
 //! ```
 //!
 //! May depend on the scheduler's library (`convoy-scheduler`) and the
@@ -86,6 +89,7 @@ pub mod dra;
 pub mod gate;
 pub mod gpu;
 pub mod gpu_compare;
+pub mod history;
 pub mod labels;
 pub mod measure;
 pub mod objects;

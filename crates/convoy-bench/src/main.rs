@@ -30,6 +30,45 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+enum HistoryCommand {
+    /// Files a results directory's DataItems under a release, one file per
+    /// workload.
+    Add {
+        /// The history directory.
+        #[arg(long, default_value = "benches/history")]
+        history: PathBuf,
+        /// The release (`v0.1.0`).
+        #[arg(long)]
+        release: String,
+        /// The results directory (`convoy-bench run` or `compare` output).
+        #[arg(long)]
+        results: PathBuf,
+    },
+    /// Writes the trend page across releases (one chart per workload).
+    Report {
+        /// The history directory.
+        #[arg(long, default_value = "benches/history")]
+        history: PathBuf,
+        /// The HTML file to write.
+        #[arg(long, default_value = "history.html")]
+        out: PathBuf,
+    },
+    /// Fails when a workload's throughput fell below the newest release's
+    /// by more than the noise band.
+    Check {
+        /// The history directory.
+        #[arg(long, default_value = "benches/history")]
+        history: PathBuf,
+        /// The new run's results directory.
+        #[arg(long)]
+        results: PathBuf,
+        /// The noise band, a fraction (0.15: a drop of up to 15 % passes).
+        #[arg(long, default_value_t = 0.15)]
+        band: f64,
+    },
+}
+
+#[derive(Subcommand)]
 enum Command {
     /// Runs the selected workloads of a config and writes DataItems.
     Run(RunArgs),
@@ -53,6 +92,10 @@ enum Command {
     /// The instruction-count regression gate (see scripts/bench-gate.sh).
     #[command(subcommand)]
     Gate(GateCommand),
+    /// The per-release benchmark history kept in the repository
+    /// (benches/history/<release>/, docs/benchmarks.md).
+    #[command(subcommand)]
+    History(HistoryCommand),
     /// The GPU fragmentation comparison (docs/benchmarks.md, GPU section).
     Gpu(convoy_bench::gpu_compare::GpuArgs),
 }
@@ -202,6 +245,43 @@ struct CompareArgs {
     binaries: Binaries,
 }
 
+fn history(cmd: HistoryCommand) -> ExitCode {
+    use convoy_bench::history;
+    let outcome = match cmd {
+        HistoryCommand::Add { history: dir, release, results } => {
+            history::add(&dir, &release, &results).map(|files| {
+                for f in files {
+                    println!("{}", f.display());
+                }
+            })
+        }
+        HistoryCommand::Report { history: dir, out } => {
+            history::report(&dir, &out).map(|n| println!("{}: {n} releases", out.display()))
+        }
+        HistoryCommand::Check { history: dir, results, band } => {
+            match history::check(&dir, &results, band) {
+                Ok(lines) => {
+                    for l in lines {
+                        println!("{l}");
+                    }
+                    Ok(())
+                }
+                Err(e) => {
+                    eprintln!("regressions:\n{e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -227,6 +307,7 @@ fn main() -> ExitCode {
             }
         }
         Command::Gate(cmd) => gate(cmd),
+        Command::History(cmd) => history(cmd),
         Command::Gpu(args) => convoy_bench::gpu_compare::main(args),
         // A workload that does not plan is listed with its error (it fails
         // only when selected, as upstream's).

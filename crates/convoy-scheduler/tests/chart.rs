@@ -202,9 +202,21 @@ httpPort: 9090
 metricsService: {enabled: false}
 podDisruptionBudget: {enabled: false}
 podAntiAffinity: hard
+rbac:
+  extraRules:
+  - {apiGroups: [example.com], resources: [gpuhealths], verbs: [list, watch]}
 "#;
     chart::lint(values)?;
     let r = chart::render("edge", "sched", values)?;
+    let role = r.get("ClusterRole", "edge").context("no ClusterRole")?;
+    let rules = role["rules"].as_array().context("rules")?;
+    ensure!(
+        rules.last()
+            == Some(&serde_json::json!(
+                {"apiGroups": ["example.com"], "resources": ["gpuhealths"], "verbs": ["list", "watch"]}
+            )),
+        "rbac.extraRules not the ClusterRole's last rule: {rules:?}"
+    );
     ensure!(r.get("Role", "edge-lease").is_none(), "a lease Role without leader election");
     ensure!(r.of_kind("Service").next().is_none(), "a Service with metricsService.enabled false");
     ensure!(
