@@ -119,11 +119,14 @@ fn series(item: &DataItem) -> Option<(String, String)> {
     Some((name, item.labels.get("Scheduler").cloned().unwrap_or_default()))
 }
 
-/// Compares the `SchedulingThroughput` averages of `current` (a results
-/// directory) with those of the newest release of `history`: a series
-/// (workload window and scheduler) more than `band` (0.15: 15 %) below it
-/// is a regression. Returns one line per compared series; an error listing
-/// the regressions, if any. Series only one side has are not compared.
+/// Compares Convoy's `SchedulingThroughput` averages in `current` (a
+/// results directory) with those of the newest release of `history`: a
+/// series (workload window; the embedded target's, or Convoy's on an API
+/// server) more than `band` (0.15: 15 %) below it is a regression. The
+/// other schedulers of a comparison (kube-scheduler, the null binder) are
+/// not checked, only printed beside Convoy's as ratios. Returns one line
+/// per compared series; an error listing the regressions, if any. Series
+/// only one side has are not compared.
 pub fn check(history: &Path, current: &Path, band: f64) -> Result<Vec<String>, String> {
     let releases = load(history)?;
     let previous = releases.last().ok_or_else(|| format!("no release in {}", history.display()))?;
@@ -133,14 +136,27 @@ pub fn check(history: &Path, current: &Path, band: f64) -> Result<Vec<String>, S
     let before = average(&previous.items.data_items);
     let now: Vec<DataItem> =
         load_results(current)?.into_iter().flat_map(|f| f.items.data_items).collect();
+    let now = average(&now);
     let mut lines = Vec::new();
     let mut regressions = Vec::new();
-    for ((name, scheduler), value) in average(&now) {
+    for ((name, scheduler), value) in &now {
+        if !scheduler.is_empty() && scheduler != "convoy" {
+            continue;
+        }
         let Some(old) = before.get(&(name.clone(), scheduler.clone())) else { continue };
         let ratio = if *old > 0.0 { value / old } else { 1.0 };
         let who = if scheduler.is_empty() { String::new() } else { format!(" [{scheduler}]") };
+        let others: Vec<String> = ["kube-scheduler", "null"]
+            .iter()
+            .filter_map(|o| {
+                let theirs = now.get(&(name.clone(), o.to_string()))?;
+                (*theirs > 0.0).then(|| format!("{:.2}x {o}", value / theirs))
+            })
+            .collect();
+        let others =
+            if others.is_empty() { String::new() } else { format!("; {}", others.join(", ")) };
         let line = format!(
-            "{name}{who}: {value:.1} pods/s, {:.2}x {} ({old:.1})",
+            "{name}{who}: {value:.1} pods/s, {:.2}x {} ({old:.1}){others}",
             ratio, previous.timestamp
         );
         if ratio < 1.0 - band {
@@ -214,6 +230,17 @@ mod tests {
         let lines = check(&history, &ok, 0.15).unwrap();
         assert_eq!(lines.len(), 1);
         assert!(lines[0].contains("0.92x v0.10.0"), "{lines:?}");
+        // Only Convoy's series are checked; the others are ratios beside it.
+        let mixed = run(
+            "r5",
+            vec![
+                item("SchedulingBasic/5000Nodes/namespace-1", Some("convoy"), 500.0),
+                item("SchedulingBasic/5000Nodes/namespace-1", Some("kube-scheduler"), 100.0),
+            ],
+        );
+        let lines = check(&history, &mixed, 0.15).unwrap();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].ends_with("5.00x kube-scheduler"), "{lines:?}");
         let slow =
             run("r4", vec![item("SchedulingBasic/5000Nodes/namespace-1", Some("convoy"), 300.0)]);
         let err = check(&history, &slow, 0.15).unwrap_err();

@@ -80,11 +80,16 @@ enum Command {
         /// The config file.
         config: PathBuf,
     },
-    /// Writes a static HTML trend report of a results directory.
+    /// Writes a static HTML trend report of a results directory, or with
+    /// --history of the per-release history (one point per release).
     Report {
         /// The directory of DataItems files (and their `.details.json`).
         #[arg(long, default_value = "bench-results")]
         results: PathBuf,
+        /// A history directory (benches/history): the trend across
+        /// releases instead (as `history report`).
+        #[arg(long)]
+        history: Option<PathBuf>,
         /// The HTML file to write.
         #[arg(long, default_value = "report.html")]
         out: PathBuf,
@@ -294,10 +299,15 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => run(args),
         Command::Compare(args) => compare(args),
-        Command::Report { results, out } => {
-            match convoy_bench::report::write_report(&results, &out) {
+        Command::Report { results, history, out } => {
+            let written = match &history {
+                Some(dir) => convoy_bench::history::report(dir, &out),
+                None => convoy_bench::report::write_report(&results, &out),
+            };
+            match written {
                 Ok(n) => {
-                    println!("{}: {n} result files", out.display());
+                    let what = if history.is_some() { "releases" } else { "result files" };
+                    println!("{}: {n} {what}", out.display());
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -50,6 +50,21 @@ pub struct WorkloadResult {
     pub error: Option<String>,
     /// Threshold violations (upstream's message).
     pub threshold_failure: Option<String>,
+    /// Binds per node over the workload (deleted pods included): where the
+    /// scheduler put the pods, for a benchmark's own checks.
+    #[serde(skip)]
+    pub binds_per_node: BTreeMap<String, usize>,
+}
+
+/// What one workload measured on a target.
+#[derive(Debug, Clone, Default)]
+pub struct Measured {
+    /// Measured windows.
+    pub windows: Vec<Window>,
+    /// Its DataItems.
+    pub items: Vec<DataItem>,
+    /// Binds per node over the workload.
+    pub binds_per_node: BTreeMap<String, usize>,
 }
 
 impl WorkloadResult {
@@ -168,7 +183,7 @@ pub fn run(config: &Config, opts: &RunOptions) -> Result<Report, String> {
             &plan.take_gpu_outcomes(),
             &Default::default(),
         ));
-        Ok((windows, items))
+        Ok(Measured { windows, items, binds_per_node: outcome.binds_per_node })
     })
 }
 
@@ -181,7 +196,7 @@ pub fn run_api(config: &Config, opts: &RunOptions, api: &ApiOptions) -> Result<R
 }
 
 /// One workload on the API-server target: its windows and DataItems.
-pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<DataItem>), String> {
+pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<Measured, String> {
     let outcome = crate::targets::api::run(plan, api).map_err(|e| e.to_string())?;
     let scheduler = api.scheduler.name();
     let mut items: Vec<DataItem> = outcome
@@ -207,7 +222,7 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
     if let Some(u) = &outcome.usage {
         items.extend(crate::targets::api::usage_items(&plan.name, api.scheduler, u));
     }
-    Ok((outcome.windows, items))
+    Ok(Measured { windows: outcome.windows, items, binds_per_node: outcome.binds_per_node })
 }
 
 /// Runs the selected workloads one after the other with `target`, which
@@ -215,7 +230,7 @@ pub fn api_workload(plan: &Plan, api: &ApiOptions) -> Result<(Vec<Window>, Vec<D
 pub fn run_each(
     config: &Config,
     opts: &RunOptions,
-    mut target: impl FnMut(&Plan) -> Result<(Vec<Window>, Vec<DataItem>), String>,
+    mut target: impl FnMut(&Plan) -> Result<Measured, String>,
 ) -> Result<Report, String> {
     let plans = plan_selected(config, opts)?;
     let mut report = Report::default();
@@ -236,10 +251,12 @@ pub fn run_each(
             threshold: w.threshold.as_ref().and_then(|t| t.for_topic(&opts.topic)),
             error: None,
             threshold_failure: None,
+            binds_per_node: BTreeMap::new(),
         };
         match target(plan) {
-            Ok((windows, items)) => {
+            Ok(Measured { windows, items, binds_per_node }) => {
                 result.items = items;
+                result.binds_per_node = binds_per_node;
                 for win in &windows {
                     if win.sampled.samples.is_empty() {
                         tracing::warn!(

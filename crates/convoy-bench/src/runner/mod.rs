@@ -89,6 +89,8 @@ pub struct Outcome {
     pub windows: Vec<Window>,
     /// Bound pods removed by others (see [`crate::measure::evictions`]).
     pub evictions: Evictions,
+    /// Binds per node over the whole workload (deleted pods included).
+    pub binds_per_node: std::collections::BTreeMap<String, usize>,
 }
 
 impl<'a> Options<'a> {
@@ -169,8 +171,11 @@ pub(crate) async fn run<T: Target>(
     drop(progress);
     let windows = runner.windows;
     target.stop().await;
-    let evictions = tracker.lock().evictions;
-    result.map(|()| Outcome { windows, evictions })
+    let (evictions, binds_per_node) = {
+        let mut t = tracker.lock();
+        (t.evictions, std::mem::take(&mut t.binds_per_node))
+    };
+    result.map(|()| Outcome { windows, evictions, binds_per_node })
 }
 
 /// One workload's bookkeeping over its target.

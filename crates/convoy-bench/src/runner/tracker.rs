@@ -81,6 +81,9 @@ pub(crate) struct PodTracker {
     pub(crate) bound_per_ns: HashMap<Arc<str>, usize>,
     /// Binds seen since the start (deleted pods included).
     pub(crate) binds_total: u64,
+    /// Binds seen per node since the start (deleted pods included): where
+    /// the scheduler put the pods, for a benchmark's own checks.
+    pub(crate) binds_per_node: std::collections::BTreeMap<String, usize>,
     pub(crate) window: Option<ActiveWindow>,
     pub(crate) steady: Option<SteadyHook>,
     /// Pod-group progress (gang workloads).
@@ -124,6 +127,14 @@ impl PodTracker {
             self.attempted.remove(&key);
             *self.bound_per_ns.entry(key.namespace.clone()).or_default() += 1;
             self.binds_total += 1;
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) {
+                match self.binds_per_node.get_mut(node) {
+                    Some(n) => *n += 1,
+                    None => {
+                        self.binds_per_node.insert(node.to_string(), 1);
+                    }
+                }
+            }
             if let Some(h) = &self.steady
                 && *h.namespace == *key.namespace
             {

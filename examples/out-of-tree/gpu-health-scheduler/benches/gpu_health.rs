@@ -35,6 +35,24 @@ fn main() {
         eprintln!("{e}");
         std::process::exit(1);
     }
+    // Placed as intended: nothing on the even-numbered nodes, whose GPUs
+    // the prepare hook reported unhealthy.
+    for r in &report.results {
+        let on_unhealthy: usize = r
+            .binds_per_node
+            .iter()
+            .filter(|(node, _)| {
+                node.strip_prefix("gpu-")
+                    .and_then(|i| i.parse::<usize>().ok())
+                    .is_some_and(|i| i % 2 == 0)
+            })
+            .map(|(_, n)| n)
+            .sum();
+        if on_unhealthy > 0 {
+            eprintln!("{}: {on_unhealthy} pods on nodes with unhealthy GPUs", r.name);
+            std::process::exit(1);
+        }
+    }
 }
 
 #[path = "../tests/common/prepare.rs"]

@@ -18,6 +18,16 @@ fn benchmark() -> convoy_bench::Benchmark {
         .prepare(prepare::reports(10))
 }
 
+/// The benchmark placed its 40 one-GPU pods on the five healthy nodes
+/// (odd-numbered), 8 each: none on a node whose report says unhealthy.
+fn placed_as_intended(report: &convoy_bench::run::Report) {
+    let binds = &report.results[0].binds_per_node;
+    let on = |i: usize| binds.get(&format!("gpu-{i}")).copied().unwrap_or(0);
+    let unhealthy: usize = (0..10).step_by(2).map(on).sum();
+    assert_eq!(unhealthy, 0, "pods on unhealthy nodes: {binds:?}");
+    assert!((1..10).step_by(2).all(|i| on(i) == 8), "{binds:?}");
+}
+
 fn throughput(report: &convoy_bench::run::Report) -> f64 {
     report.results[0]
         .items
@@ -32,6 +42,7 @@ fn the_benchmark_runs_on_the_embedded_cluster() {
     let report = benchmark().run_embedded().expect("planned");
     report.check().expect("ran and met its thresholds");
     assert_eq!(report.results.len(), 1);
+    placed_as_intended(&report);
     assert!(throughput(&report) > 0.0, "{:?}", report.results[0].items);
 }
 
@@ -47,4 +58,5 @@ fn the_benchmark_runs_on_an_api_server_with_the_binary() {
         items.iter().any(|i| metric(i).as_deref() == Some("SchedulingThroughput")),
         "{items:?}"
     );
+    placed_as_intended(&report);
 }

@@ -97,6 +97,8 @@ pub struct ApiOutcome {
     pub usage: Option<Usage>,
     /// Bound pods removed by others (see [`crate::measure::evictions`]).
     pub evictions: Evictions,
+    /// Binds per node over the whole workload (deleted pods included).
+    pub binds_per_node: std::collections::BTreeMap<String, usize>,
 }
 
 /// Runs one workload against the API server of `opts.kubeconfig`.
@@ -145,7 +147,12 @@ async fn run_async(plan: &Plan, opts: &ApiOptions) -> Result<ApiOutcome, RunErro
         runner::Options::new(opts.sample_interval, opts.timeout, opts.progress, &opts.prepare);
     let outcome = runner::run(plan, &mut target, &tracker, runner_opts).await?;
     let usage = target.usage;
-    Ok(ApiOutcome { windows: outcome.windows, usage, evictions: outcome.evictions })
+    Ok(ApiOutcome {
+        windows: outcome.windows,
+        usage,
+        evictions: outcome.evictions,
+        binds_per_node: outcome.binds_per_node,
+    })
 }
 
 /// Feeds the tracker from a watch of every pod; `synced` once the initial
