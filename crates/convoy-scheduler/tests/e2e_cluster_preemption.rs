@@ -7,7 +7,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Result, ensure};
 use common::*;
@@ -45,22 +45,6 @@ async fn create_class(client: &kube::Client, name: &str, value: i32, never: bool
     Ok(())
 }
 
-/// Creates a pod, retrying while the namespace's default ServiceAccount
-/// (made by the controller manager) does not exist yet, and while the
-/// admission plugin has not yet seen a PriorityClass just created.
-async fn create(api: &Api<Pod>, pod: &Pod) -> Result<Pod> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        match api.create(&PostParams::default(), pod).await {
-            Ok(p) => return Ok(p),
-            Err(kube::Error::Api(s)) if Instant::now() < deadline && s.code != 409 => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// Waits until every named pod runs (KWOK's kubelet took it).
 async fn wait_running(api: &Api<Pod>, names: &[&str]) -> Result<()> {
     let ok = eventually(Duration::from_secs(30), || async {
@@ -96,7 +80,7 @@ async fn preemptor_binds_after_its_victims_terminate_and_spares_the_pdb() -> Res
         ("free-0", "n2", "free"),
         ("free-1", "n2", "free"),
     ] {
-        create(&pods, &running(name, node, app, "2", 2)).await?;
+        create_retrying(&pods, &running(name, node, app, "2", 2)).await?;
     }
     wait_running(&pods, &["safe-0", "safe-1", "free-0", "free-1"]).await?;
     let pdb: PodDisruptionBudget = serde_json::from_value(serde_json::json!({
@@ -117,7 +101,7 @@ async fn preemptor_binds_after_its_victims_terminate_and_spares_the_pdb() -> Res
     sched.wait_ready(Duration::from_secs(30)).await?;
     let mut high = pod("high", CONVOY, "3", "100Mi");
     high.spec.as_mut().expect("spec").priority_class_name = Some("urgent".into());
-    create(&pods, &high).await?;
+    create_retrying(&pods, &high).await?;
 
     // The victims are on n2, and are still terminating for a while.
     let terminating = eventually(Duration::from_secs(20), || async {
@@ -167,14 +151,14 @@ async fn preemption_policy_never_never_evicts() -> Result<()> {
     create_nodes(&cp.client, vec![kwok_node("n1", "4")]).await?;
     create_class(&cp.client, "polite", 1_000_000, true).await?;
     for name in ["low-0", "low-1"] {
-        create(&pods, &running(name, "n1", "low", "2", 1)).await?;
+        create_retrying(&pods, &running(name, "n1", "low", "2", 1)).await?;
     }
     wait_running(&pods, &["low-0", "low-1"]).await?;
     let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
     sched.wait_ready(Duration::from_secs(30)).await?;
     let mut high = pod("high", CONVOY, "3", "100Mi");
     high.spec.as_mut().expect("spec").priority_class_name = Some("polite".into());
-    create(&pods, &high).await?;
+    create_retrying(&pods, &high).await?;
 
     let refused = eventually(Duration::from_secs(20), || async {
         let p = pods.get("high").await.ok()?;

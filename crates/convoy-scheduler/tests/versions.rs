@@ -173,7 +173,9 @@ async fn preemption_respects_a_pod_disruption_budget() -> Result<()> {
         spec.termination_grace_period_seconds = Some(0);
         victims.push(p);
     }
-    create_with_retries(&pods, victims).await?;
+    for p in &victims {
+        create_retrying(&pods, p).await?;
+    }
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "safe"},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "safe"}}}
@@ -191,7 +193,7 @@ async fn preemption_respects_a_pod_disruption_budget() -> Result<()> {
     sched.wait_ready(Duration::from_secs(30)).await?;
     let mut high = pod("high", CONVOY, "3", "100Mi");
     high.spec.as_mut().expect("spec").priority_class_name = Some("urgent".into());
-    create_with_retries(&pods, vec![high]).await?;
+    create_retrying(&pods, &high).await?;
     let all = wait_bound(&pods, &["high".to_string()], Duration::from_secs(40))
         .await
         .with_context(|| sched.tail())?;
@@ -204,24 +206,6 @@ async fn preemption_respects_a_pod_disruption_budget() -> Result<()> {
         ensure!(p.metadata.deletion_timestamp.is_none(), "{name} is being deleted");
     }
     check_log(&cp, &sched)
-}
-
-/// Creates pods, retrying while the namespace's ServiceAccount (made by the
-/// controller manager) or a PriorityClass just created is not seen yet.
-async fn create_with_retries(api: &Api<Pod>, pods: Vec<Pod>) -> Result<()> {
-    for p in pods {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match api.create(&PostParams::default(), &p).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(s)) if Instant::now() < deadline && s.code != 409 => {
-                    tokio::time::sleep(Duration::from_millis(200)).await;
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// A gang of three (`minMember` 3) binds whole through each PodGroup API
@@ -356,7 +340,7 @@ async fn wait_for_first_consumer_volume() -> Result<()> {
     p.spec.as_mut().expect("spec").volumes = Some(vec![serde_json::from_value(
         json!({"name": "data", "persistentVolumeClaim": {"claimName": "data"}}),
     )?]);
-    create_with_retries(&pods, vec![p]).await?;
+    create_retrying(&pods, &p).await?;
 
     let running = eventually(Duration::from_secs(60), || async {
         let p = pods.get("user").await.ok()?;

@@ -354,6 +354,22 @@ pub async fn create_pods(api: &Api<Pod>, pods: Vec<Pod>) -> Result<Vec<Pod>> {
         .await?)
 }
 
+/// Creates a pod, retrying for up to 20 s while the namespace's default
+/// ServiceAccount (made by the controller manager) does not exist yet, or
+/// the admission plugin has not yet seen a PriorityClass just created.
+pub async fn create_retrying(api: &Api<Pod>, pod: &Pod) -> Result<Pod> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        match api.create(&PostParams::default(), pod).await {
+            Ok(p) => return Ok(p),
+            Err(kube::Error::Api(s)) if tokio::time::Instant::now() < deadline && s.code != 409 => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// The pod's node, if bound.
 pub fn node_of(p: &Pod) -> Option<&str> {
     p.spec.as_ref()?.node_name.as_deref()
