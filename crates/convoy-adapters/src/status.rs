@@ -98,7 +98,16 @@ enum Work {
         uid: String,
         message: String,
     },
+    Warning(Box<Warning>),
     Flush(oneshot::Sender<()>),
+}
+
+/// A Warning Event on any object.
+struct Warning {
+    regarding: ObjectReference,
+    related: Option<ObjectReference>,
+    reason: &'static str,
+    note: String,
 }
 
 #[derive(Debug, Default)]
@@ -246,6 +255,42 @@ impl StatusWriter {
         self.push(Work::InvalidGroup { key: key.clone(), uid: uid.into(), message: message.into() })
     }
 
+    /// Queues a Warning Event on a pod (action `Scheduling`), related to
+    /// its node. False if the queue was full.
+    pub fn pod_warning(
+        &self,
+        pod: &PodKey,
+        uid: &str,
+        node: Option<(&str, Option<&str>)>,
+        reason: &'static str,
+        note: String,
+    ) -> bool {
+        self.push(Work::Warning(Box::new(Warning {
+            regarding: pod_ref(pod, uid),
+            related: node.map(|(name, uid)| node_ref(name, uid)),
+            reason,
+            note,
+        })))
+    }
+
+    /// Queues a Warning Event on a node (action `Scheduling`), related to
+    /// a pod when one is given. False if the queue was full.
+    pub fn node_warning(
+        &self,
+        node: &str,
+        node_uid: Option<&str>,
+        pod: Option<(&PodKey, &str)>,
+        reason: &'static str,
+        note: String,
+    ) -> bool {
+        self.push(Work::Warning(Box::new(Warning {
+            regarding: node_ref(node, node_uid),
+            related: pod.map(|(key, uid)| pod_ref(key, uid)),
+            reason,
+            note,
+        })))
+    }
+
     fn push(&self, work: Work) -> bool {
         Self::push_to(&self.queue, &self.counters, work)
     }
@@ -338,6 +383,11 @@ impl Task {
                     let (warning, reason) = (EventType::Warning, "InvalidPodGroup");
                     self.event(&r, None, warning, reason, "Scheduling", message).await;
                 }
+                Work::Warning(w) => {
+                    let Warning { regarding, related, reason, note } = *w;
+                    let warning = EventType::Warning;
+                    self.event(&regarding, related, warning, reason, "Scheduling", note).await;
+                }
                 Work::Flush(done) => {
                     let _ = done.send(());
                 }
@@ -410,6 +460,16 @@ fn pod_ref(pod: &PodKey, uid: &str) -> ObjectReference {
         namespace: Some(pod.namespace.to_string()),
         name: Some(pod.name.to_string()),
         uid: Some(uid.into()),
+        ..Default::default()
+    }
+}
+
+fn node_ref(name: &str, uid: Option<&str>) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Node".into()),
+        name: Some(name.into()),
+        uid: uid.map(Into::into),
         ..Default::default()
     }
 }

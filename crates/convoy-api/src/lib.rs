@@ -42,7 +42,7 @@ pub use events::{
 pub use images::{ImageStateSummary, ImageStates, NodeImage};
 pub use labels::{Labels, Selector};
 pub use lister::{NodeInfoLister, NodeList};
-pub use node_info::{NodeInfo, borrowed, next_generation};
+pub use node_info::{KUBELET_REJECTED_TAINT, NodeInfo, borrowed, next_generation};
 pub use objects::{ClusterObject, ClusterObjects, CustomObject, CustomObjects};
 pub use plugin::*;
 pub use pod_fields::{UnevaluatedField, unevaluated_fields};

@@ -23,6 +23,12 @@ pub fn next_generation() -> u64 {
     GENERATION.fetch_add(1, Ordering::Relaxed)
 }
 
+/// The taint Convoy's cache (never the API server) puts on a node whose
+/// kubelet rejected a pod Convoy bound, while the node is held out of
+/// scheduling; its value is the kubelet's reason. TaintToleration's Filter
+/// names it in its message.
+pub const KUBELET_REJECTED_TAINT: &str = "convoy.dev/kubelet-rejected";
+
 /// A node as the scheduler sees it: the API object, its allocatable
 /// resources, and the sum of the requests of the pods assigned to it
 /// (pods of every scheduler, and pods assumed but not yet bound).

@@ -102,6 +102,13 @@ pub struct TaintToleration;
 /// Filter's reason, as upstream's.
 pub const UNTOLERATED: &str = "node(s) had untolerated taint(s)";
 
+/// Filter's reason for a node Convoy holds out of scheduling after its
+/// kubelet rejected a pod Convoy bound (the taint
+/// [`convoy_api::KUBELET_REJECTED_TAINT`] exists in Convoy's cache only, so
+/// upstream's wording would point users at a taint `kubectl` cannot show).
+pub const HELD: &str = "node(s) were held out of scheduling after their kubelet rejected a pod \
+                        (taint convoy.dev/kubelet-rejected, in Convoy's cache only)";
+
 /// PreScore state: the pod's tolerations that can apply to PreferNoSchedule.
 struct PreScoreState {
     tolerations_prefer_no_schedule: Vec<Toleration>,
@@ -154,6 +161,9 @@ impl FilterPlugin for TaintToleration {
                     taint.effect = %taint.effect,
                     "node had untolerated taints"
                 );
+                if taint.key == convoy_api::KUBELET_REJECTED_TAINT {
+                    return Status::unresolvable(HELD);
+                }
                 Status::unresolvable(UNTOLERATED)
             }
         }

@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use convoy_api::{GroupKey, PodKey};
 
+pub use crate::conflicts::{KubeletRejection, ResourceShortfall};
+
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -174,6 +176,14 @@ pub trait DecisionSink: Send + Sync {
     /// Records one run of preemption (before the preemptor's decision).
     /// Ignored by default.
     fn record_preemption(&self, _decision: &PreemptionDecision) {}
+
+    /// Records a kubelet's rejection of a pod Convoy bound. Ignored by
+    /// default.
+    fn record_rejection(&self, _rejection: &KubeletRejection) {}
+
+    /// Records a node whose allocatable dropped below what its pods
+    /// request. Ignored by default.
+    fn record_shortfall(&self, _shortfall: &ResourceShortfall) {}
 }
 
 /// Writes each decision as one log line at info level (`tracing`), JSON or
@@ -242,6 +252,22 @@ impl DecisionSink for LogSink {
         }
     }
 
+    fn record_rejection(&self, r: &KubeletRejection) {
+        tracing::warn!(
+            target: "convoy::decision",
+            pod = %r.pod, profile = %r.profile, result = "rejected by kubelet", node = %r.node,
+            reason = %r.reason, takers = %r.takers_summary(),
+            "{}: {}", r.pod, r.pod_note()
+        );
+    }
+
+    fn record_shortfall(&self, s: &ResourceShortfall) {
+        tracing::warn!(
+            node = %s.node, resource = %s.resource, allocatable = s.allocatable,
+            requested = s.requested, "node {}: {}", s.node, s.note()
+        );
+    }
+
     fn record_group(&self, d: &GroupDecision) {
         let latency_us = d.latency.as_micros() as u64;
         let placed = d.placed_before + d.placed;
@@ -286,6 +312,18 @@ impl DecisionSink for Fanout {
     fn record_group(&self, d: &GroupDecision) {
         for s in &self.0 {
             s.record_group(d);
+        }
+    }
+
+    fn record_rejection(&self, r: &KubeletRejection) {
+        for s in &self.0 {
+            s.record_rejection(r);
+        }
+    }
+
+    fn record_shortfall(&self, r: &ResourceShortfall) {
+        for s in &self.0 {
+            s.record_shortfall(r);
         }
     }
 }

@@ -7,11 +7,14 @@
 //!   `preempt.rs`: what a preemption leads to);
 //! - [`run`]: the production loop and the simulation driver;
 //! - [`decision`]: how every decision is explained;
+//! - [`conflicts`]: other schedulers and kubelets that disagree with
+//!   Convoy's view of a node;
 //! - [`simulate`]: `convoy-scheduler simulate` on the embedded cluster.
 //!
 //! May depend on every Convoy crate; `main.rs` only parses flags.
 
 pub mod app;
+pub mod conflicts;
 pub mod decision;
 pub mod http;
 pub mod metrics;

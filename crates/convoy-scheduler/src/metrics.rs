@@ -20,6 +20,8 @@
 //! | `convoy_status_writes_dropped_total` | | [`Metrics::sync_status_writes_dropped`] or [`Metrics::status_write_dropped`] |
 //! | `convoy_dra_allocation_attempts_total` | `result` (`allocated`, `unschedulable`, `error`) | [`Metrics::sync_dra`]: DynamicResources' per-node searches |
 //! | `convoy_dra_claim_writes_total` | `write` (`allocate`, `deallocate`) | [`Metrics::sync_dra`] |
+//! | `convoy_kubelet_rejections_total` | `reason` (the kubelet's: `OutOfcpu`, `NodeAffinity`, ...; else `Other`) | [`DecisionSink::record_rejection`] |
+//! | `convoy_node_resource_shortfalls_total` | `resource` | [`DecisionSink::record_shortfall`] |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
 //! observation allocates nothing once its series exists; the only locks are
@@ -108,6 +110,16 @@ struct DraWriteLabels {
     write: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResourceLabels {
+    resource: Arc<str>,
+}
+
 /// A histogram family whose buckets are fixed by a plain function.
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -131,6 +143,8 @@ pub struct Metrics {
     dra_claim_writes: Family<DraWriteLabels, Counter>,
     preemption_attempts: Counter,
     preemption_victims: Histogram,
+    kubelet_rejections: Family<ReasonLabels, Counter>,
+    resource_shortfalls: Family<ResourceLabels, Counter>,
     cycles: AtomicU64,
 }
 
@@ -266,6 +280,20 @@ impl Metrics {
             preemption_victims.clone(),
         );
 
+        let kubelet_rejections = Family::default();
+        registry.register(
+            "convoy_kubelet_rejections",
+            "Pods Convoy bound that their node's kubelet rejected at admission, by the \
+             kubelet's reason",
+            kubelet_rejections.clone(),
+        );
+        let resource_shortfalls = Family::default();
+        registry.register(
+            "convoy_node_resource_shortfalls",
+            "Times a node's allocatable dropped below what the pods on it request, by resource",
+            resource_shortfalls.clone(),
+        );
+
         Self {
             registry,
             schedule_attempts,
@@ -283,6 +311,8 @@ impl Metrics {
             dra_claim_writes,
             preemption_attempts,
             preemption_victims,
+            kubelet_rejections,
+            resource_shortfalls,
             cycles: AtomicU64::new(0),
         }
     }
@@ -450,6 +480,17 @@ impl DecisionSink for Metrics {
         if d.node.is_some() {
             self.preemption_victims.observe(d.victims.len() as f64);
         }
+    }
+
+    /// `convoy_kubelet_rejections_total`.
+    fn record_rejection(&self, r: &crate::decision::KubeletRejection) {
+        self.kubelet_rejections.get_or_create(&ReasonLabels { reason: r.reason_label() }).inc();
+    }
+
+    /// `convoy_node_resource_shortfalls_total`.
+    fn record_shortfall(&self, s: &crate::decision::ResourceShortfall) {
+        let labels = ResourceLabels { resource: Arc::from(s.resource.as_str()) };
+        self.resource_shortfalls.get_or_create(&labels).inc();
     }
 
     /// `scheduler_podgroup_schedule_attempts_total` and

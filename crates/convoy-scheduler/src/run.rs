@@ -108,6 +108,7 @@ impl Scheduler {
                 }
             }
             tracing::info!("leading: scheduling starts");
+            self.leading.store(true, Ordering::Release);
             let mut since_yield = 0u32;
             loop {
                 // pop() returns at once while pods are queued; start the
@@ -126,6 +127,7 @@ impl Scheduler {
                     r = leader.changed() => {
                         if r.is_err() || !*leader.borrow() {
                             tracing::warn!("leader election lost: scheduling stops");
+                            self.leading.store(false, Ordering::Release);
                             break 'outer Exit::LostLease;
                         }
                     }
@@ -166,6 +168,7 @@ impl Scheduler {
                     _ = backoff.tick() => {
                         self.queue.flush_backoff_completed();
                         self.release_held_pods();
+                        self.release_node_holds();
                         self.release_expired_preemptions();
                         self.refresh_idle_snapshot();
                     }
@@ -201,6 +204,7 @@ impl Scheduler {
         /// Pods scheduled between two yields to the binding tasks.
         const BATCH: usize = 256;
         let mut quiet = Quiet::default();
+        self.leading.store(true, Ordering::Release);
         loop {
             while let Ok(u) = updates.try_recv() {
                 self.handle_update(u);

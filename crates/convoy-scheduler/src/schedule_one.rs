@@ -11,7 +11,8 @@
 //! 4. assume the pod on the chosen node in the cache, so the next cycle
 //!    sees it;
 //! 5. Reserve, then Permit;
-//! 6. hand the pod to its binding cycle (PreBind, Bind, PostBind) and
+//! 6. hand the pod to its binding cycle (the node checked once more
+//!    against the freshest cache, then PreBind, Bind, PostBind) and
 //!    return at once: the loop never waits on the network. The loop starts
 //!    the binding cycles of the pods it scheduled as one task every few
 //!    pods and whenever it would wait for a pod ([`Scheduler::start_bindings`]):
@@ -191,6 +192,16 @@ impl Scheduler {
                 self.binding_cycle_failed(&fwk, qpi, state, decision, s);
                 return;
             }
+        }
+        // The freshest view of the node, just before the binding call:
+        // another scheduler's pods delivered since the cycle chose it may
+        // have taken the room (see `conflicts.rs`); the pod then goes back
+        // to the queue as if Filter had rejected the node.
+        if let Some(why) = self.room_taken(&pod, &node) {
+            // No plugin named: any cluster event retries it.
+            let s = Status::unschedulable(why);
+            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+            return;
         }
         let shared = Arc::new(state);
         let s = fwk.run_bind(shared.clone(), pod.clone(), node.clone()).await;

@@ -102,6 +102,12 @@ pub struct Scheduler {
     /// `delayCacheUntilActive` with leader election on: the live loop starts
     /// the watches (and so fills the cache) only once this replica leads.
     pub(crate) delay_cache_until_active: bool,
+    /// Nodes held out of scheduling after a kubelet rejected a pod Convoy
+    /// bound there (see [`crate::conflicts`]).
+    pub(crate) holds: crate::conflicts::NodeHolds,
+    /// Whether this replica schedules (leads, or runs a simulation): only
+    /// then does it report what it sees of other schedulers and kubelets.
+    pub(crate) leading: AtomicBool,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -226,6 +232,8 @@ impl Scheduler {
             quiet_limit,
             delay_cache_until_active: cfg.delay_cache_until_active
                 && cfg.leader_election.leader_elect,
+            holds: Default::default(),
+            leading: AtomicBool::new(false),
         }))
     }
 
@@ -289,8 +297,14 @@ impl Scheduler {
                 );
             }
             ClusterUpdate::NodeUpdated { old, new } => {
-                self.cache.update_node(new.clone());
                 let action = node_update_action(&old, &new);
+                let name = new.metadata.name.as_deref().unwrap_or("");
+                let shrunk = action.0 & ActionType::UPDATE_NODE_ALLOCATABLE.0 != 0;
+                let before = shrunk.then(|| self.cache.node_info(name)).flatten();
+                self.cache.update_node(self.holds.cache_view(new.clone()));
+                if shrunk && self.leading.load(Ordering::Acquire) {
+                    self.check_shortfall(before, name);
+                }
                 if action.0 != 0 {
                     self.move_all(
                         EventResource::Node,
@@ -301,6 +315,7 @@ impl Scheduler {
                 }
             }
             ClusterUpdate::NodeDeleted(node) => {
+                self.holds.node_deleted(node.metadata.name.as_deref().unwrap_or(""));
                 log_cache_error(
                     self.cache.remove_node(node.metadata.name.as_deref().unwrap_or("")),
                 );
@@ -491,11 +506,18 @@ impl Scheduler {
             );
         } else if !self.is_ours(&pod) {
             // Another scheduler's pending pod still counts in its group
-            // (a group whose pods name different schedulers is rejected).
+            // (a group whose pods name different schedulers is rejected),
+            // and its nomination keeps room free as ours do.
             let member = !is_terminal(&pod) && convoy_api::pod_group::group_key_of(&pod).is_some();
-            if let Some(info) = member.then(|| self.pod_info(pod)).flatten() {
-                self.gang.pod_upsert(&info);
-                self.report_mixed_schedulers(&info);
+            let nominated = !is_terminal(&pod) && nomination(&pod).is_some();
+            if let Some(info) = (member || nominated).then(|| self.pod_info(pod)).flatten() {
+                if nominated {
+                    self.queue.nominator().pod_added(&info);
+                }
+                if member {
+                    self.gang.pod_upsert(&info);
+                    self.report_mixed_schedulers(&info);
+                }
             }
         } else if !is_terminal(&pod) {
             match PodInfo::new(pod) {
@@ -534,6 +556,16 @@ impl Scheduler {
                 } else {
                     self.gang.pod_upsert(&n);
                 }
+                if let Some((reason, message)) = crate::conflicts::rejection_of(&old, &new)
+                    && self.is_ours(&new)
+                {
+                    self.kubelet_rejected(
+                        &n,
+                        reason,
+                        message,
+                        self.leading.load(Ordering::Acquire),
+                    );
+                }
                 let terminating = new.metadata.deletion_timestamp.is_some().then(|| n.uid.clone());
                 log_cache_error(self.cache.update_pod(&o, n));
                 // After the cache: `spawn_preemption` reads it (see there).
@@ -549,6 +581,7 @@ impl Scheduler {
             }
             _ => {
                 if !self.is_ours(&new) {
+                    self.others_nomination(&old, new);
                     return;
                 }
                 let o = PodInfo::new(old).ok().map(Arc::new);
@@ -582,6 +615,36 @@ impl Scheduler {
         }
     }
 
+    /// Another scheduler's pending pod changed: its nomination (set,
+    /// moved, cleared, or ended with the pod) follows.
+    fn others_nomination(&self, old: &Pod, new: Arc<Pod>) {
+        if nomination(old).is_none() && nomination(&new).is_none() {
+            return;
+        }
+        let Some(info) = self.pod_info(new.clone()) else { return };
+        if info.is_terminal() {
+            self.queue.nominator().delete(&info);
+        } else {
+            self.queue.nominator().pod_updated(&info);
+        }
+        if nomination(old).is_some() && nomination(old) != nomination(&new) {
+            self.nomination_released(old);
+        }
+    }
+
+    /// A pod's nomination ended without the pod taking the room (it was
+    /// deleted, or its nomination cleared or moved): the pods that room
+    /// turned away are told, as upstream tells them of a nominated pod's
+    /// deletion (an assigned pod's deletion).
+    fn nomination_released(&self, pod: &Pod) {
+        self.move_all(
+            EventResource::AssignedPod,
+            ActionType::DELETE,
+            Some(EventObject::Pod(Arc::new(pod.clone()))),
+            None,
+        );
+    }
+
     /// Preemptions that held their preemptors too long after their API
     /// calls (a victim's event was lost): their preemptors are released.
     pub(crate) fn release_expired_preemptions(&self) {
@@ -611,7 +674,11 @@ impl Scheduler {
         let assigned = info.node_name().is_some();
         if !assigned {
             self.queue.delete(&info);
-            convoy_api::WaitingPods::reject(&*self.waiting_pods, &info.uid, "", "pod deleted");
+            let waiting =
+                convoy_api::WaitingPods::reject(&*self.waiting_pods, &info.uid, "", "pod deleted");
+            if !waiting && nomination(&pod).is_some() {
+                self.nomination_released(&pod);
+            }
         }
         // An assigned pod, or one deleted while its binding was in flight
         // (assumed): give back what it holds, and tell the pods it blocked.
@@ -650,6 +717,11 @@ fn log_cache_error(r: convoy_cache::Result<()>) {
     if let Err(e) = r {
         tracing::warn!(error = %e, "cache update");
     }
+}
+
+/// A pod's `status.nominatedNodeName`, when set.
+fn nomination(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.nominated_node_name.as_deref().filter(|n| !n.is_empty())
 }
 
 fn is_terminal(pod: &Pod) -> bool {

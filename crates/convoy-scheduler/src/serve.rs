@@ -82,6 +82,23 @@ impl DecisionSink for ApiStatusSink {
         }
     }
 
+    fn record_rejection(&self, r: &crate::decision::KubeletRejection) {
+        let node = Some((&*r.node, r.node_uid.as_deref()));
+        self.0.pod_warning(&r.pod, &r.uid, node, "RejectedByKubelet", r.pod_note());
+        let pod = Some((&r.pod, &*r.uid));
+        self.0.node_warning(
+            &r.node,
+            r.node_uid.as_deref(),
+            pod,
+            "SchedulingConflict",
+            r.node_note(),
+        );
+    }
+
+    fn record_shortfall(&self, s: &crate::decision::ResourceShortfall) {
+        self.0.node_warning(&s.node, s.node_uid.as_deref(), None, "ResourceShortfall", s.note());
+    }
+
     fn record_group(&self, d: &GroupDecision) {
         let outcome = match &d.outcome {
             GroupOutcome::Placed => GroupReportOutcome::Placed {
