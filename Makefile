@@ -12,7 +12,7 @@ $(shell mkdir -p $(TMPDIR))
 endif
 endif
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions bench-conflicts
 
 # The oldest supported Kubernetes version: `make test` also runs the version
 # suite and the score parity test on it (the newest is testenv's default).
@@ -53,6 +53,10 @@ test-versions:
 	  testenv/testenv --version $$v build >/dev/null; \
 	  TESTENV_VERSION=$$v $(CARGO) test -p convoy-scheduler --locked --test versions --test parity; \
 	done
+
+## bench-conflicts: Convoy beside kube-scheduler on hollow nodes (real kubelet admission), against two kube-schedulers: pods rejected per 1,000 placed (CONFLICT_NODES, CONFLICT_PODS per scheduler, CONFLICT_ROUNDS).
+bench-conflicts: testenv
+	$(CARGO) test --release -p convoy-scheduler --locked --test e2e_kubelet -- --ignored --nocapture conflicts_beside_kube_scheduler
 
 ## fuzz: a short fuzz run of the input loaders (nightly + cargo-fuzz; FUZZ_SECONDS per target, default 30).
 fuzz:

@@ -18,9 +18,11 @@ pub fn trim_node(node: &mut Node) {
 /// `bindMountOptions`, a field Convoy refuses: see `convoy_api::pod_fields`),
 /// command, args, probes and lifecycle; and its status except phase,
 /// conditions, nominatedNodeName, startTime (preemption spares the
-/// pods that started first), and resourceClaimStatuses and
+/// pods that started first), resourceClaimStatuses and
 /// extendedResourceClaimStatus (the names of the ResourceClaims generated
-/// for the pod, which DynamicResources reads).
+/// for the pod, which DynamicResources reads), and the reason and message
+/// of a pod its kubelet rejected at admission (`Pod was rejected: ...`,
+/// which Convoy explains).
 pub fn trim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(spec) = pod.spec.as_mut() {
@@ -30,7 +32,13 @@ pub fn trim_pod(pod: &mut Pod) {
         }
     }
     if let Some(status) = pod.status.take() {
+        let rejected = status.phase.as_deref() == Some("Failed")
+            && status.message.as_deref().is_some_and(|m| m.starts_with("Pod was rejected: "));
+        let (reason, message) =
+            if rejected { (status.reason, status.message) } else { (None, None) };
         pod.status = Some(PodStatus {
+            reason,
+            message,
             phase: status.phase,
             conditions: status.conditions,
             nominated_node_name: status.nominated_node_name,
@@ -90,6 +98,27 @@ mod tests {
             "ports": [{ "containerPort": 80, "hostPort": 8080 }],
             "restartPolicy": "Always"
         })
+    }
+
+    #[test]
+    fn keeps_the_kubelets_rejection_only() {
+        let status = |phase: &str, reason: &str, message: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": { "name": "p" },
+                "status": { "phase": phase, "reason": reason, "message": message }
+            }))
+            .unwrap()
+        };
+        let mut rejected =
+            status("Failed", "OutOfcpu", "Pod was rejected: Node didn't have enough");
+        trim_pod(&mut rejected);
+        let st = rejected.status.unwrap();
+        assert_eq!(st.reason.as_deref(), Some("OutOfcpu"));
+        assert_eq!(st.message.as_deref(), Some("Pod was rejected: Node didn't have enough"));
+        let mut evicted = status("Failed", "Evicted", "The node was low on resource: memory.");
+        trim_pod(&mut evicted);
+        let st = evicted.status.unwrap();
+        assert_eq!((st.reason, st.message), (None, None));
     }
 
     #[test]

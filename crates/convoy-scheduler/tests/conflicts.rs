@@ -318,3 +318,27 @@ async fn a_standby_reports_nothing() {
     let info = scheduler.cache().node_info("n1").unwrap();
     assert!(info.taints().iter().any(|t| t.key == HOLD_TAINT));
 }
+
+/// config/beside-default-scheduler.yaml: Convoy places its pods on the
+/// nodes of its pool only, whatever the pods say.
+#[tokio::test]
+async fn the_shipped_split_profile_keeps_to_its_pool() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../config/beside-default-scheduler.yaml");
+    let config = convoy_scheduler::load_config(Some(std::path::Path::new(path))).unwrap();
+    let objects = Objects {
+        nodes: vec![
+            NodeBuilder::new("theirs").cpu("64").build(),
+            NodeBuilder::new("ours").cpu("2").label("scheduling.convoy.dev/pool", "convoy").build(),
+        ],
+        pods: vec![
+            PodBuilder::new("a").cpu("1").build(),
+            PodBuilder::new("b").cpu("1").build(),
+            PodBuilder::new("c").cpu("1").build(),
+        ],
+        ..Default::default()
+    };
+    let report = convoy_scheduler::simulate::simulate(config, objects, false).await.unwrap();
+    let on = |name: &str| report.pods.iter().find(|p| p.name == name).unwrap().node.clone();
+    assert_eq!((on("a").as_deref(), on("b").as_deref()), (Some("ours"), Some("ours")));
+    assert_eq!(on("c"), None, "no room left in the pool: {}", report.to_text());
+}

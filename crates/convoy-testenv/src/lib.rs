@@ -388,6 +388,55 @@ impl TestEnv {
         self.start_kube_scheduler_with_args(config, &[])
     }
 
+    /// Starts `count` hollow nodes named `<prefix>0`, `<prefix>1`, ...:
+    /// kubemark's hollow kubelet, the real kubelet with a fake container
+    /// runtime, which admits or rejects pods as a real node does (phase
+    /// `Failed`, reason `OutOfcpu`, `OutOf<extended resource>`,
+    /// `NodeAffinity`, `PodOSNotSupported`, ...). Each node has kubemark's
+    /// fixed fake machine, 1 CPU and 3.75 GiB (3840Mi allocatable), no
+    /// ephemeral storage, and the extended resources of `extra` flags
+    /// (`--extended-resources=nvidia.com/gpu=8`; also `--node-labels`,
+    /// `--register-with-taints`, `--max-pods`). They stop with the control
+    /// plane. Returns the names; the nodes register within a few seconds.
+    pub fn start_hollow_nodes(
+        &self,
+        count: usize,
+        prefix: &str,
+        extra: &[&str],
+    ) -> Result<Vec<String>> {
+        let dir = self.dir.path().to_string_lossy().to_string();
+        let count = count.to_string();
+        let mut args = vec!["hollow-nodes", "--dir", &dir, "--count", &count, "--prefix", prefix];
+        args.extend_from_slice(extra);
+        Ok(run(&args)?.lines().map(str::to_string).collect())
+    }
+
+    /// A second (third, ...) upstream kube-scheduler on this control plane:
+    /// [`start_kube_scheduler_with_args`](Self::start_kube_scheduler_with_args)
+    /// under its own `name`, logging to `<dir>/<name>.log`.
+    pub fn start_named_kube_scheduler(
+        &self,
+        name: &str,
+        config: &Path,
+        args: &[&str],
+    ) -> Result<KubeScheduler> {
+        let log = std::fs::File::create(self.dir().join(format!("{name}.log")))?;
+        let child = Command::new(script())
+            .args(["kube-scheduler", "--dir"])
+            .arg(self.dir())
+            .arg("--name")
+            .arg(name)
+            .arg("--config")
+            .arg(config)
+            .arg("--")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()?;
+        Ok(KubeScheduler { child, pid_file: self.dir().join(format!("{name}.pid")) })
+    }
+
     /// [`start_kube_scheduler`](Self::start_kube_scheduler) with extra
     /// kube-scheduler flags (`-v=2`, `--feature-gates=...`). Its output goes
     /// to [`kube_scheduler_log`](Self::kube_scheduler_log).

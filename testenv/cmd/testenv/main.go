@@ -61,6 +61,8 @@ func main() {
 		err = restartAPIServer(args)
 	case "kube-scheduler":
 		err = kubeScheduler(args)
+	case "hollow-nodes":
+		err = hollowNodes(args)
 	case "watch":
 		err = watch(args)
 	default:
@@ -77,7 +79,8 @@ func usage() {
   testenv up --dir DIR [--api-only] [--owner-pid PID [--remove-dir]]
   testenv down --dir DIR
   testenv restart-apiserver --dir DIR
-  testenv kube-scheduler --dir DIR --config FILE [-- extra kube-scheduler flags]`)
+  testenv kube-scheduler --dir DIR --config FILE [-- extra kube-scheduler flags]
+  testenv hollow-nodes --dir DIR [--count N] [--prefix P] [--extended-resources R=Q,...] [--node-labels K=V,...] [--register-with-taints K=V:E,...] [--max-pods N]`)
 	os.Exit(2)
 }
 
@@ -150,7 +153,7 @@ func up(args []string) error {
 	if err := os.MkdirAll(e.path("pki"), 0o755); err != nil {
 		return err
 	}
-	if pidAlive(e.path("apiserver.pid")) {
+	if pidAlive(e.path("kube-apiserver.pid")) {
 		return fmt.Errorf("a testenv is already running in %s (run down first)", e.dir)
 	}
 	// Remembered for restart-apiserver, and for testenv/testenv to find the
@@ -325,7 +328,13 @@ func down(args []string) error {
 	var errs []error
 	// The watchdog first, so it does not race us; then the API server's
 	// clients, the API server and finally etcd.
-	for _, name := range []string{"watchdog", "kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	if err := stop(e, "watchdog"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := stopHollowNodes(e); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range []string{"kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		if err := stop(e, name); err != nil {
 			errs = append(errs, err)
 		}
@@ -334,9 +343,10 @@ func down(args []string) error {
 }
 
 func kubeScheduler(args []string) error {
-	var config string
+	var config, name string
 	e, fs, err := parseCommon("kube-scheduler", args, func(fs *flag.FlagSet) {
 		fs.StringVar(&config, "config", "", "KubeSchedulerConfiguration file (required)")
+		fs.StringVar(&name, "name", "kube-scheduler", "name of its pid, port and certificate files (several may run)")
 	})
 	if err != nil {
 		return err
@@ -356,7 +366,7 @@ func kubeScheduler(args []string) error {
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(ports[0]),
-		"--cert-dir=" + e.path("kube-scheduler-pki"),
+		"--cert-dir=" + e.path(name+"-pki"),
 	}
 	flags = append(flags, fs.Args()...)
 	bin := filepath.Join(e.binDir, "kube-scheduler")
@@ -366,10 +376,10 @@ func kubeScheduler(args []string) error {
 	if err := cmd.Start(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(e.path("kube-scheduler.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
+	if err := os.WriteFile(e.path(name+".pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(e.path("kube-scheduler.port"), []byte(strconv.Itoa(ports[0])), 0o644); err != nil {
+	if err := os.WriteFile(e.path(name+".port"), []byte(strconv.Itoa(ports[0])), 0o644); err != nil {
 		return err
 	}
 	return cmd.Wait()

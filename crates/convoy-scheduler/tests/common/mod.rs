@@ -266,6 +266,22 @@ fn free_port() -> Result<SocketAddr> {
 }
 
 /// Status code of one `GET`, or `None` if there was no answer in 2 s.
+/// The body of `GET path` from the scheduler's HTTP endpoints, when it
+/// answers 200.
+pub async fn http_body(addr: SocketAddr, path: &str) -> Option<String> {
+    let fetch = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
+        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.ok()?;
+        let text = String::from_utf8_lossy(&raw).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n")?;
+        (head.split(' ').nth(1)? == "200").then(|| body.to_string())
+    };
+    tokio::time::timeout(Duration::from_secs(5), fetch).await.ok().flatten()
+}
+
 async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
