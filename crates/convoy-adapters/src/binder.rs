@@ -115,6 +115,26 @@ impl Binder for ApiBinder {
             crate::claims::write_claim(client, version, write).await
         })
     }
+
+    /// A consistent list of the pods whose `spec.nodeName` is `node` (the
+    /// API server answers from its watch cache once that has caught up
+    /// with etcd); `None` when the read fails.
+    fn pods_on_node(&self, node: Arc<str>) -> convoy_api::FreshPods {
+        let client = self.client.clone();
+        let slots = Arc::clone(&self.slots);
+        Box::pin(async move {
+            let _slot = slots.acquire_owned().await.ok()?;
+            let pods: Api<Pod> = Api::all(client);
+            let lp = kube::api::ListParams::default().fields(&format!("spec.nodeName={node}"));
+            match pods.list(&lp).await {
+                Ok(list) => Some(list.items.into_iter().map(Arc::new).collect()),
+                Err(e) => {
+                    tracing::debug!(%node, error = %e, "reading the node's pods before binding");
+                    None
+                }
+            }
+        })
+    }
 }
 
 async fn write_volume(client: kube::Client, write: VolumeWrite) -> Result<String, BindError> {

@@ -508,7 +508,20 @@ pub trait Binder: Send + Sync + 'static {
             write.claim_key()
         )))))
     }
+
+    /// The pods bound to `node`, read fresh from where bindings land (a
+    /// consistent read of the API server), for the check the scheduler
+    /// makes before binding while another scheduler is active. `None` (the
+    /// default): this binder cannot read them, and the scheduler relies on
+    /// its cache alone.
+    fn pods_on_node(&self, _node: Arc<str>) -> FreshPods {
+        Box::pin(std::future::ready(None))
+    }
 }
+
+/// What [`Binder::pods_on_node`] returns: the pods bound to a node, read
+/// from the source of truth, or `None` when the binder cannot read them.
+pub type FreshPods = BoxFuture<'static, Option<Vec<Arc<k8s_openapi::api::core::v1::Pod>>>>;
 
 /// Access to the pods waiting at Permit, for plugins (gangs) that allow or
 /// reject them.

@@ -73,6 +73,38 @@ pub const GROUP_DOMAIN: &str = "cluster";
 pub struct RunningPreemptions {
     inner: Mutex<Running>,
     clock: Arc<dyn crate::Clock>,
+    /// The owners whose pods were preempted recently (for the chains; see
+    /// [`RunningPreemptions::link`]).
+    history: Mutex<HashMap<Arc<str>, Preempted>>,
+}
+
+/// A pod that was preempted, remembered by its controller (the owner that
+/// replaces it) for [`RunningPreemptions::CHAIN_WINDOW`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preempted {
+    /// When.
+    pub at: std::time::Instant,
+    /// The victim.
+    pub victim: crate::PodKey,
+    /// Its controller, `Kind namespace/name`.
+    pub owner: String,
+    /// The preemptor that took its place.
+    pub preemptor: crate::PodKey,
+    /// The depth of the chain that preemption was part of (1: the
+    /// preemptor was no replacement of a preempted pod).
+    pub depth: u32,
+}
+
+/// The controller of a pod (its `ownerReferences` entry with `controller:
+/// true`): its UID and `Kind namespace/name`.
+pub fn controller_of(pod: &k8s_openapi::api::core::v1::Pod) -> Option<(Arc<str>, String)> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("");
+    pod.metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .map(|o| (Arc::from(o.uid.as_str()), format!("{} {ns}/{}", o.kind, o.name)))
 }
 
 impl std::fmt::Debug for RunningPreemptions {
@@ -155,9 +187,63 @@ impl RunningPreemptions {
     /// while waiting to see its victims terminate.
     pub const MAX_HOLD: std::time::Duration = std::time::Duration::from_secs(30);
 
+    /// How long a preempted pod's owner is remembered: a replacement that
+    /// preempts within it extends the chain.
+    pub const CHAIN_WINDOW: std::time::Duration = std::time::Duration::from_secs(600);
+
     /// An empty set; `clock` times [`Self::MAX_HOLD`].
     pub fn new(clock: Arc<dyn crate::Clock>) -> Self {
-        Self { inner: Mutex::default(), clock }
+        Self { inner: Mutex::default(), clock, history: Mutex::default() }
+    }
+
+    /// The latest preemption of a pod of `pod`'s owner within
+    /// [`Self::CHAIN_WINDOW`]: `pod` is then (likely) its replacement.
+    pub fn predecessor(&self, pod: &crate::PodInfo) -> Option<Preempted> {
+        let (uid, _) = controller_of(&pod.pod)?;
+        let now = self.clock.now();
+        let h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        h.get(&uid).filter(|p| now.saturating_duration_since(p.at) < Self::CHAIN_WINDOW).cloned()
+    }
+
+    /// `preemptor` preempts `victims`: the depth of the chain this
+    /// preemption extends (1 when the preemptor replaces no preempted pod),
+    /// with the preemption it follows; the victims' owners are remembered
+    /// at that depth.
+    pub fn link(
+        &self,
+        preemptor: &crate::PodInfo,
+        victims: &[Arc<crate::PodInfo>],
+    ) -> (u32, Option<Preempted>) {
+        let before = self.predecessor(preemptor);
+        let depth = before.as_ref().map_or(1, |p| p.depth + 1);
+        let now = self.clock.now();
+        let mut h = self.history.lock().unwrap_or_else(|e| e.into_inner());
+        h.retain(|_, p| now.saturating_duration_since(p.at) < Self::CHAIN_WINDOW);
+        for v in victims {
+            if let Some((uid, owner)) = controller_of(&v.pod) {
+                let entry = Preempted {
+                    at: now,
+                    victim: v.key.clone(),
+                    owner,
+                    preemptor: preemptor.key.clone(),
+                    depth,
+                };
+                h.insert(uid, entry);
+            }
+        }
+        (depth, before)
+    }
+
+    /// When a pod of the owner of `pod` was last preempted, if within
+    /// `delay`: the cascade guard's test (`replacementPreemptionDelaySeconds`).
+    pub fn replaced_within(
+        &self,
+        pod: &crate::PodInfo,
+        delay: std::time::Duration,
+    ) -> Option<(Preempted, std::time::Duration)> {
+        let p = self.predecessor(pod)?;
+        let ago = self.clock.now().saturating_duration_since(p.at);
+        (ago < delay).then_some((p, ago))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Running> {

@@ -156,6 +156,9 @@ pub(crate) fn decode<'de, D: Deserializer<'de>>(
                 min_candidate_nodes_absolute: raw
                     .min_candidate_nodes_absolute
                     .unwrap_or(defaults.min_candidate_nodes_absolute),
+                replacement_preemption_delay_seconds: raw
+                    .replacement_preemption_delay_seconds
+                    .unwrap_or(defaults.replacement_preemption_delay_seconds),
             })
         }
         names::GPU_PLACEMENT => {
@@ -567,11 +570,19 @@ pub struct DefaultPreemptionArgs {
     pub min_candidate_nodes_percentage: i32,
     /// Absolute number; `>= 0`, default 100. Not both 0.
     pub min_candidate_nodes_absolute: i32,
+    /// Convoy's extension, the cascade guard: for this many seconds after a
+    /// pod was preempted, the pods of the same owner (its replacements)
+    /// may not preempt; `>= 0`, default 0 (off: upstream's behaviour).
+    pub replacement_preemption_delay_seconds: i64,
 }
 
 impl Default for DefaultPreemptionArgs {
     fn default() -> Self {
-        Self { min_candidate_nodes_percentage: 10, min_candidate_nodes_absolute: 100 }
+        Self {
+            min_candidate_nodes_percentage: 10,
+            min_candidate_nodes_absolute: 100,
+            replacement_preemption_delay_seconds: 0,
+        }
     }
 }
 
@@ -590,6 +601,13 @@ impl DefaultPreemptionArgs {
         if pct == 0 && abs == 0 {
             problems.push((PCT.to_owned(), format!("cannot be zero at the same time as {ABS}")));
             problems.push((ABS.to_owned(), format!("cannot be zero at the same time as {PCT}")));
+        }
+        let delay = self.replacement_preemption_delay_seconds;
+        if !(0..=86_400).contains(&delay) {
+            problems.push((
+                "replacementPreemptionDelaySeconds".to_owned(),
+                format!("{delay} not in valid range [0, 86400]"),
+            ));
         }
         problems
     }
@@ -737,6 +755,7 @@ struct PreemptionArgsRaw {
     kind: (),
     min_candidate_nodes_percentage: Option<i32>,
     min_candidate_nodes_absolute: Option<i32>,
+    replacement_preemption_delay_seconds: Option<i64>,
 }
 
 #[derive(Default, Deserialize)]

@@ -319,6 +319,7 @@ fn default_preemption_args() {
     let want = |pct, abs| DefaultPreemptionArgs {
         min_candidate_nodes_percentage: pct,
         min_candidate_nodes_absolute: abs,
+        replacement_preemption_delay_seconds: 0,
     };
     assert_eq!(decode("{}"), want(10, 100));
     assert_eq!(

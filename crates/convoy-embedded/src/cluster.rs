@@ -599,6 +599,17 @@ impl Binder for EmbeddedCluster {
         Box::pin(std::future::ready(self.bind_now(&pod, &node)))
     }
 
+    /// The pods bound to the node in the cluster now (whether or not their
+    /// updates have been applied by the scheduler yet).
+    fn pods_on_node(&self, node: Arc<str>) -> convoy_api::FreshPods {
+        let pods = self
+            .pods()
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&*node))
+            .collect();
+        Box::pin(std::future::ready(Some(pods)))
+    }
+
     /// [`EmbeddedCluster::write_volume_now`]: the write and, at once, what
     /// the PV controller and a provisioner make of it; ready immediately.
     fn write_volume(&self, write: VolumeWrite) -> BoxFuture<'static, Result<String, BindError>> {
@@ -684,6 +695,11 @@ impl Binder for EmbeddedBinder {
         write: ClaimWrite,
     ) -> BoxFuture<'static, Result<Arc<ResourceClaim>, BindError>> {
         self.0.write_claim(write)
+    }
+
+    /// As [`EmbeddedCluster`]'s `pods_on_node`.
+    fn pods_on_node(&self, node: Arc<str>) -> convoy_api::FreshPods {
+        self.0.pods_on_node(node)
     }
 }
 

@@ -6,6 +6,11 @@
 //!   the scheduling cycle chose it (delivered by the watch meanwhile) may
 //!   have taken the room. The binding is then not sent, and the pod goes
 //!   back to the queue as if Filter had rejected the node.
+//!   While another scheduler is at work (a pod of its created or bound
+//!   within [`CONTENTION_WINDOW`]), the node's pods are also read from the
+//!   API server ([`convoy_api::Binder::pods_on_node`], one consistent list
+//!   per binding): bindings of the other scheduler that the watch has not
+//!   delivered yet count too.
 //! - **Another scheduler's nominations** (`status.nominatedNodeName` of its
 //!   pending pods) count as Convoy's own do: Filter leaves their room free.
 //! - **A kubelet's rejection** of a pod Convoy bound (phase `Failed`,
@@ -359,12 +364,75 @@ fn with_hold_taint(node: &Node, reason: &str) -> Node {
     copy
 }
 
+/// How long after another scheduler was last seen at work (a pod of its
+/// created or bound) Convoy reads a node's pods from the API server before
+/// binding there.
+pub const CONTENTION_WINDOW: Duration = Duration::from_secs(10);
+
+/// Why `pods` (the node's pods as the API server holds them) leave no room
+/// for `pod` on `node` (whose allocatable the cache holds); the pods the
+/// cache had not seen are named.
+fn fresh_overcommitted(node: &NodeInfo, pod: &PodInfo, pods: &[Arc<Pod>]) -> Option<String> {
+    let mut fresh = NodeInfo::clone(node);
+    let seen: std::collections::HashSet<&str> = node.pods.iter().map(|p| &*p.uid).collect();
+    for p in node.pods.clone() {
+        fresh.remove_pod(&p);
+    }
+    let mut unseen = Vec::new();
+    for p in pods {
+        let uid = p.metadata.uid.as_deref().unwrap_or("");
+        if uid == &*pod.uid {
+            continue;
+        }
+        let Ok(info) = PodInfo::new(p.clone()) else { continue };
+        if info.is_terminal() {
+            continue;
+        }
+        if !seen.contains(uid) {
+            unseen.push(Taker { pod: info.key.clone(), scheduler: info.scheduler_name().into() });
+        }
+        fresh.add_pod(Arc::new(info));
+    }
+    fresh.add_pod(Arc::new(pod.clone()));
+    let why = overcommitted(&fresh, pod)?;
+    if unseen.is_empty() {
+        return Some(why);
+    }
+    let list: Vec<String> = unseen.iter().map(|t| format!("{} ({})", t.pod, t.scheduler)).collect();
+    Some(format!("{why}; read from the API server, not yet in Convoy's cache: {}", list.join(", ")))
+}
+
 impl Scheduler {
     /// Why the node chosen for `pod` no longer has room for it, on the
     /// freshest cache (checked just before the binding call).
     pub(crate) fn room_taken(&self, pod: &PodInfo, node: &str) -> Option<String> {
         let info = self.cache.node_info(node)?;
         overcommitted(&info, pod)
+    }
+
+    /// Another scheduler's pod was created or bound.
+    pub(crate) fn foreign_activity_seen(&self) {
+        *self.foreign_activity.lock() = Some(self.clock.now());
+    }
+
+    /// Whether another scheduler was at work within [`CONTENTION_WINDOW`].
+    pub(crate) fn contended(&self) -> bool {
+        let last = *self.foreign_activity.lock();
+        last.is_some_and(|t| self.clock.now().saturating_duration_since(t) < CONTENTION_WINDOW)
+    }
+
+    /// While another scheduler is at work, the node's pods as the API
+    /// server holds them now: why they leave no room for `pod`, if they do
+    /// not. One consistent read per binding, and only then: the cache
+    /// cannot hold the other scheduler's bindings its watch has not
+    /// delivered yet.
+    pub(crate) async fn room_taken_fresh(&self, pod: &PodInfo, node: &Arc<str>) -> Option<String> {
+        if !self.contended() {
+            return None;
+        }
+        let pods = self.binder.pods_on_node(node.clone()).await?;
+        let info = self.cache.node_info(node)?;
+        fresh_overcommitted(&info, pod, &pods)
     }
 
     /// A pod of ours, bound, turned `Failed` by its kubelet's admission:

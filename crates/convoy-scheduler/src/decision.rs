@@ -154,6 +154,35 @@ pub struct PreemptionDecision {
     /// When a whole pod group preempts: the group (`pod` is then one of its
     /// members, and `node` is `cluster`).
     pub group: Option<GroupKey>,
+    /// When the preemptor replaces a pod preempted moments ago (same
+    /// owner) and now preempts in turn: the chain so far.
+    pub chain: Option<PreemptionChain>,
+}
+
+/// A preemption cascade: a pod was preempted, and its replacement (a pod
+/// of the same owner) preempts others within
+/// [`RunningPreemptions::CHAIN_WINDOW`](convoy_api::RunningPreemptions::CHAIN_WINDOW).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreemptionChain {
+    /// The chain's depth with this preemption (2: one replacement preempts).
+    pub depth: u32,
+    /// The preemption this one follows.
+    pub after: convoy_api::preemption::Preempted,
+    /// How long before this one it was.
+    pub ago: Duration,
+}
+
+impl PreemptionChain {
+    /// `ns/train-0 preempted ns/infer-3 (ReplicaSet ns/infer) 12s before`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} preempted {} ({}) {}s before",
+            self.after.preemptor,
+            self.after.victim,
+            self.after.owner,
+            self.ago.as_secs()
+        )
+    }
 }
 
 impl PreemptionDecision {
@@ -249,6 +278,15 @@ impl DecisionSink for LogSink {
                 pod = %d.pod, profile = %d.profile, result = "not preempting",
                 "{}: {}", d.pod, d.message
             ),
+        }
+        if let Some(c) = &d.chain {
+            tracing::warn!(
+                target: "convoy::decision",
+                pod = %d.pod, profile = %d.profile, result = "preemption chain",
+                chain_depth = c.depth, after = %c.summary(),
+                "preemption chain of depth {}: {}; its replacement {} now preempts {}",
+                c.depth, c.summary(), d.pod, d.victims_summary()
+            );
         }
     }
 

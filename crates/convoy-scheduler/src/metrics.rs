@@ -22,6 +22,7 @@
 //! | `convoy_dra_claim_writes_total` | `write` (`allocate`, `deallocate`) | [`Metrics::sync_dra`] |
 //! | `convoy_kubelet_rejections_total` | `reason` (the kubelet's: `OutOfcpu`, `NodeAffinity`, ...; else `Other`) | [`DecisionSink::record_rejection`] |
 //! | `convoy_node_resource_shortfalls_total` | `resource` | [`DecisionSink::record_shortfall`] |
+//! | `convoy_preemption_chain_depth` | | [`DecisionSink::record_preemption`]: preemptions by a replacement of a pod preempted moments ago |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
 //! observation allocates nothing once its series exists; the only locks are
@@ -145,6 +146,7 @@ pub struct Metrics {
     preemption_victims: Histogram,
     kubelet_rejections: Family<ReasonLabels, Counter>,
     resource_shortfalls: Family<ResourceLabels, Counter>,
+    chain_depth: Histogram,
     cycles: AtomicU64,
 }
 
@@ -294,6 +296,15 @@ impl Metrics {
             resource_shortfalls.clone(),
         );
 
+        let chain_depth = Histogram::new([2.0, 3.0, 4.0, 5.0, 8.0]);
+        registry.register(
+            "convoy_preemption_chain_depth",
+            "Depth of the preemption chain a preemption extends, observed when the preemptor \
+             replaces a pod (same owner) preempted within the last 10 minutes (2: one \
+             replacement preempts)",
+            chain_depth.clone(),
+        );
+
         Self {
             registry,
             schedule_attempts,
@@ -313,6 +324,7 @@ impl Metrics {
             preemption_victims,
             kubelet_rejections,
             resource_shortfalls,
+            chain_depth,
             cycles: AtomicU64::new(0),
         }
     }
@@ -479,6 +491,9 @@ impl DecisionSink for Metrics {
         self.preemption_attempts.inc();
         if d.node.is_some() {
             self.preemption_victims.observe(d.victims.len() as f64);
+        }
+        if let Some(c) = &d.chain {
+            self.chain_depth.observe(f64::from(c.depth));
         }
     }
 

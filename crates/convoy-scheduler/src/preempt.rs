@@ -51,6 +51,19 @@ pub(crate) fn status_nomination(pod: &PodInfo) -> Option<&str> {
 }
 
 impl Scheduler {
+    /// `preemptor` preempts `victims`: remembered for the chains, and the
+    /// chain it extends when it replaces a pod preempted moments ago.
+    pub(crate) fn chain(
+        &self,
+        preemptor: &PodInfo,
+        victims: &[Arc<PodInfo>],
+    ) -> Option<crate::decision::PreemptionChain> {
+        let (depth, after) = self.running_preemptions.link(preemptor, victims);
+        let after = after?;
+        let ago = self.clock.now().saturating_duration_since(after.at);
+        Some(crate::decision::PreemptionChain { depth, after, ago })
+    }
+
     /// Applies what PostFilter decided for a pod whose cycle failed with
     /// `err`: records the preemption decision, updates the pod's
     /// nomination and starts the preemption. Called before the pod is
@@ -67,6 +80,8 @@ impl Scheduler {
         };
         if let Some(o) = outcome {
             let result = o.result.as_ref();
+            let victims = result.map(|r| &r.victims[..]).unwrap_or_default();
+            let chain = (!victims.is_empty()).then(|| self.chain(pod, victims)).flatten();
             self.sink.record_preemption(&PreemptionDecision {
                 pod: pod.key.clone(),
                 profile: fwk.name().clone(),
@@ -77,6 +92,7 @@ impl Scheduler {
                     .unwrap_or_default(),
                 message: o.status.message(),
                 group: None,
+                chain,
             });
         }
         let nominator = self.queue.nominator();

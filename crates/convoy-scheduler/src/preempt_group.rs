@@ -158,6 +158,7 @@ impl Scheduler {
             victims: Vec::new(),
             message: format!("pod group preemption: {message}"),
             group: Some(key.clone()),
+            chain: None,
         };
         let nominator = self.queue.nominator().clone();
         match outcome {
@@ -174,6 +175,7 @@ impl Scheduler {
                 tracing::debug!(group = %key, pdb_violations, "pod group preemption chose its victims");
                 decision.node = Some(Arc::from(GROUP_DOMAIN));
                 decision.victims = victims.iter().map(|v| (v.key.clone(), v.priority)).collect();
+                decision.chain = self.chain(&first.pod_info, &victims);
                 // The room is the group's: lower-priority pods nominated
                 // to its nodes look elsewhere, at once.
                 let mut lower = Vec::new();

@@ -197,7 +197,11 @@ impl Scheduler {
         // another scheduler's pods delivered since the cycle chose it may
         // have taken the room (see `conflicts.rs`); the pod then goes back
         // to the queue as if Filter had rejected the node.
-        if let Some(why) = self.room_taken(&pod, &node) {
+        let taken = match self.room_taken(&pod, &node) {
+            Some(why) => Some(why),
+            None => self.room_taken_fresh(&pod, &node).await,
+        };
+        if let Some(why) = taken {
             // No plugin named: any cluster event retries it.
             let s = Status::unschedulable(why);
             self.binding_cycle_failed(&fwk, qpi, state, decision, s);

@@ -108,6 +108,12 @@ pub struct Scheduler {
     /// Whether this replica schedules (leads, or runs a simulation): only
     /// then does it report what it sees of other schedulers and kubelets.
     pub(crate) leading: AtomicBool,
+    /// When another scheduler was last seen at work (a pod of its created
+    /// or bound); see [`crate::conflicts`].
+    pub(crate) foreign_activity: Mutex<Option<std::time::Instant>>,
+    /// Where bindings go (also read for the nodes' pods before a binding
+    /// while another scheduler is active).
+    pub(crate) binder: Arc<dyn Binder>,
 }
 
 impl std::fmt::Debug for Scheduler {
@@ -234,6 +240,8 @@ impl Scheduler {
                 && cfg.leader_election.leader_elect,
             holds: Default::default(),
             leading: AtomicBool::new(false),
+            foreign_activity: Mutex::new(None),
+            binder: opts.binder,
         }))
     }
 
@@ -485,6 +493,9 @@ impl Scheduler {
     fn pod_added(&self, pod: Arc<Pod>) {
         let assigned =
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        if !self.is_ours(&pod) && !is_terminal(&pod) {
+            self.foreign_activity_seen();
+        }
         if assigned {
             let Some(info) = self.pod_info(pod.clone()) else { return };
             if info.is_terminal() {

@@ -88,6 +88,26 @@ pub struct Report {
     /// Objects of kinds Convoy does not use, skipped when loading: how
     /// many of each kind.
     pub skipped: BTreeMap<String, usize>,
+    /// Preemption chains: a replacement of a pod preempted in the run (a
+    /// pending pod of the same owner) that preempted in turn. Omitted from
+    /// the JSON when there is none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<ChainResult>,
+}
+
+/// One link of a preemption chain found by a simulation.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChainResult {
+    /// The chain's depth with this preemption (2: one replacement
+    /// preempted).
+    pub depth: u32,
+    /// The replacement that preempted, `namespace/name`.
+    pub preemptor: String,
+    /// What it preempted.
+    pub victims: Vec<String>,
+    /// The preemption it follows (`ns/a preempted ns/b (Kind ns/owner) Ns
+    /// before`).
+    pub after: String,
 }
 
 /// Keeps the last decision of each pod, and every attempt's latency.
@@ -95,12 +115,24 @@ pub struct Report {
 struct Collect {
     last: Mutex<HashMap<PodKey, Outcome>>,
     latencies_us: Mutex<Vec<f64>>,
+    chains: Mutex<Vec<ChainResult>>,
 }
 
 impl DecisionSink for Collect {
     fn record(&self, d: &Decision) {
         self.last.lock().insert(d.pod.clone(), d.outcome.clone());
         self.latencies_us.lock().push(d.latency.as_secs_f64() * 1e6);
+    }
+
+    fn record_preemption(&self, d: &crate::decision::PreemptionDecision) {
+        if let Some(c) = &d.chain {
+            self.chains.lock().push(ChainResult {
+                depth: c.depth,
+                preemptor: d.group.as_ref().map_or_else(|| d.pod.to_string(), |g| g.to_string()),
+                victims: d.victims.iter().map(|(k, _)| k.to_string()).collect(),
+                after: c.summary(),
+            });
+        }
     }
 }
 
@@ -197,10 +229,12 @@ pub async fn simulate_with(
     pods.extend(others.into_iter().map(evicted));
     let evicted_count = evictions.len();
     let cycle_latency = CycleLatency::of(std::mem::take(&mut *collect.latencies_us.lock()));
+    let chains = std::mem::take(&mut *collect.chains.lock());
     Ok(Report {
         pods,
         cycle_latency,
         skipped,
+        chains,
         summary: Summary {
             bound,
             pending,
@@ -284,6 +318,17 @@ impl Report {
                 (None, Some(reason)) => writeln!(out, "{key:width$}  pending: {reason}").unwrap(),
                 (None, None) => writeln!(out, "{key:width$}  pending").unwrap(),
             }
+        }
+        for c in &self.chains {
+            writeln!(
+                out,
+                "preemption chain of depth {}: {}; its replacement {} then preempted {}",
+                c.depth,
+                c.after,
+                c.preemptor,
+                c.victims.join(", ")
+            )
+            .unwrap();
         }
         let s = &self.summary;
         let l = &self.cycle_latency;

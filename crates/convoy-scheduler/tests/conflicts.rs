@@ -342,3 +342,37 @@ async fn the_shipped_split_profile_keeps_to_its_pool() {
     assert_eq!((on("a").as_deref(), on("b").as_deref()), (Some("ours"), Some("ours")));
     assert_eq!(on("c"), None, "no room left in the pool: {}", report.to_text());
 }
+
+/// Another scheduler at work (its pods created a moment ago), and one of
+/// its bindings on the chosen node not yet delivered to Convoy: the node's
+/// pods are read from the cluster before binding, and the binding is not
+/// sent. With no other scheduler at work, nothing is read.
+#[tokio::test]
+async fn while_another_scheduler_works_the_nodes_pods_are_read_before_binding() {
+    let mut s = Setup::new(vec![NodeBuilder::new("n1").cpu("4").build()], vec![]).await;
+    // Another scheduler's pending pod appears: it is at work.
+    s.cluster
+        .add_pod(PodBuilder::new("theirs").cpu("2").scheduler("default-scheduler").build())
+        .unwrap();
+    s.cluster.add_pod(PodBuilder::new("p").cpu("3").build()).unwrap();
+    s.apply();
+    let qpi = s.scheduler.queue().try_pop().expect("p is queued");
+    s.scheduler.schedule_one(qpi);
+    // It binds `theirs` to n1; Convoy's watch has not delivered it yet.
+    let theirs = s.cluster.pod("default", "theirs").unwrap();
+    s.cluster.bind_now(&convoy_api::PodInfo::new(theirs).unwrap(), "n1").unwrap();
+    tokio::task::yield_now().await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(s.node_of("p"), None, "p was not bound over theirs");
+    match s.sink.decisions.lock().iter().find(|d| &*d.pod.name == "p").map(|d| &d.outcome) {
+        Some(Outcome::Unschedulable { message }) => assert_eq!(
+            message,
+            "binding rejected: node n1 no longer has room for the pod (Insufficient cpu); bound \
+             there since it was chosen, among others: default/theirs (default-scheduler); read \
+             from the API server, not yet in Convoy's cache: default/theirs (default-scheduler)"
+        ),
+        other => panic!("p: {other:?}"),
+    }
+}

@@ -23,7 +23,7 @@ use serde_json::json;
 /// Waits until `names` are registered and Ready.
 async fn wait_nodes_ready(client: &kube::Client, count: usize) -> Result<()> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let ready = eventually(Duration::from_secs(120), || async {
+    let ready = eventually(Duration::from_secs(300), || async {
         let list = nodes.list(&ListParams::default()).await.ok()?;
         let ready =
             list.items
@@ -37,7 +37,7 @@ async fn wait_nodes_ready(client: &kube::Client, count: usize) -> Result<()> {
         (ready >= count).then_some(())
     })
     .await;
-    ensure!(ready.is_some(), "{count} hollow nodes did not become Ready in 120 s");
+    ensure!(ready.is_some(), "{count} hollow nodes did not become Ready in 300 s");
     Ok(())
 }
 

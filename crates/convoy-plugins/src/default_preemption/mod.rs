@@ -10,7 +10,11 @@
 //!    preemptionPolicy=Never.`; a pod nominated to a node that still hosts
 //!    a lower-priority pod terminating because of a preemption waits for
 //!    it (`not eligible due to a terminating pod on the nominated node.`),
-//!    unless that node now rejects it as unresolvable.
+//!    unless that node now rejects it as unresolvable. Convoy's extension,
+//!    off by default: with `replacementPreemptionDelaySeconds`, a pod whose
+//!    owner had a pod preempted within that many seconds (its replacement)
+//!    does not preempt (`not eligible: a pod of the same owner ...`), which
+//!    stops preemption cascades.
 //! 2. **Potential nodes**: those whose Filter status is exactly
 //!    Unschedulable (UnschedulableAndUnresolvable nodes cannot be helped).
 //! 3. **Dry run** ([`victims::select_victims_on_node`]) on copies of the
@@ -32,6 +36,7 @@ pub mod victims;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use convoy_api::objects::DisruptionBudget;
 use convoy_api::preemption::terminating_by_preemption;
@@ -116,6 +121,23 @@ impl DefaultPreemption {
     ) -> (Option<PostFilterResult>, Status) {
         // 1) Eligibility.
         if let Err(msg) = self.eligible(pod, statuses, ctx) {
+            return (None, Status::unschedulable(msg));
+        }
+        // Convoy's cascade guard: a replacement of a pod preempted
+        // moments ago does not preempt in turn.
+        let delay = self.args.replacement_preemption_delay_seconds;
+        if delay > 0
+            && let Some((p, ago)) =
+                self.running.replaced_within(pod, Duration::from_secs(delay as u64))
+        {
+            let msg = format!(
+                "not eligible: a pod of the same owner ({}), {}, was preempted {}s ago by {}; \
+                 its replacements do not preempt for {delay}s (replacementPreemptionDelaySeconds).",
+                p.owner,
+                p.victim,
+                ago.as_secs(),
+                p.preemptor
+            );
             return (None, Status::unschedulable(msg));
         }
         // 2) Candidates.

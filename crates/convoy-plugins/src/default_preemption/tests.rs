@@ -433,6 +433,7 @@ fn candidate_count_and_offset_as_upstream() {
         let args = PluginArgs::DefaultPreemption(DefaultPreemptionArgs {
             min_candidate_nodes_percentage: pct,
             min_candidate_nodes_absolute: abs,
+            replacement_preemption_delay_seconds: 0,
         });
         DefaultPreemption::new(Some(&args), &h).unwrap()
     };
@@ -447,6 +448,7 @@ fn candidate_count_and_offset_as_upstream() {
         args: DefaultPreemptionArgs {
             min_candidate_nodes_percentage: 0,
             min_candidate_nodes_absolute: 1,
+            replacement_preemption_delay_seconds: 0,
         },
         ..Case::new(
             preemptor("3"),
