@@ -611,6 +611,11 @@ impl ClusterObjects {
         self.read().device_classes.get(name).cloned()
     }
 
+    /// Every DeviceClass, in no particular order.
+    pub fn device_classes(&self) -> Vec<Arc<DeviceClass>> {
+        self.read().device_classes.values().cloned().collect()
+    }
+
     /// Every ResourceSlice, sorted by name, with
     /// [`resource_slices_version`](Self::resource_slices_version) at the
     /// time they were read.

@@ -31,6 +31,11 @@
 //!   NodeResourcesFit then places nothing more that needs the resource
 //!   there, and the pending pods are tried again (the update is a
 //!   node-allocatable event).
+//! - **A node whose device plugin and DRA driver disagree** (it reports an
+//!   extended resource, and publishes ResourceSlices for the DeviceClass
+//!   whose `extendedResourceName` is that resource, with another count) is
+//!   reported once per difference ([`DeviceViewMismatch`]: a log line, a
+//!   Warning Event on the node, `convoy_device_view_mismatches_total`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -201,6 +206,48 @@ impl ResourceShortfall {
         )
     }
 }
+
+/// A node's device plugin and its DRA driver count the same devices
+/// differently: `status.allocatable[resource]` against the devices its
+/// ResourceSlices publish for the DeviceClass whose `extendedResourceName`
+/// is that resource.
+#[derive(Debug, Clone)]
+pub struct DeviceViewMismatch {
+    /// The node.
+    pub node: Arc<str>,
+    /// The node's UID.
+    pub node_uid: Option<String>,
+    /// The extended resource (`nvidia.com/gpu`).
+    pub resource: String,
+    /// The DeviceClass naming it.
+    pub class: String,
+    /// The node's allocatable.
+    pub allocatable: i64,
+    /// The devices its ResourceSlices publish for the class.
+    pub devices: usize,
+}
+
+impl DeviceViewMismatch {
+    /// The note of the node's Event and the log line.
+    pub fn note(&self) -> String {
+        format!(
+            "the device plugin reports {} {} (allocatable) while ResourceSlices publish {} \
+             devices of DeviceClass {} (extendedResourceName {}): one of the two views of the \
+             node's devices is stale (an unhealthy device?)",
+            self.allocatable, self.resource, self.devices, self.class, self.resource
+        )
+    }
+}
+
+/// The last mismatch reported per node and resource, so a mismatch is
+/// reported once, and again only when the counts change.
+#[derive(Debug, Default)]
+pub(crate) struct DeviceViews {
+    reported: Mutex<HashMap<NodeResource, (i64, usize)>>,
+}
+
+/// A node and an extended resource.
+type NodeResource = (Arc<str>, String);
 
 /// The kubelet's reason and message when `new` is the first version of a
 /// pod showing its rejection at admission.
@@ -518,6 +565,39 @@ impl Scheduler {
                 Some(&EventObject::Node(old)),
                 Some(&EventObject::Node(new)),
             );
+        }
+    }
+
+    /// After a change to a node or its ResourceSlices: report where its
+    /// device plugin and its DRA driver disagree (see
+    /// [`DeviceViewMismatch`]).
+    pub(crate) fn check_device_views(&self, node: &str) {
+        let Some(info) = self.cache.node_info(node) else { return };
+        // Only resources the device plugin reports: where DRA alone
+        // publishes the devices, there is nothing to compare.
+        let reports = |r: &str| info.allocatable.scalar.contains_key(r);
+        let views =
+            convoy_plugins::dynamic_resources::views::class_devices(&self.objects, node, reports);
+        let mut reported = self.device_views.reported.lock();
+        for v in views {
+            let allocatable = info.allocatable.get(&v.resource);
+            let key = (info.name_arc().clone(), v.resource.clone());
+            if allocatable == v.devices as i64 {
+                reported.remove(&key);
+                continue;
+            }
+            if reported.get(&key) == Some(&(allocatable, v.devices)) {
+                continue;
+            }
+            reported.insert(key, (allocatable, v.devices));
+            self.sink.record_device_mismatch(&DeviceViewMismatch {
+                node: info.name_arc().clone(),
+                node_uid: info.node().and_then(|n| n.metadata.uid.clone()),
+                resource: v.resource,
+                class: v.class,
+                allocatable,
+                devices: v.devices,
+            });
         }
     }
 

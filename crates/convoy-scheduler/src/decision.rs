@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use convoy_api::{GroupKey, PodKey};
 
-pub use crate::conflicts::{KubeletRejection, ResourceShortfall};
+pub use crate::conflicts::{DeviceViewMismatch, KubeletRejection, ResourceShortfall};
 
 /// How an attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -213,6 +213,10 @@ pub trait DecisionSink: Send + Sync {
     /// Records a node whose allocatable dropped below what its pods
     /// request. Ignored by default.
     fn record_shortfall(&self, _shortfall: &ResourceShortfall) {}
+
+    /// Records a node whose device plugin and DRA driver count its devices
+    /// differently. Ignored by default.
+    fn record_device_mismatch(&self, _mismatch: &DeviceViewMismatch) {}
 }
 
 /// Writes each decision as one log line at info level (`tracing`), JSON or
@@ -306,6 +310,13 @@ impl DecisionSink for LogSink {
         );
     }
 
+    fn record_device_mismatch(&self, m: &DeviceViewMismatch) {
+        tracing::warn!(
+            node = %m.node, resource = %m.resource, class = %m.class,
+            allocatable = m.allocatable, devices = m.devices, "node {}: {}", m.node, m.note()
+        );
+    }
+
     fn record_group(&self, d: &GroupDecision) {
         let latency_us = d.latency.as_micros() as u64;
         let placed = d.placed_before + d.placed;
@@ -362,6 +373,12 @@ impl DecisionSink for Fanout {
     fn record_shortfall(&self, r: &ResourceShortfall) {
         for s in &self.0 {
             s.record_shortfall(r);
+        }
+    }
+
+    fn record_device_mismatch(&self, m: &DeviceViewMismatch) {
+        for s in &self.0 {
+            s.record_device_mismatch(m);
         }
     }
 }

@@ -22,6 +22,7 @@
 //! | `convoy_dra_claim_writes_total` | `write` (`allocate`, `deallocate`) | [`Metrics::sync_dra`] |
 //! | `convoy_kubelet_rejections_total` | `reason` (the kubelet's: `OutOfcpu`, `NodeAffinity`, ...; else `Other`) | [`DecisionSink::record_rejection`] |
 //! | `convoy_node_resource_shortfalls_total` | `resource` | [`DecisionSink::record_shortfall`] |
+//! | `convoy_device_view_mismatches_total` | `resource` | [`DecisionSink::record_device_mismatch`] |
 //! | `convoy_preemption_chain_depth` | | [`DecisionSink::record_preemption`]: preemptions by a replacement of a pod preempted moments ago |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
@@ -147,6 +148,7 @@ pub struct Metrics {
     kubelet_rejections: Family<ReasonLabels, Counter>,
     resource_shortfalls: Family<ResourceLabels, Counter>,
     chain_depth: Histogram,
+    device_view_mismatches: Family<ResourceLabels, Counter>,
     cycles: AtomicU64,
 }
 
@@ -305,6 +307,14 @@ impl Metrics {
             chain_depth.clone(),
         );
 
+        let device_view_mismatches = Family::default();
+        registry.register(
+            "convoy_device_view_mismatches",
+            "Times a node's device plugin (allocatable) and its DRA ResourceSlices counted the \
+             devices of one extended resource differently, by resource",
+            device_view_mismatches.clone(),
+        );
+
         Self {
             registry,
             schedule_attempts,
@@ -325,6 +335,7 @@ impl Metrics {
             kubelet_rejections,
             resource_shortfalls,
             chain_depth,
+            device_view_mismatches,
             cycles: AtomicU64::new(0),
         }
     }
@@ -500,6 +511,12 @@ impl DecisionSink for Metrics {
     /// `convoy_kubelet_rejections_total`.
     fn record_rejection(&self, r: &crate::decision::KubeletRejection) {
         self.kubelet_rejections.get_or_create(&ReasonLabels { reason: r.reason_label() }).inc();
+    }
+
+    /// `convoy_device_view_mismatches_total`.
+    fn record_device_mismatch(&self, m: &crate::decision::DeviceViewMismatch) {
+        let labels = ResourceLabels { resource: Arc::from(m.resource.as_str()) };
+        self.device_view_mismatches.get_or_create(&labels).inc();
     }
 
     /// `convoy_node_resource_shortfalls_total`.

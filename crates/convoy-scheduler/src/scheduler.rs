@@ -105,6 +105,8 @@ pub struct Scheduler {
     /// Nodes held out of scheduling after a kubelet rejected a pod Convoy
     /// bound there (see [`crate::conflicts`]).
     pub(crate) holds: crate::conflicts::NodeHolds,
+    /// Device-view mismatches already reported.
+    pub(crate) device_views: crate::conflicts::DeviceViews,
     /// Whether this replica schedules (leads, or runs a simulation): only
     /// then does it report what it sees of other schedulers and kubelets.
     pub(crate) leading: AtomicBool,
@@ -239,6 +241,7 @@ impl Scheduler {
             delay_cache_until_active: cfg.delay_cache_until_active
                 && cfg.leader_election.leader_elect,
             holds: Default::default(),
+            device_views: Default::default(),
             leading: AtomicBool::new(false),
             foreign_activity: Mutex::new(None),
             binder: opts.binder,
@@ -312,6 +315,7 @@ impl Scheduler {
                 self.cache.update_node(self.holds.cache_view(new.clone()));
                 if shrunk && self.leading.load(Ordering::Acquire) {
                     self.check_shortfall(before, name);
+                    self.check_device_views(name);
                 }
                 if action.0 != 0 {
                     self.move_all(
@@ -338,6 +342,7 @@ impl Scheduler {
             ClusterUpdate::PodGroupDeleted(key) => self.gang.delete_group(&key),
             ClusterUpdate::ObjectApplied(obj) => {
                 let old = self.objects.apply(&obj);
+                self.slice_changed(&obj);
                 // The volume kinds can make pods the volume plugins
                 // rejected schedulable (a claim created or bound, a CSINode
                 // limit raised); deletions cannot, as upstream.
@@ -353,6 +358,7 @@ impl Scheduler {
             }
             ClusterUpdate::ObjectDeleted(obj) => {
                 self.objects.delete(&obj);
+                self.slice_changed(&obj);
                 // A DeviceTaintRule gone takes its taints off devices
                 // (upstream hears of it as an update of the slices it
                 // patched).
@@ -623,6 +629,16 @@ impl Scheduler {
                     self.queue.update_and_activate(n, &quorum);
                 }
             }
+        }
+    }
+
+    /// A ResourceSlice of a node changed: its device views are compared.
+    fn slice_changed(&self, obj: &convoy_api::ClusterObject) {
+        if let convoy_api::ClusterObject::ResourceSlice(s) = obj
+            && let Some(node) = s.spec.node_name.as_deref()
+            && self.leading.load(Ordering::Acquire)
+        {
+            self.check_device_views(node);
         }
     }
 

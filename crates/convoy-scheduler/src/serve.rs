@@ -99,6 +99,10 @@ impl DecisionSink for ApiStatusSink {
         self.0.node_warning(&s.node, s.node_uid.as_deref(), None, "ResourceShortfall", s.note());
     }
 
+    fn record_device_mismatch(&self, m: &crate::decision::DeviceViewMismatch) {
+        self.0.node_warning(&m.node, m.node_uid.as_deref(), None, "DeviceViewMismatch", m.note());
+    }
+
     fn record_group(&self, d: &GroupDecision) {
         let outcome = match &d.outcome {
             GroupOutcome::Placed => GroupReportOutcome::Placed {

@@ -11,7 +11,7 @@ use convoy_api::{ClusterUpdate, FakeClock};
 use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::conflicts::{HOLD_TAINT, REJECTION_HOLD};
 use convoy_scheduler::decision::{
-    Decision, DecisionSink, KubeletRejection, Outcome, ResourceShortfall,
+    Decision, DecisionSink, DeviceViewMismatch, KubeletRejection, Outcome, ResourceShortfall,
 };
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -23,6 +23,7 @@ struct Collect {
     decisions: Mutex<Vec<Decision>>,
     rejections: Mutex<Vec<KubeletRejection>>,
     shortfalls: Mutex<Vec<ResourceShortfall>>,
+    mismatches: Mutex<Vec<DeviceViewMismatch>>,
 }
 
 impl DecisionSink for Collect {
@@ -34,6 +35,9 @@ impl DecisionSink for Collect {
     }
     fn record_shortfall(&self, s: &ResourceShortfall) {
         self.shortfalls.lock().push(s.clone());
+    }
+    fn record_device_mismatch(&self, m: &DeviceViewMismatch) {
+        self.mismatches.lock().push(m.clone());
     }
 }
 
@@ -375,4 +379,53 @@ async fn while_another_scheduler_works_the_nodes_pods_are_read_before_binding() 
         ),
         other => panic!("p: {other:?}"),
     }
+}
+
+/// A node whose device plugin reports 8 GPUs while its DRA driver publishes
+/// 7 for the DeviceClass naming that extended resource: reported once, not
+/// again while nothing changes, and again when the counts change.
+#[tokio::test]
+async fn a_device_plugin_and_a_dra_driver_that_disagree_are_reported() {
+    use convoy_api::ClusterObject;
+    use serde_json::json;
+    let node =
+        |gpus: &str| NodeBuilder::new("n1").cpu("8").allocatable("example.com/gpu", gpus).build();
+    let mut s = Setup::new(vec![node("8")], vec![]).await;
+    let class = json!({
+        "metadata": {"name": "gpu.example.com"},
+        "spec": {"extendedResourceName": "example.com/gpu",
+                 "selectors": [{"cel": {"expression": "device.driver == 'gpu.example.com'"}}]}
+    });
+    s.cluster
+        .apply_object(ClusterObject::DeviceClass(Arc::new(serde_json::from_value(class).unwrap())))
+        .unwrap();
+    let slice = |n: usize| {
+        let devices: Vec<_> = (0..n).map(|i| json!({"name": format!("gpu-{i}")})).collect();
+        ClusterObject::ResourceSlice(Arc::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": "n1-gpus"},
+                "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+                         "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                         "devices": devices}
+            }))
+            .unwrap(),
+        ))
+    };
+    s.cluster.apply_object(slice(7)).unwrap();
+    s.apply();
+    let found = s.sink.mismatches.lock().clone();
+    let [m] = &found[..] else { panic!("one mismatch: {found:?}") };
+    assert_eq!((m.allocatable, m.devices, m.class.as_str()), (8, 7, "gpu.example.com"));
+    assert!(m.note().starts_with("the device plugin reports 8 example.com/gpu (allocatable) while ResourceSlices publish 7 devices of DeviceClass gpu.example.com"), "{}", m.note());
+    s.cluster.apply_object(slice(7)).unwrap();
+    s.apply();
+    assert_eq!(s.sink.mismatches.lock().len(), 1, "the same difference is reported once");
+    s.cluster.apply_object(slice(8)).unwrap();
+    s.apply();
+    assert_eq!(s.sink.mismatches.lock().len(), 1, "agreeing: nothing to report");
+    s.cluster.update_node(node("6")).unwrap();
+    s.apply();
+    let found = s.sink.mismatches.lock().clone();
+    assert_eq!(found.len(), 2);
+    assert_eq!((found[1].allocatable, found[1].devices), (6, 8));
 }

@@ -31,6 +31,7 @@
 pub mod allocator;
 pub mod cel;
 pub mod pools;
+pub mod views;
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
