@@ -7,10 +7,12 @@
 //!   have taken the room. The binding is then not sent, and the pod goes
 //!   back to the queue as if Filter had rejected the node.
 //!   While another scheduler is at work (a pod of its created or bound
-//!   within [`CONTENTION_WINDOW`]), the node's pods are also read from the
-//!   API server ([`convoy_api::Binder::pods_on_node`], one consistent list
-//!   per binding): bindings of the other scheduler that the watch has not
-//!   delivered yet count too.
+//!   within [`CONTENTION_WINDOW`]), the binding first waits while that
+//!   scheduler has pods that appeared moments ago still pending (at most
+//!   [`YIELD_WINDOW`]: it goes first), then the node's pods are read from
+//!   the API server ([`convoy_api::Binder::pods_on_node`], one consistent
+//!   list per binding): bindings of the other scheduler that the watch has
+//!   not delivered yet count too.
 //! - **Another scheduler's nominations** (`status.nominatedNodeName` of its
 //!   pending pods) count as Convoy's own do: Filter leaves their room free.
 //! - **A kubelet's rejection** of a pod Convoy bound (phase `Failed`,
@@ -416,6 +418,21 @@ fn with_hold_taint(node: &Node, reason: &str) -> Node {
 /// binding there.
 pub const CONTENTION_WINDOW: Duration = Duration::from_secs(10);
 
+/// How long a binding waits, at most, for another scheduler's pods that
+/// appeared moments ago (within this window) to be placed before it reads
+/// the node's pods.
+pub const YIELD_WINDOW: Duration = Duration::from_secs(1);
+
+/// What Convoy knows of other schedulers at work.
+#[derive(Debug, Default)]
+pub(crate) struct Foreign {
+    /// When one of their pods was last created or bound.
+    last_activity: Option<Instant>,
+    /// Their pending pods, by UID, and when each was first seen (pruned
+    /// after [`YIELD_WINDOW`]).
+    pending: HashMap<Arc<str>, Instant>,
+}
+
 /// Why `pods` (the node's pods as the API server holds them) leave no room
 /// for `pod` on `node` (whose allocatable the cache holds); the pods the
 /// cache had not seen are named.
@@ -457,25 +474,55 @@ impl Scheduler {
         overcommitted(&info, pod)
     }
 
-    /// Another scheduler's pod was created or bound.
-    pub(crate) fn foreign_activity_seen(&self) {
-        *self.foreign_activity.lock() = Some(self.clock.now());
+    /// Another scheduler's pod `uid` was created (pending) or bound.
+    pub(crate) fn foreign_pod_seen(&self, uid: &Arc<str>, pending: bool) {
+        let now = self.clock.now();
+        let mut f = self.foreign.lock();
+        f.last_activity = Some(now);
+        if pending {
+            f.pending.entry(uid.clone()).or_insert(now);
+        } else {
+            f.pending.remove(uid);
+        }
+    }
+
+    /// Another scheduler's pending pod is gone.
+    pub(crate) fn foreign_pod_gone(&self, uid: &str) {
+        let mut f = self.foreign.lock();
+        if !f.pending.is_empty() {
+            f.pending.remove(uid);
+        }
     }
 
     /// Whether another scheduler was at work within [`CONTENTION_WINDOW`].
     pub(crate) fn contended(&self) -> bool {
-        let last = *self.foreign_activity.lock();
+        let last = self.foreign.lock().last_activity;
         last.is_some_and(|t| self.clock.now().saturating_duration_since(t) < CONTENTION_WINDOW)
+    }
+
+    /// Whether another scheduler has pods it is about to place: pending
+    /// pods of its that appeared within [`YIELD_WINDOW`].
+    fn foreign_in_flight(&self) -> bool {
+        let now = self.clock.now();
+        let mut f = self.foreign.lock();
+        f.pending.retain(|_, seen| now.saturating_duration_since(*seen) < YIELD_WINDOW);
+        !f.pending.is_empty()
     }
 
     /// While another scheduler is at work, the node's pods as the API
     /// server holds them now: why they leave no room for `pod`, if they do
-    /// not. One consistent read per binding, and only then: the cache
-    /// cannot hold the other scheduler's bindings its watch has not
-    /// delivered yet.
+    /// not. Convoy first lets the other scheduler's pods that appeared
+    /// moments ago be placed (it waits while any is pending, at most
+    /// [`YIELD_WINDOW`]), then reads: one consistent read per binding, and
+    /// only then. The cache cannot hold the other scheduler's bindings its
+    /// watch has not delivered yet.
     pub(crate) async fn room_taken_fresh(&self, pod: &PodInfo, node: &Arc<str>) -> Option<String> {
         if !self.contended() {
             return None;
+        }
+        let started = std::time::Instant::now();
+        while self.foreign_in_flight() && started.elapsed() < YIELD_WINDOW {
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let pods = self.binder.pods_on_node(node.clone()).await?;
         let info = self.cache.node_info(node)?;

@@ -110,9 +110,9 @@ pub struct Scheduler {
     /// Whether this replica schedules (leads, or runs a simulation): only
     /// then does it report what it sees of other schedulers and kubelets.
     pub(crate) leading: AtomicBool,
-    /// When another scheduler was last seen at work (a pod of its created
-    /// or bound); see [`crate::conflicts`].
-    pub(crate) foreign_activity: Mutex<Option<std::time::Instant>>,
+    /// What Convoy knows of other schedulers at work; see
+    /// [`crate::conflicts`].
+    pub(crate) foreign: Mutex<crate::conflicts::Foreign>,
     /// Where bindings go (also read for the nodes' pods before a binding
     /// while another scheduler is active).
     pub(crate) binder: Arc<dyn Binder>,
@@ -243,7 +243,7 @@ impl Scheduler {
             holds: Default::default(),
             device_views: Default::default(),
             leading: AtomicBool::new(false),
-            foreign_activity: Mutex::new(None),
+            foreign: Mutex::default(),
             binder: opts.binder,
         }))
     }
@@ -500,7 +500,9 @@ impl Scheduler {
         let assigned =
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
         if !self.is_ours(&pod) && !is_terminal(&pod) {
-            self.foreign_activity_seen();
+            if let Some(uid) = pod.metadata.uid.as_deref() {
+                self.foreign_pod_seen(&Arc::from(uid), !assigned);
+            }
         }
         if assigned {
             let Some(info) = self.pod_info(pod.clone()) else { return };
@@ -696,6 +698,9 @@ impl Scheduler {
     }
 
     fn pod_deleted(&self, pod: Arc<Pod>) {
+        if let Some(uid) = pod.metadata.uid.as_deref() {
+            self.foreign_pod_gone(uid);
+        }
         let Some(info) = self.pod_info(pod.clone()) else { return };
         self.gang.pod_removed(&info);
         let assigned = info.node_name().is_some();

@@ -365,10 +365,9 @@ async fn while_another_scheduler_works_the_nodes_pods_are_read_before_binding() 
     // It binds `theirs` to n1; Convoy's watch has not delivered it yet.
     let theirs = s.cluster.pod("default", "theirs").unwrap();
     s.cluster.bind_now(&convoy_api::PodInfo::new(theirs).unwrap(), "n1").unwrap();
-    tokio::task::yield_now().await;
-    for _ in 0..10 {
-        tokio::task::yield_now().await;
-    }
+    // The binding first waits (at most a second) while `theirs`, which
+    // appeared moments ago, is pending as far as Convoy knows.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(s.node_of("p"), None, "p was not bound over theirs");
     match s.sink.decisions.lock().iter().find(|d| &*d.pod.name == "p").map(|d| &d.outcome) {
         Some(Outcome::Unschedulable { message }) => assert_eq!(
