@@ -499,10 +499,11 @@ impl Scheduler {
     fn pod_added(&self, pod: Arc<Pod>) {
         let assigned =
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
-        if !self.is_ours(&pod) && !is_terminal(&pod) {
-            if let Some(uid) = pod.metadata.uid.as_deref() {
-                self.foreign_pod_seen(&Arc::from(uid), !assigned);
-            }
+        if !self.is_ours(&pod)
+            && !is_terminal(&pod)
+            && let Some(uid) = pod.metadata.uid.as_deref()
+        {
+            self.foreign_pod_seen(&Arc::from(uid), !assigned);
         }
         if assigned {
             let Some(info) = self.pod_info(pod.clone()) else { return };
