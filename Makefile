@@ -40,8 +40,9 @@ testenv: deps
 	testenv/testenv build
 	testenv/testenv --version $(OLDEST_K8S) build
 
-## test: everything CI runs: builds testenv, then all Rust tests (unit, embedded, real API server) on the newest Kubernetes version, then the version suite and score parity on the oldest.
-test: testenv
+## test: everything CI runs: builds testenv and the test binaries (at once), then all Rust tests (unit, embedded, real API server) on the newest Kubernetes version, then the version suite and score parity on the oldest.
+test: deps
+	CARGO=$(CARGO) scripts/build-for-tests.sh $(OLDEST_K8S)
 	$(CARGO) test --workspace --locked
 	TESTENV_VERSION=$(OLDEST_K8S) $(CARGO) test -p convoy-scheduler --locked --test versions --test parity
 
