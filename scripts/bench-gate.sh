@@ -28,7 +28,7 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 
 "$cargo" build --release --locked -p convoy-bench
-bin=target/release/convoy-bench
+bin=${CARGO_TARGET_DIR:-target}/release/convoy-bench
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT

@@ -49,37 +49,44 @@ struct Run {
 }
 
 /// A full cluster: n1 has the only GPU, used by inference; n2 is full of
-/// monitoring. Training needs the GPU.
-async fn start(guard: bool) -> Run {
-    let objects = Objects {
+/// monitoring. Training, pending, needs the GPU. `more` pods are added.
+fn tiers(more: Vec<k8s_openapi::api::core::v1::Pod>) -> Objects {
+    let mut pods = vec![
+        PodBuilder::new("inference-0")
+            .node("n1")
+            .cpu("2")
+            .resource("nvidia.com/gpu", "1")
+            .priority(500)
+            .owner("ReplicaSet", "inference")
+            .build(),
+        PodBuilder::new("monitoring-0")
+            .node("n2")
+            .cpu("4")
+            .priority(100)
+            .owner("ReplicaSet", "monitoring")
+            .build(),
+        PodBuilder::new("training-0")
+            .cpu("2")
+            .resource("nvidia.com/gpu", "1")
+            .priority(1000)
+            .owner("Job", "training")
+            .build(),
+    ];
+    pods.extend(more);
+    Objects {
         nodes: vec![
             NodeBuilder::new("n1").cpu("4").allocatable("nvidia.com/gpu", "1").build(),
             NodeBuilder::new("n2").cpu("4").build(),
         ],
-        pods: vec![
-            PodBuilder::new("inference-0")
-                .node("n1")
-                .cpu("2")
-                .resource("nvidia.com/gpu", "1")
-                .priority(500)
-                .owner("ReplicaSet", "inference")
-                .build(),
-            PodBuilder::new("monitoring-0")
-                .node("n2")
-                .cpu("4")
-                .priority(100)
-                .owner("ReplicaSet", "monitoring")
-                .build(),
-            PodBuilder::new("training-0")
-                .cpu("2")
-                .resource("nvidia.com/gpu", "1")
-                .priority(1000)
-                .owner("Job", "training")
-                .build(),
-        ],
+        pods,
         ..Default::default()
-    };
-    let (cluster, updates) = EmbeddedCluster::new(objects);
+    }
+}
+
+/// The scheduler on [`tiers`], run until training has preempted inference
+/// and inference's ReplicaSet made its replacement, then until idle.
+async fn start(guard: bool) -> Run {
+    let (cluster, updates) = EmbeddedCluster::new(tiers(vec![]));
     let clock = FakeClock::new();
     let sink = Arc::new(Collect::default());
     let config = if guard {
@@ -192,39 +199,9 @@ async fn with_the_guard_the_replacement_waits_and_monitoring_stays() {
 /// (as in a dump taken after its ReplicaSet made it).
 #[tokio::test]
 async fn simulate_shows_the_chain() {
-    let objects = Objects {
-        nodes: vec![
-            NodeBuilder::new("n1").cpu("4").allocatable("nvidia.com/gpu", "1").build(),
-            NodeBuilder::new("n2").cpu("4").build(),
-        ],
-        pods: vec![
-            PodBuilder::new("inference-0")
-                .node("n1")
-                .cpu("2")
-                .resource("nvidia.com/gpu", "1")
-                .priority(500)
-                .owner("ReplicaSet", "inference")
-                .build(),
-            PodBuilder::new("monitoring-0")
-                .node("n2")
-                .cpu("4")
-                .priority(100)
-                .owner("ReplicaSet", "monitoring")
-                .build(),
-            PodBuilder::new("training-0")
-                .cpu("2")
-                .resource("nvidia.com/gpu", "1")
-                .priority(1000)
-                .owner("Job", "training")
-                .build(),
-            PodBuilder::new("inference-1")
-                .cpu("4")
-                .priority(500)
-                .owner("ReplicaSet", "inference")
-                .build(),
-        ],
-        ..Default::default()
-    };
+    let replacement =
+        PodBuilder::new("inference-1").cpu("4").priority(500).owner("ReplicaSet", "inference");
+    let objects = tiers(vec![replacement.build()]);
     let config = convoy_scheduler::load_config(None).unwrap();
     let report = convoy_scheduler::simulate::simulate(config, objects, false).await.unwrap();
     let text = report.to_text();

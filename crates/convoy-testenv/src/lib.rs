@@ -445,19 +445,7 @@ impl TestEnv {
         config: &Path,
         args: &[&str],
     ) -> Result<KubeScheduler> {
-        let log = std::fs::File::create(self.kube_scheduler_log())?;
-        let child = Command::new(script())
-            .args(["kube-scheduler", "--dir"])
-            .arg(self.dir())
-            .arg("--config")
-            .arg(config)
-            .arg("--")
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()?;
-        Ok(KubeScheduler { child, pid_file: self.dir().join("kube-scheduler.pid") })
+        self.start_named_kube_scheduler("kube-scheduler", config, args)
     }
 }
 
