@@ -433,35 +433,30 @@ pub(crate) struct Foreign {
     pending: HashMap<Arc<str>, Instant>,
 }
 
-/// Why `pods` (the node's pods as the API server holds them) leave no room
-/// for `pod` on `node` (whose allocatable the cache holds); the pods the
-/// cache had not seen are named.
+/// Why `node` (as the cache holds it: its pods, and the pods Convoy has
+/// assumed there, `pod` among them) has no room for `pod` once the pods the
+/// API server holds there that the cache has not seen yet (`pods`, read
+/// just now) are added; those are named.
 fn fresh_overcommitted(node: &NodeInfo, pod: &PodInfo, pods: &[Arc<Pod>]) -> Option<String> {
-    let mut fresh = NodeInfo::clone(node);
     let seen: std::collections::HashSet<&str> = node.pods.iter().map(|p| &*p.uid).collect();
-    for p in node.pods.clone() {
-        fresh.remove_pod(&p);
-    }
+    let mut fresh = NodeInfo::clone(node);
     let mut unseen = Vec::new();
     for p in pods {
         let uid = p.metadata.uid.as_deref().unwrap_or("");
-        if uid == &*pod.uid {
+        if uid == &*pod.uid || seen.contains(uid) {
             continue;
         }
         let Ok(info) = PodInfo::new(p.clone()) else { continue };
         if info.is_terminal() {
             continue;
         }
-        if !seen.contains(uid) {
-            unseen.push(Taker { pod: info.key.clone(), scheduler: info.scheduler_name().into() });
-        }
+        unseen.push(Taker { pod: info.key.clone(), scheduler: info.scheduler_name().into() });
         fresh.add_pod(Arc::new(info));
     }
-    fresh.add_pod(Arc::new(pod.clone()));
-    let why = overcommitted(&fresh, pod)?;
     if unseen.is_empty() {
-        return Some(why);
+        return None; // nothing the cache did not know: `room_taken` decided
     }
+    let why = overcommitted(&fresh, pod)?;
     let list: Vec<String> = unseen.iter().map(|t| format!("{} ({})", t.pod, t.scheduler)).collect();
     Some(format!("{why}; read from the API server, not yet in Convoy's cache: {}", list.join(", ")))
 }
@@ -521,8 +516,14 @@ impl Scheduler {
             return None;
         }
         let started = std::time::Instant::now();
+        let mut waited = false;
         while self.foreign_in_flight() && started.elapsed() < YIELD_WINDOW {
             tokio::time::sleep(Duration::from_millis(20)).await;
+            waited = true;
+        }
+        // The cache again: what the watch delivered while this waited.
+        if waited && let Some(why) = self.room_taken(pod, node) {
+            return Some(why);
         }
         let pods = self.binder.pods_on_node(node.clone()).await?;
         let info = self.cache.node_info(node)?;
@@ -721,6 +722,23 @@ mod tests {
         assert_eq!(&*label("OutOfcpu"), "OutOfcpu");
         assert_eq!(&*label("TaintToleration"), "TaintToleration");
         assert_eq!(&*label("SomethingNew"), "Other");
+    }
+
+    /// Convoy's own pods assumed on the node (their bindings in flight,
+    /// not yet in the API server's list) still count beside the pods only
+    /// the API server knows.
+    #[test]
+    fn the_fresh_read_adds_to_what_the_cache_holds() {
+        let mut node = NodeBuilder::new("n1").cpu("1").info();
+        let ours_in_flight = PodBuilder::new("a").cpu("500m").info();
+        let pod = PodBuilder::new("p").cpu("250m").info();
+        node.add_pod(ours_in_flight);
+        node.add_pod(pod.clone());
+        let theirs = PodBuilder::new("x").cpu("500m").scheduler("ks").node("n1").build();
+        let why = fresh_overcommitted(&node, &pod, &[Arc::new(theirs)]).expect("no room");
+        assert!(why.ends_with("not yet in Convoy's cache: default/x (ks)"), "{why}");
+        let small = PodBuilder::new("y").cpu("250m").scheduler("ks").node("n1").build();
+        assert_eq!(fresh_overcommitted(&node, &pod, &[Arc::new(small)]), None);
     }
 
     #[test]

@@ -428,3 +428,32 @@ async fn a_device_plugin_and_a_dra_driver_that_disagree_are_reported() {
     assert_eq!(found.len(), 2);
     assert_eq!((found[1].allocatable, found[1].devices), (6, 8));
 }
+
+/// The other scheduler's binding reaches Convoy's cache while Convoy's
+/// binding gives way: the cache is checked again after the wait.
+#[tokio::test]
+async fn the_cache_is_checked_again_after_giving_way() {
+    let mut s = Setup::new(vec![NodeBuilder::new("n1").cpu("4").build()], vec![]).await;
+    s.cluster
+        .add_pod(PodBuilder::new("theirs").cpu("2").scheduler("default-scheduler").build())
+        .unwrap();
+    s.cluster.add_pod(PodBuilder::new("p").cpu("3").build()).unwrap();
+    s.apply();
+    let qpi = s.scheduler.queue().try_pop().expect("p is queued");
+    s.scheduler.schedule_one(qpi);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let theirs = s.cluster.pod("default", "theirs").unwrap();
+    s.cluster.bind_now(&convoy_api::PodInfo::new(theirs).unwrap(), "n1").unwrap();
+    s.apply();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.node_of("p"), None, "p was not bound over theirs");
+    match s.sink.decisions.lock().iter().find(|d| &*d.pod.name == "p").map(|d| &d.outcome) {
+        Some(Outcome::Unschedulable { message }) => assert!(
+            message.starts_with(
+                "binding rejected: node n1 no longer has room for the pod (Insufficient cpu)"
+            ),
+            "{message}"
+        ),
+        other => panic!("p: {other:?}"),
+    }
+}
