@@ -128,6 +128,80 @@ async fn a_kubelet_rejection_is_explained_on_the_pod_and_the_node() -> Result<()
     Ok(())
 }
 
+/// A GPU turns unhealthy: the node's allocatable `nvidia.com/gpu` drops
+/// (written to its status as the kubelet writes what its device plugin
+/// reports) below what its bound pods request. Convoy says so on the node
+/// and in its metrics, and places nothing more that needs a GPU there.
+#[tokio::test]
+async fn a_gpu_that_disappears_is_reported_and_not_used() -> Result<()> {
+    let cp = ControlPlane::start().await?;
+    let pods = cp.namespace("gpus").await?;
+    let gpu_node = |gpus: &str| -> Result<Node> {
+        Ok(serde_json::from_value(json!({
+            "metadata": {"name": "gpu-0"},
+            "status": {"capacity": {"cpu": "32", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": gpus},
+                       "allocatable": {"cpu": "32", "memory": "64Gi", "pods": "110", "nvidia.com/gpu": gpus},
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        }))?)
+    };
+    create_nodes(&cp.client, vec![gpu_node("8")?]).await?;
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+    let with_gpus = |name: &str, gpus: &str| -> Result<Pod> {
+        let mut p = pod(name, CONVOY, "1", "10Mi");
+        let c = &mut p.spec.as_mut().expect("spec").containers[0];
+        let r = c.resources.as_mut().expect("resources");
+        r.requests.as_mut().expect("requests").insert(
+            "nvidia.com/gpu".into(),
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity(gpus.into()),
+        );
+        r.limits = r.requests.clone();
+        Ok(p)
+    };
+    create_retrying(&pods, &with_gpus("a", "4")?).await?;
+    create_retrying(&pods, &with_gpus("b", "3")?).await?;
+    wait_bound(&pods, &["a".to_string(), "b".to_string()], Duration::from_secs(30)).await?;
+
+    // Two of the eight GPUs fail: the device plugin reports 6.
+    let nodes: Api<Node> = Api::all(cp.client.clone());
+    let patch = json!({"status": {"capacity": {"nvidia.com/gpu": "6"}, "allocatable": {"nvidia.com/gpu": "6"}}});
+    nodes
+        .patch_status("gpu-0", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+        .await?;
+    let event = eventually(Duration::from_secs(30), || async {
+        let evs = events(&cp.client, "default", "ResourceShortfall").await.ok()?;
+        evs.into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("gpu-0"))
+    })
+    .await
+    .with_context(|| format!("no ResourceShortfall Event on gpu-0\n{}", sched.tail()))?;
+    let note = event.note.unwrap_or_default();
+    assert!(
+        note.starts_with(
+            "allocatable nvidia.com/gpu dropped to 6 while its pods request 7 (gpus/a, gpus/b)"
+        ),
+        "{note}"
+    );
+    let metrics = metrics(&sched).await?;
+    assert!(
+        metrics.contains("convoy_node_resource_shortfalls_total{resource=\"nvidia.com/gpu\"} 1"),
+        "{metrics}"
+    );
+    // Nothing more that needs a GPU goes there; a pod without one does.
+    create_retrying(&pods, &with_gpus("c", "1")?).await?;
+    create_retrying(&pods, &pod("d", CONVOY, "1", "10Mi")).await?;
+    wait_bound(&pods, &["d".to_string()], Duration::from_secs(30)).await?;
+    let c = eventually(Duration::from_secs(30), || async {
+        let p = pods.get("c").await.ok()?;
+        let message = scheduled_message(&p);
+        message.contains("Insufficient nvidia.com/gpu").then_some(p)
+    })
+    .await
+    .with_context(|| format!("c not reported Insufficient nvidia.com/gpu\n{}", sched.tail()))?;
+    assert_eq!(node_of(&c), None);
+    Ok(())
+}
+
 async fn metrics(sched: &Scheduler) -> Result<String> {
     http_body(sched.http, "/metrics").await.context("GET /metrics failed")
 }
