@@ -66,6 +66,17 @@ fn build(raw: RawConfig, file: &str, known: &KnownPlugins) -> Result<SchedulerCo
     let pod_max_backoff_seconds = match &raw.pod_max_backoff_seconds {
         None => 10.max(raw.pod_initial_backoff_seconds),
         Some(max) => {
+            if max.value > crate::raw::MAX_BACKOFF_SECONDS {
+                problems.push(
+                    "podMaxBackoffSeconds",
+                    Some(&max.referenced),
+                    format!(
+                        "{} is more than Convoy accepts ({} seconds, a year)",
+                        max.value,
+                        crate::raw::MAX_BACKOFF_SECONDS
+                    ),
+                );
+            }
             if max.value < raw.pod_initial_backoff_seconds {
                 problems.push(
                     "podMaxBackoffSeconds",

@@ -69,9 +69,17 @@ fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
     }
 }
 
+/// The longest backoff Convoy accepts, in seconds (a year). Upstream sets
+/// no bound; a larger value could only mean "never retry", and would
+/// overflow the clock arithmetic of the queue.
+pub const MAX_BACKOFF_SECONDS: u64 = 365 * 24 * 3600;
+
 fn positive_u64<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     match u64::deserialize(d)? {
         0 => Err(de::Error::custom("must be greater than 0")),
+        n if n > MAX_BACKOFF_SECONDS => Err(de::Error::custom(format!(
+            "{n} is more than Convoy accepts ({MAX_BACKOFF_SECONDS} seconds, a year)"
+        ))),
         n => Ok(n),
     }
 }

@@ -650,6 +650,20 @@ fn errors_name_file_position_and_field() {
             ],
         ),
         (
+            "max backoff past what the queue's clock can hold",
+            "podMaxBackoffSeconds: 100000000000\n",
+            &[
+                "podMaxBackoffSeconds: 100000000000 is more than Convoy accepts (31536000 seconds, a year)",
+            ],
+        ),
+        (
+            "initial backoff past a year",
+            "podInitialBackoffSeconds: 31536001\n",
+            &[
+                "podInitialBackoffSeconds: 31536001 is more than Convoy accepts (31536000 seconds, a year)",
+            ],
+        ),
+        (
             "max backoff below initial",
             "podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 3\n",
             &[

@@ -29,8 +29,13 @@ pub(crate) fn backoff_duration(attempts: u32, initial: Duration, max: Duration) 
 
 /// When the backoff of a queued pod ends.
 pub(crate) fn backoff_expiry(e: &Entry, initial: Duration, max: Duration) -> Instant {
-    e.qpi.timestamp + backoff_duration(e.qpi.attempts, initial, max) + e.qpi.backoff_jitter
+    let wait = backoff_duration(e.qpi.attempts, initial, max).saturating_add(e.qpi.backoff_jitter);
+    // A wait past what `Instant` can hold means "not in this process's life".
+    e.qpi.timestamp.checked_add(wait).unwrap_or(e.qpi.timestamp + FOREVER)
 }
+
+/// A wait no process outlives (used when a backoff would overflow `Instant`).
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 fn expires_first(s: &Store, a: usize, b: usize) -> bool {
     s[a].backoff_expiry < s[b].backoff_expiry

@@ -82,14 +82,18 @@ impl Scheduler {
         key: GroupKey,
         started: Instant,
     ) {
-        let Some(st) = self.gang.status(&key) else {
-            // Deleted meanwhile: requeue; PreEnqueue will hold it.
+        // The PodGroup deleted meanwhile (its members may outlive it, so
+        // its status can remain without a spec): requeue; PreEnqueue holds
+        // the pod until a group exists again.
+        let Some((st, spec)) = self.gang.status(&key).and_then(|st| {
+            let spec = st.spec.clone()?;
+            Some((st, spec))
+        }) else {
             let uid = first.pod_info.uid.clone();
             self.queue.add_unschedulable_if_not_present(first, Failure::Unschedulable);
             self.queue.done(&uid);
             return;
         };
-        let spec = st.spec.clone().expect("a gang group has a spec");
         let min = spec.min_member as usize;
         let placed_before = st.placed();
         let needed = min.saturating_sub(placed_before);
@@ -393,5 +397,70 @@ impl Scheduler {
         members.extend(a.failed.into_iter().map(|(m, _)| m));
         members.extend(a.not_tried);
         members
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+    use convoy_api::{FakeClock, GroupKey, PodGroupApi};
+    use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
+
+    use crate::decision::LogSink;
+    use crate::scheduler::{Scheduler, SchedulerOptions};
+
+    /// The events task deletes the PodGroup after the loop routed its
+    /// member to the group cycle and before the cycle reads the group
+    /// (its members outlive it, so its status stays, without a spec): the
+    /// pod is requeued, nothing panics, nothing binds.
+    #[tokio::test]
+    async fn a_group_deleted_before_its_cycle_reads_it_requeues_the_pod() {
+        let (cluster, mut updates) = EmbeddedCluster::new(Objects {
+            nodes: vec![NodeBuilder::new("n1").cpu("4").build()],
+            ..Default::default()
+        });
+        let scheduler = Scheduler::new(SchedulerOptions {
+            config: crate::load_config(None).unwrap(),
+            registry: crate::registry(),
+            binder: Arc::new(EmbeddedBinder(cluster.clone())),
+            actuator: Arc::new(EmbeddedActuator(cluster.clone())),
+            clock: Arc::new(FakeClock::new()),
+            sink: Arc::new(LogSink),
+            seed: Some(1),
+            framework_metrics: None,
+        })
+        .unwrap();
+        let group = serde_json::json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "train", "namespace": "default"}, "spec": {"minMember": 2}
+        });
+        cluster.apply_pod_group(&group).unwrap();
+        for i in 0..2 {
+            cluster
+                .add_pod(PodBuilder::new(&format!("w{i}")).cpu("1").pod_group("train").build())
+                .unwrap();
+        }
+        while let Ok(u) = updates.try_recv() {
+            scheduler.handle_update(u);
+        }
+        let qpi = scheduler.queue().try_pop().expect("a member is queued");
+        let key = GroupKey::new(PodGroupApi::XK8s, "default", "train");
+        cluster.delete_pod_group(&key).unwrap();
+        while let Ok(u) = updates.try_recv() {
+            scheduler.handle_update(u);
+        }
+        let status = scheduler.gang().status(&key).expect("the members keep the group's status");
+        assert!(status.spec.is_none());
+        let fwk = scheduler.profiles()["convoy-scheduler"].clone();
+        scheduler.schedule_group(fwk, qpi, key, std::time::Instant::now());
+        assert_eq!(cluster.bound_count(), 0);
+        let c = scheduler.queue().pending_counts();
+        assert_eq!(
+            c.active + c.backoff + c.unschedulable + c.gated,
+            2,
+            "both members still queued"
+        );
     }
 }

@@ -743,7 +743,10 @@ fn quiet_limit(max_backoff: Duration, gang_args: &HashMap<String, GangScheduling
         .map(|a| a.starvation_threshold_seconds.saturating_add(a.starvation_max_hold_seconds))
         .max()
         .unwrap_or(0);
-    (2 * max_backoff).max(Duration::from_secs(gang)) + Duration::from_secs(1)
+    max_backoff
+        .saturating_mul(2)
+        .max(Duration::from_secs(gang))
+        .saturating_add(Duration::from_secs(1))
 }
 
 fn log_cache_error(r: convoy_cache::Result<()>) {

@@ -1,0 +1,54 @@
+//! Values at the edge of what the configuration types hold never crash the
+//! scheduler: a configuration built in code (a binary of your own), which
+//! the loader's bounds never saw.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use convoy_api::FakeClock;
+use convoy_api::testing::{NodeBuilder, PodBuilder};
+use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_scheduler::decision::LogSink;
+use convoy_scheduler::{Scheduler, SchedulerOptions};
+
+/// Backoffs of `u64::MAX` seconds (`Instant + Duration` would overflow): a
+/// pod that does not fit goes to backoff, and the scheduler goes on.
+#[tokio::test]
+async fn huge_backoffs_do_not_overflow_the_clock() {
+    let mut config = convoy_scheduler::load_config(None).unwrap();
+    config.pod_initial_backoff_seconds = u64::MAX;
+    config.pod_max_backoff_seconds = u64::MAX;
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects {
+        nodes: vec![NodeBuilder::new("n1").cpu("1").build()],
+        pods: vec![
+            PodBuilder::new("big").cpu("2").build(),
+            PodBuilder::new("small").cpu("1").build(),
+        ],
+        ..Default::default()
+    });
+    let clock = FakeClock::new();
+    let scheduler = Scheduler::new(SchedulerOptions {
+        config,
+        registry: convoy_scheduler::registry(),
+        binder: Arc::new(EmbeddedBinder(cluster.clone())),
+        actuator: Arc::new(EmbeddedActuator(cluster.clone())),
+        clock: Arc::new(clock.clone()),
+        sink: Arc::new(LogSink),
+        seed: Some(1),
+        framework_metrics: None,
+    })
+    .unwrap();
+    while let Ok(u) = updates.try_recv() {
+        scheduler.handle_update(u);
+    }
+    for _ in 0..2 {
+        if let Some(qpi) = scheduler.queue().try_pop() {
+            scheduler.schedule_one(qpi);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    scheduler.queue().flush_backoff_completed();
+    let bound = cluster.pod("default", "small").unwrap().spec.as_ref().unwrap().node_name.clone();
+    assert_eq!(bound.as_deref(), Some("n1"));
+    assert!(cluster.pod("default", "big").unwrap().spec.as_ref().unwrap().node_name.is_none());
+}
