@@ -33,7 +33,14 @@ pub struct ApiBinder {
     client: kube::Client,
     slots: Arc<Semaphore>,
     claims_version: Arc<std::sync::RwLock<&'static str>>,
+    /// How long one binding call may take before it is given up.
+    call_timeout: std::time::Duration,
 }
+
+/// How long a binding call may wait for its answer by default: a call whose
+/// answer never comes (a connection the network dropped silently) would
+/// hold its slot, and its pod's assumption in the cache, forever.
+pub const BIND_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl std::fmt::Debug for ApiBinder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,7 +56,15 @@ impl ApiBinder {
             client,
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             claims_version: Arc::new(std::sync::RwLock::new("v1")),
+            call_timeout: BIND_CALL_TIMEOUT,
         }
+    }
+
+    /// The same binder with binding calls given up after `timeout`
+    /// ([`BIND_CALL_TIMEOUT`] by default).
+    pub fn with_call_timeout(mut self, timeout: std::time::Duration) -> Self {
+        self.call_timeout = timeout;
+        self
     }
 
     /// Follows what discovery found (`ClusterUpdate::ApisServed`): claims
@@ -66,10 +81,18 @@ impl Binder for ApiBinder {
     fn bind(&self, pod: Arc<PodInfo>, node: Arc<str>) -> BoxFuture<'static, Result<(), BindError>> {
         let client = self.client.clone();
         let slots = Arc::clone(&self.slots);
+        let timeout = self.call_timeout;
         Box::pin(async move {
             let _slot =
                 slots.acquire_owned().await.map_err(|e| BindError::Failed(e.to_string()))?;
-            bind(client, &pod, &node).await
+            // Given up, the binding may still have landed: the watch then
+            // delivers the pod bound, and the cache takes it as bound.
+            tokio::time::timeout(timeout, bind(client, &pod, &node)).await.unwrap_or_else(|_| {
+                Err(BindError::Failed(format!(
+                    "the binding call got no answer in {}s",
+                    timeout.as_secs_f64()
+                )))
+            })
         })
     }
 
@@ -231,5 +254,48 @@ async fn resolve_conflict(
     match current.spec.and_then(|s| s.node_name) {
         Some(n) if n == node => Err(BindError::AlreadyBound),
         _ => Err(BindError::Failed(message.to_string())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An API server that accepts the connection and never answers: the
+    /// binding call is given up after the timeout, its slot freed.
+    #[tokio::test]
+    async fn a_binding_call_without_an_answer_is_given_up() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((conn, _)) = listener.accept().await {
+                held.push(conn); // read nothing, answer nothing
+            }
+        });
+        let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let binder =
+            ApiBinder::new(client, 1).with_call_timeout(std::time::Duration::from_millis(300));
+        let pod = Arc::new(
+            PodInfo::new(Arc::new(
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "p", "namespace": "ns", "uid": "u"},
+                    "spec": {"containers": [{"name": "c"}]}
+                }))
+                .unwrap(),
+            ))
+            .unwrap(),
+        );
+        let started = std::time::Instant::now();
+        let first = binder.bind(pod.clone(), Arc::from("n1")).await;
+        assert!(
+            matches!(&first, Err(BindError::Failed(m)) if m.contains("no answer")),
+            "{first:?}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        // The slot (one) is free again: a second call gets as far as its own timeout.
+        let second = binder.bind(pod, Arc::from("n1")).await;
+        assert!(matches!(second, Err(BindError::Failed(_))));
     }
 }

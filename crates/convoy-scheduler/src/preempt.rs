@@ -45,6 +45,9 @@ pub(crate) struct Job {
     pub(crate) nominations: Vec<(Arc<PodInfo>, Arc<str>)>,
 }
 
+/// Nomination writes (`status.nominatedNodeName`) in flight at most.
+pub const MAX_NOMINATION_WRITES: usize = 64;
+
 /// `status.nominatedNodeName` as the pod object carries it.
 pub(crate) fn status_nomination(pod: &PodInfo) -> Option<&str> {
     pod.pod.status.as_ref()?.nominated_node_name.as_deref().filter(|n| !n.is_empty())
@@ -137,8 +140,21 @@ impl Scheduler {
     /// Writes a nomination off the loop (failures are logged: the next
     /// attempt writes again).
     pub(crate) fn write_nomination(&self, pod: Arc<PodInfo>, node: Option<Arc<str>>) {
+        // At most MAX_NOMINATION_WRITES in flight: under churn, a write
+        // that finds them all taken is dropped (the nomination itself is
+        // kept in memory and counted by Filter; the pod's next attempt
+        // writes it again).
+        let Ok(slot) = self.nomination_writes.clone().try_acquire_owned() else {
+            tracing::warn!(
+                pod = %pod.key,
+                "status.nominatedNodeName not written: {MAX_NOMINATION_WRITES} nomination writes \
+                 already in flight"
+            );
+            return;
+        };
         let actuator = self.actuator.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let key = pod.key.clone();
             if let Err(e) = actuator.set_nominated_node_name(pod, node).await {
                 tracing::warn!(pod = %key, error = %e, "writing status.nominatedNodeName failed");
@@ -237,5 +253,69 @@ impl Scheduler {
             }
             in_flight.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use convoy_api::testing::PodBuilder;
+    use convoy_api::{FakeClock, PodInfo, PreemptionActuator, PreemptionError};
+    use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
+    use futures::future::BoxFuture;
+
+    use super::MAX_NOMINATION_WRITES;
+    use crate::decision::LogSink;
+    use crate::scheduler::{Scheduler, SchedulerOptions};
+
+    /// Nomination writes that never finish (an API server that stopped
+    /// answering).
+    #[derive(Default)]
+    struct Stuck(Arc<AtomicUsize>);
+
+    impl PreemptionActuator for Stuck {
+        fn preempt(
+            &self,
+            _: Arc<PodInfo>,
+            _: Arc<PodInfo>,
+            _: Arc<str>,
+        ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+            Box::pin(std::future::pending())
+        }
+        fn set_nominated_node_name(
+            &self,
+            _: Arc<PodInfo>,
+            _: Option<Arc<str>>,
+        ) -> BoxFuture<'static, Result<(), PreemptionError>> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn nomination_writes_in_flight_are_capped() {
+        let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
+        let started = Arc::new(AtomicUsize::new(0));
+        let scheduler = Scheduler::new(SchedulerOptions {
+            config: crate::load_config(None).unwrap(),
+            registry: crate::registry(),
+            binder: Arc::new(EmbeddedBinder(cluster)),
+            actuator: Arc::new(Stuck(started.clone())),
+            clock: Arc::new(FakeClock::new()),
+            sink: Arc::new(LogSink),
+            seed: Some(1),
+            framework_metrics: None,
+        })
+        .unwrap();
+        for i in 0..(MAX_NOMINATION_WRITES + 36) {
+            let pod = PodBuilder::new(&format!("p{i}")).info();
+            scheduler.write_nomination(pod, Some(Arc::from("n1")));
+        }
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(started.load(Ordering::SeqCst), MAX_NOMINATION_WRITES);
     }
 }

@@ -107,6 +107,9 @@ pub struct Scheduler {
     pub(crate) holds: crate::conflicts::NodeHolds,
     /// Device-view mismatches already reported.
     pub(crate) device_views: crate::conflicts::DeviceViews,
+    /// Slots for nomination writes in flight
+    /// ([`MAX_NOMINATION_WRITES`](crate::preempt::MAX_NOMINATION_WRITES)).
+    pub(crate) nomination_writes: Arc<tokio::sync::Semaphore>,
     /// Whether this replica schedules (leads, or runs a simulation): only
     /// then does it report what it sees of other schedulers and kubelets.
     pub(crate) leading: AtomicBool,
@@ -242,6 +245,9 @@ impl Scheduler {
                 && cfg.leader_election.leader_elect,
             holds: Default::default(),
             device_views: Default::default(),
+            nomination_writes: Arc::new(tokio::sync::Semaphore::new(
+                crate::preempt::MAX_NOMINATION_WRITES,
+            )),
             leading: AtomicBool::new(false),
             foreign: Mutex::default(),
             binder: opts.binder,
