@@ -149,8 +149,18 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     let client = convoy_adapters::connect(kubeconfig.as_deref(), cc.qps, cc.burst)
         .await
         .context("connecting to the API server")?;
+    // As kube-scheduler: leader election and Events have clients of their
+    // own, each with its own token bucket (the same qps and burst), so that
+    // a burst of bindings never delays a lease renewal past its deadline,
+    // nor the Events that explain pending pods.
+    let election_client = convoy_adapters::connect(kubeconfig.as_deref(), cc.qps, cc.burst)
+        .await
+        .context("connecting to the API server (leader election)")?;
+    let events_client = convoy_adapters::connect(kubeconfig.as_deref(), cc.qps, cc.burst)
+        .await
+        .context("connecting to the API server (events)")?;
 
-    let (status, status_task) = StatusWriter::new(client.clone(), StatusWriterOptions::default());
+    let (status, status_task) = StatusWriter::new(events_client, StatusWriterOptions::default());
     let metrics = Arc::new(Metrics::new());
     let sink: Arc<dyn DecisionSink> = Arc::new(Fanout(vec![
         Arc::new(LogSink),
@@ -198,7 +208,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     let (_always_leader, always_leader_rx) = watch::channel(true);
     let (leader, lease) = if le.leader_elect {
         let (rx, handle) = convoy_adapters::leader::start(
-            client.clone(),
+            election_client,
             LeaderElection {
                 namespace: le.resource_namespace.clone(),
                 name: le.resource_name.clone(),
