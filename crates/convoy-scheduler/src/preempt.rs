@@ -140,6 +140,9 @@ impl Scheduler {
     /// Writes a nomination off the loop (failures are logged: the next
     /// attempt writes again).
     pub(crate) fn write_nomination(&self, pod: Arc<PodInfo>, node: Option<Arc<str>>) {
+        if self.is_fenced() {
+            return;
+        }
         // At most MAX_NOMINATION_WRITES in flight: under churn, a write
         // that finds them all taken is dropped (the nomination itself is
         // kept in memory and counted by Filter; the pod's next attempt
@@ -164,6 +167,10 @@ impl Scheduler {
 
     /// Preempts the victims off the loop; see the module docs.
     pub(crate) fn spawn_preemption(&self, job: Job) {
+        if self.is_fenced() {
+            tracing::warn!(preemptor = %job.preemptor.key, "this replica lost its lease: no victim is deleted");
+            return;
+        }
         let Job { preemptor, group_uid, node, victims, lower, nominations } = job;
         let actuator = self.actuator.clone();
         let waiting = self.waiting_pods.clone();

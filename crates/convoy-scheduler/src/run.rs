@@ -127,7 +127,7 @@ impl Scheduler {
                     r = leader.changed() => {
                         if r.is_err() || !*leader.borrow() {
                             tracing::warn!("leader election lost: scheduling stops");
-                            self.leading.store(false, Ordering::Release);
+                            self.fence();
                             break 'outer Exit::LostLease;
                         }
                     }

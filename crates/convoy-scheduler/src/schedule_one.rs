@@ -193,6 +193,12 @@ impl Scheduler {
                 return;
             }
         }
+        // Fencing: a replica that lost its lease starts no write.
+        if self.is_fenced() {
+            let s = Status::error("this replica lost its lease: the binding is not sent");
+            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+            return;
+        }
         // The freshest view of the node, just before the binding call:
         // another scheduler's pods delivered since the cycle chose it may
         // have taken the room (see `conflicts.rs`); the pod then goes back

@@ -107,6 +107,10 @@ pub struct Scheduler {
     pub(crate) holds: crate::conflicts::NodeHolds,
     /// Device-view mismatches already reported.
     pub(crate) device_views: crate::conflicts::DeviceViews,
+    /// Set once this replica lost its lease: from then on no binding,
+    /// preemption or nomination write starts (fencing; those in flight
+    /// finish or time out).
+    pub(crate) fenced: AtomicBool,
     /// Slots for nomination writes in flight
     /// ([`MAX_NOMINATION_WRITES`](crate::preempt::MAX_NOMINATION_WRITES)).
     pub(crate) nomination_writes: Arc<tokio::sync::Semaphore>,
@@ -245,6 +249,7 @@ impl Scheduler {
                 && cfg.leader_election.leader_elect,
             holds: Default::default(),
             device_views: Default::default(),
+            fenced: AtomicBool::new(false),
             nomination_writes: Arc::new(tokio::sync::Semaphore::new(
                 crate::preempt::MAX_NOMINATION_WRITES,
             )),
@@ -257,6 +262,18 @@ impl Scheduler {
     /// DynamicResources' counters (allocation searches, claim writes).
     pub fn dra_stats(&self) -> &convoy_api::objects::DraStats {
         &self.dra_stats
+    }
+
+    /// This replica lost its lease: nothing that writes to the API server
+    /// starts any more (bindings, preemptions, nomination writes).
+    pub fn fence(&self) {
+        self.fenced.store(true, Ordering::Release);
+        self.leading.store(false, Ordering::Release);
+    }
+
+    /// Whether [`fence`](Self::fence) was called.
+    pub fn is_fenced(&self) -> bool {
+        self.fenced.load(Ordering::Acquire)
     }
 
     /// The scheduling queue.

@@ -52,3 +52,45 @@ async fn huge_backoffs_do_not_overflow_the_clock() {
     assert_eq!(bound.as_deref(), Some("n1"));
     assert!(cluster.pod("default", "big").unwrap().spec.as_ref().unwrap().node_name.is_none());
 }
+
+/// A replica that lost its lease (fenced) sends no binding and deletes no
+/// victim, even for pods its loop had already scheduled: with room on n2
+/// the pod would bind; without it, it would preempt `low`.
+#[tokio::test]
+async fn a_fenced_replica_writes_nothing() {
+    for room in [true, false] {
+        let mut nodes = vec![NodeBuilder::new("n1").cpu("2").build()];
+        if room {
+            nodes.push(NodeBuilder::new("n2").cpu("2").build());
+        }
+        let (cluster, mut updates) = EmbeddedCluster::new(Objects {
+            nodes,
+            pods: vec![
+                PodBuilder::new("low").node("n1").cpu("2").priority(0).build(),
+                PodBuilder::new("p").cpu("1").priority(10).build(),
+            ],
+            ..Default::default()
+        });
+        let scheduler = Scheduler::new(SchedulerOptions {
+            config: convoy_scheduler::load_config(None).unwrap(),
+            registry: convoy_scheduler::registry(),
+            binder: Arc::new(EmbeddedBinder(cluster.clone())),
+            actuator: Arc::new(EmbeddedActuator(cluster.clone())),
+            clock: Arc::new(FakeClock::new()),
+            sink: Arc::new(LogSink),
+            seed: Some(1),
+            framework_metrics: None,
+        })
+        .unwrap();
+        while let Ok(u) = updates.try_recv() {
+            scheduler.handle_update(u);
+        }
+        let qpi = scheduler.queue().try_pop().expect("p is queued");
+        scheduler.fence();
+        scheduler.schedule_one(qpi);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(cluster.bind_count(), 0, "no binding sent (room: {room})");
+        assert!(cluster.pod("default", "low").is_some(), "no victim deleted");
+        assert!(cluster.evictions().is_empty());
+    }
+}
