@@ -81,6 +81,11 @@ fn chart_lints_and_renders_a_hardened_deployment_with_its_config() -> Result<()>
         pod["serviceAccountName"]
     );
     ensure!(
+        pod["terminationGracePeriodSeconds"] == 30,
+        "terminationGracePeriodSeconds {}",
+        pod["terminationGracePeriodSeconds"]
+    );
+    ensure!(
         pod["securityContext"]
             == json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
                       "seccompProfile": {"type": "RuntimeDefault"}}),
