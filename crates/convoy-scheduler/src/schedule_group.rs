@@ -406,7 +406,7 @@ mod tests {
 
     use convoy_api::testing::{NodeBuilder, PodBuilder};
     use convoy_api::{FakeClock, GroupKey, PodGroupApi};
-    use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
+    use convoy_embedded::{EmbeddedCluster, Objects};
 
     use crate::decision::LogSink;
     use crate::scheduler::{Scheduler, SchedulerOptions};
@@ -421,16 +421,12 @@ mod tests {
             nodes: vec![NodeBuilder::new("n1").cpu("4").build()],
             ..Default::default()
         });
-        let scheduler = Scheduler::new(SchedulerOptions {
-            config: crate::load_config(None).unwrap(),
-            registry: crate::registry(),
-            binder: Arc::new(EmbeddedBinder(cluster.clone())),
-            actuator: Arc::new(EmbeddedActuator(cluster.clone())),
-            clock: Arc::new(FakeClock::new()),
-            sink: Arc::new(LogSink),
-            seed: Some(1),
-            framework_metrics: None,
-        })
+        let scheduler = Scheduler::new(SchedulerOptions::embedded(
+            crate::load_config(None).unwrap(),
+            &cluster,
+            Arc::new(FakeClock::new()),
+            Arc::new(LogSink),
+        ))
         .unwrap();
         let group = serde_json::json!({
             "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",

@@ -61,6 +61,29 @@ pub struct SchedulerOptions {
     pub framework_metrics: Option<Arc<dyn convoy_framework::FrameworkMetrics>>,
 }
 
+impl SchedulerOptions {
+    /// Options for a scheduler on an embedded cluster (tests, `simulate`,
+    /// benchmarks): the cluster binds and preempts, the in-tree plugins,
+    /// the tie-breaking seed fixed at 1, no framework metrics.
+    pub fn embedded(
+        config: SchedulerConfig,
+        cluster: &Arc<convoy_embedded::EmbeddedCluster>,
+        clock: Arc<dyn Clock>,
+        sink: Arc<dyn DecisionSink>,
+    ) -> Self {
+        Self {
+            config,
+            registry: crate::registry(),
+            binder: Arc::new(convoy_embedded::EmbeddedBinder(cluster.clone())),
+            actuator: Arc::new(convoy_embedded::EmbeddedActuator(cluster.clone())),
+            clock,
+            sink,
+            seed: Some(1),
+            framework_metrics: None,
+        }
+    }
+}
+
 /// State only the scheduling loop touches.
 pub(crate) struct LoopState {
     pub(crate) snapshot: Snapshot,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use convoy_api::FakeClock;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
-use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_embedded::{EmbeddedCluster, Objects};
 use convoy_scheduler::decision::LogSink;
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 
@@ -27,16 +27,12 @@ async fn huge_backoffs_do_not_overflow_the_clock() {
         ..Default::default()
     });
     let clock = FakeClock::new();
-    let scheduler = Scheduler::new(SchedulerOptions {
+    let scheduler = Scheduler::new(SchedulerOptions::embedded(
         config,
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        actuator: Arc::new(EmbeddedActuator(cluster.clone())),
-        clock: Arc::new(clock.clone()),
-        sink: Arc::new(LogSink),
-        seed: Some(1),
-        framework_metrics: None,
-    })
+        &cluster,
+        Arc::new(clock.clone()),
+        Arc::new(LogSink),
+    ))
     .unwrap();
     while let Ok(u) = updates.try_recv() {
         scheduler.handle_update(u);
@@ -71,16 +67,12 @@ async fn a_fenced_replica_writes_nothing() {
             ],
             ..Default::default()
         });
-        let scheduler = Scheduler::new(SchedulerOptions {
-            config: convoy_scheduler::load_config(None).unwrap(),
-            registry: convoy_scheduler::registry(),
-            binder: Arc::new(EmbeddedBinder(cluster.clone())),
-            actuator: Arc::new(EmbeddedActuator(cluster.clone())),
-            clock: Arc::new(FakeClock::new()),
-            sink: Arc::new(LogSink),
-            seed: Some(1),
-            framework_metrics: None,
-        })
+        let scheduler = Scheduler::new(SchedulerOptions::embedded(
+            convoy_scheduler::load_config(None).unwrap(),
+            &cluster,
+            Arc::new(FakeClock::new()),
+            Arc::new(LogSink),
+        ))
         .unwrap();
         while let Ok(u) = updates.try_recv() {
             scheduler.handle_update(u);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{ClusterUpdate, FakeClock};
-use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_embedded::{EmbeddedCluster, Objects};
 use convoy_scheduler::decision::{Decision, DecisionSink, Outcome, PreemptionDecision};
 use convoy_scheduler::{Scheduler, SchedulerOptions};
 use parking_lot::Mutex;
@@ -99,16 +99,12 @@ async fn start(guard: bool) -> Run {
     } else {
         convoy_scheduler::load_config(None).unwrap()
     };
-    let scheduler = Scheduler::new(SchedulerOptions {
+    let scheduler = Scheduler::new(SchedulerOptions::embedded(
         config,
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        actuator: Arc::new(EmbeddedActuator(cluster.clone())),
-        clock: Arc::new(clock.clone()),
-        sink: sink.clone(),
-        seed: Some(1),
-        framework_metrics: None,
-    })
+        &cluster,
+        Arc::new(clock.clone()),
+        sink.clone(),
+    ))
     .unwrap();
     let mut run = Run { cluster, updates, clock, scheduler, sink };
     run.idle().await;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{ClusterUpdate, FakeClock};
-use convoy_embedded::{EmbeddedActuator, EmbeddedBinder, EmbeddedCluster, Objects};
+use convoy_embedded::{EmbeddedCluster, Objects};
 use convoy_scheduler::conflicts::{HOLD_TAINT, REJECTION_HOLD};
 use convoy_scheduler::decision::{
     Decision, DecisionSink, DeviceViewMismatch, KubeletRejection, Outcome, ResourceShortfall,
@@ -62,16 +62,12 @@ impl Setup {
             EmbeddedCluster::new(Objects { nodes, pods, ..Default::default() });
         let clock = FakeClock::new();
         let sink = Arc::new(Collect::default());
-        let scheduler = Scheduler::new(SchedulerOptions {
-            config: convoy_scheduler::load_config(None).unwrap(),
-            registry: convoy_scheduler::registry(),
-            binder: Arc::new(EmbeddedBinder(cluster.clone())),
-            actuator: Arc::new(EmbeddedActuator(cluster.clone())),
-            clock: Arc::new(clock.clone()),
-            sink: sink.clone(),
-            seed: Some(1),
-            framework_metrics: None,
-        })
+        let scheduler = Scheduler::new(SchedulerOptions::embedded(
+            convoy_scheduler::load_config(None).unwrap(),
+            &cluster,
+            Arc::new(clock.clone()),
+            sink.clone(),
+        ))
         .unwrap();
         let mut s = Setup { cluster, updates, clock, scheduler, sink };
         s.idle().await;
@@ -302,16 +298,12 @@ async fn a_standby_reports_nothing() {
         ..Default::default()
     });
     let sink = Arc::new(Collect::default());
-    let scheduler = Scheduler::new(SchedulerOptions {
-        config: convoy_scheduler::load_config(None).unwrap(),
-        registry: convoy_scheduler::registry(),
-        binder: Arc::new(EmbeddedBinder(cluster.clone())),
-        actuator: Arc::new(EmbeddedActuator(cluster.clone())),
-        clock: Arc::new(FakeClock::new()),
-        sink: sink.clone(),
-        seed: Some(1),
-        framework_metrics: None,
-    })
+    let scheduler = Scheduler::new(SchedulerOptions::embedded(
+        convoy_scheduler::load_config(None).unwrap(),
+        &cluster,
+        Arc::new(FakeClock::new()),
+        sink.clone(),
+    ))
     .unwrap();
     let ours = cluster.pod("default", "ours").unwrap();
     scheduler.handle_update(ClusterUpdate::NodeAdded(cluster.node("n1").unwrap()));
