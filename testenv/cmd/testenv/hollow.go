@@ -62,8 +62,9 @@ func startHollowNode(e *env, bin, name string, maxPods int, extended, labels, ta
 	if err != nil {
 		return err
 	}
-	// The hollow kubelet makes its root directory under $TMPDIR: keep it
-	// in DIR, so that down (and the watchdog's --remove-dir) cleans it.
+	// What else it writes goes to DIR/hollow/NAME when it honours $TMPDIR;
+	// its root directory and runtime sockets go to /tmp regardless, and
+	// stopHollowNodes removes them.
 	tmp := e.path("hollow", name)
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return err
@@ -94,7 +95,10 @@ func startHollowNode(e *env, bin, name string, maxPods int, extended, labels, ta
 	return startDetachedEnv(e, hollowPrefix+name, bin, args, []string{"TMPDIR=" + tmp})
 }
 
-// stopHollowNodes stops every hollow node started in DIR.
+// stopHollowNodes stops every hollow node started in DIR and removes what
+// each left outside DIR: the hollow kubelet makes its root directory under
+// /tmp whatever $TMPDIR says (kubemark's MakeTempDirOrDie), and its fake
+// runtime listens on a socket right under /tmp.
 func stopHollowNodes(e *env) error {
 	pids, err := filepath.Glob(e.path(hollowPrefix + "*.pid"))
 	if err != nil {
@@ -103,9 +107,69 @@ func stopHollowNodes(e *env) error {
 	var errs []error
 	for _, p := range pids {
 		name := strings.TrimSuffix(filepath.Base(p), ".pid")
+		var litter []string
+		if pid, err := readPid(p); err == nil {
+			litter = append(litter, unixSocketsOf(pid)...)
+		}
+		litter = append(litter, rootDirIn(e.path(name+".log"))...)
 		if err := stop(e, name); err != nil {
 			errs = append(errs, err)
 		}
+		for _, path := range litter {
+			_ = os.RemoveAll(path)
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// rootDirIn finds the root directory a hollow kubelet logged ("Using
+// /tmp/hollow-kubelet.123 as root dir for hollow-kubelet").
+func rootDirIn(logFile string) []string {
+	b, err := os.ReadFile(logFile)
+	if err != nil {
+		return nil
+	}
+	var dirs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		i := strings.Index(line, "Using ")
+		j := strings.Index(line, " as root dir for hollow-kubelet")
+		if i >= 0 && j > i+6 {
+			dir := line[i+6 : j]
+			if strings.HasPrefix(filepath.Base(dir), "hollow-kubelet.") {
+				dirs = append(dirs, dir)
+			}
+		}
+	}
+	return dirs
+}
+
+// unixSocketsOf lists the paths of the unix sockets process pid holds open
+// right under /tmp (its fake runtime's and image service's endpoints, named
+// by a random number or kubelet_remote_<n>.sock); those under its root
+// directory go with it.
+func unixSocketsOf(pid int) []string {
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return nil
+	}
+	inodes := map[string]bool{}
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	table, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		return nil
+	}
+	var paths []string
+	for _, line := range strings.Split(string(table), "\n") {
+		f := strings.Fields(line)
+		// Num RefCount Protocol Flags Type St Inode Path
+		if len(f) >= 8 && inodes[f[6]] && filepath.Dir(f[7]) == "/tmp" {
+			paths = append(paths, f[7])
+		}
+	}
+	return paths
 }
