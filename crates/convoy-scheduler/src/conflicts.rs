@@ -109,11 +109,7 @@ impl KubeletRejection {
         if self.takers.is_empty() {
             return "none that Convoy has seen yet".into();
         }
-        self.takers
-            .iter()
-            .map(|t| format!("{} ({})", t.pod, t.scheduler))
-            .collect::<Vec<_>>()
-            .join(", ")
+        names(&self.takers)
     }
 
     /// The note of the pod's Event.
@@ -279,6 +275,19 @@ fn bound_at(pod: &Pod) -> Option<&k8s_openapi::jiff::Timestamp> {
     scheduled.or(pod.metadata.creation_timestamp.as_ref()).map(|t| &t.0)
 }
 
+/// `ns/a (default-scheduler), ns/b (convoy)`.
+fn names(takers: &[Taker]) -> String {
+    takers.iter().map(|t| format!("{} ({})", t.pod, t.scheduler)).collect::<Vec<_>>().join(", ")
+}
+
+/// Whether the kubelet checks `resource` on `node`: the standard resources
+/// always, an extended one only where the node reports it (the kubelet
+/// ignores the others, `removeMissingExtendedResources`).
+fn checked(node: &NodeInfo, resource: &str) -> bool {
+    matches!(resource, "cpu" | "memory" | "ephemeral-storage")
+        || node.allocatable.scalar.contains_key(resource)
+}
+
 /// The pods on `node` other than `uid` that need `resource` (all of them
 /// for `None`), most recently bound first.
 fn takers(node: &NodeInfo, uid: &str, resource: Option<&str>) -> Vec<Taker> {
@@ -312,11 +321,7 @@ pub fn overcommitted(node: &NodeInfo, pod: &PodInfo) -> Option<String> {
         if amount <= 0 || name == "pods" {
             continue;
         }
-        // An extended resource the node does not report is ignored, as the
-        // kubelet ignores it (`removeMissingExtendedResources`).
-        let reported = matches!(name, "cpu" | "memory" | "ephemeral-storage")
-            || node.allocatable.scalar.contains_key(name);
-        if reported && over(name) {
+        if checked(node, name) && over(name) {
             short.push(name.to_string());
         }
     }
@@ -328,9 +333,7 @@ pub fn overcommitted(node: &NodeInfo, pod: &PodInfo) -> Option<String> {
     let named = if others.is_empty() {
         String::new()
     } else {
-        let list: Vec<String> =
-            others.iter().map(|t| format!("{} ({})", t.pod, t.scheduler)).collect();
-        format!("; bound there since it was chosen, among others: {}", list.join(", "))
+        format!("; bound there since it was chosen, among others: {}", names(&others))
     };
     let insufficient: Vec<String> = short.iter().map(|r| format!("Insufficient {r}")).collect();
     Some(format!(
@@ -348,8 +351,7 @@ fn shortfalls(old: Option<&NodeInfo>, new: &NodeInfo) -> Vec<(String, i64, i64)>
         if name == "pods" || requested <= 0 {
             continue;
         }
-        let reported = matches!(name, "cpu" | "memory" | "ephemeral-storage")
-            || new.allocatable.scalar.contains_key(name);
+        let reported = checked(new, name);
         let allocatable = new.allocatable.get(name);
         // A node that does not report an extended resource at all (its
         // device plugin is gone) is short of all of it.
@@ -457,8 +459,7 @@ fn fresh_overcommitted(node: &NodeInfo, pod: &PodInfo, pods: &[Arc<Pod>]) -> Opt
         return None; // nothing the cache did not know: `room_taken` decided
     }
     let why = overcommitted(&fresh, pod)?;
-    let list: Vec<String> = unseen.iter().map(|t| format!("{} ({})", t.pod, t.scheduler)).collect();
-    Some(format!("{why}; read from the API server, not yet in Convoy's cache: {}", list.join(", ")))
+    Some(format!("{why}; read from the API server, not yet in Convoy's cache: {}", names(&unseen)))
 }
 
 impl Scheduler {

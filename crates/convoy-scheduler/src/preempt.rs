@@ -50,7 +50,7 @@ pub const MAX_NOMINATION_WRITES: usize = 64;
 
 /// `status.nominatedNodeName` as the pod object carries it.
 pub(crate) fn status_nomination(pod: &PodInfo) -> Option<&str> {
-    pod.pod.status.as_ref()?.nominated_node_name.as_deref().filter(|n| !n.is_empty())
+    crate::scheduler::nomination(&pod.pod)
 }
 
 impl Scheduler {

@@ -802,7 +802,7 @@ fn log_cache_error(r: convoy_cache::Result<()>) {
 }
 
 /// A pod's `status.nominatedNodeName`, when set.
-fn nomination(pod: &Pod) -> Option<&str> {
+pub(crate) fn nomination(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.nominated_node_name.as_deref().filter(|n| !n.is_empty())
 }
 

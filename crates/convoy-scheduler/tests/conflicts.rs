@@ -78,6 +78,21 @@ impl Setup {
         self.scheduler.run_until_idle(&mut self.updates, &self.clock).await;
     }
 
+    /// n1 (4 CPUs); another scheduler's pending pod `theirs` (2 CPUs,
+    /// created a moment ago: that scheduler is at work); Convoy's `p` (3
+    /// CPUs) scheduled on n1, its binding task spawned and not yet run.
+    async fn binding_beside_pending_theirs() -> Setup {
+        let mut s = Setup::new(vec![NodeBuilder::new("n1").cpu("4").build()], vec![]).await;
+        s.cluster
+            .add_pod(PodBuilder::new("theirs").cpu("2").scheduler("default-scheduler").build())
+            .unwrap();
+        s.cluster.add_pod(PodBuilder::new("p").cpu("3").build()).unwrap();
+        s.apply();
+        let qpi = s.scheduler.queue().try_pop().expect("p is queued");
+        s.scheduler.schedule_one(qpi);
+        s
+    }
+
     /// Applies the cluster's pending updates, without scheduling.
     fn apply(&mut self) {
         while let Ok(u) = self.updates.try_recv() {
@@ -345,15 +360,7 @@ async fn the_shipped_split_profile_keeps_to_its_pool() {
 /// sent. With no other scheduler at work, nothing is read.
 #[tokio::test]
 async fn while_another_scheduler_works_the_nodes_pods_are_read_before_binding() {
-    let mut s = Setup::new(vec![NodeBuilder::new("n1").cpu("4").build()], vec![]).await;
-    // Another scheduler's pending pod appears: it is at work.
-    s.cluster
-        .add_pod(PodBuilder::new("theirs").cpu("2").scheduler("default-scheduler").build())
-        .unwrap();
-    s.cluster.add_pod(PodBuilder::new("p").cpu("3").build()).unwrap();
-    s.apply();
-    let qpi = s.scheduler.queue().try_pop().expect("p is queued");
-    s.scheduler.schedule_one(qpi);
+    let s = Setup::binding_beside_pending_theirs().await;
     // It binds `theirs` to n1; Convoy's watch has not delivered it yet.
     let theirs = s.cluster.pod("default", "theirs").unwrap();
     s.cluster.bind_now(&convoy_api::PodInfo::new(theirs).unwrap(), "n1").unwrap();
@@ -425,14 +432,7 @@ async fn a_device_plugin_and_a_dra_driver_that_disagree_are_reported() {
 /// binding gives way: the cache is checked again after the wait.
 #[tokio::test]
 async fn the_cache_is_checked_again_after_giving_way() {
-    let mut s = Setup::new(vec![NodeBuilder::new("n1").cpu("4").build()], vec![]).await;
-    s.cluster
-        .add_pod(PodBuilder::new("theirs").cpu("2").scheduler("default-scheduler").build())
-        .unwrap();
-    s.cluster.add_pod(PodBuilder::new("p").cpu("3").build()).unwrap();
-    s.apply();
-    let qpi = s.scheduler.queue().try_pop().expect("p is queued");
-    s.scheduler.schedule_one(qpi);
+    let mut s = Setup::binding_beside_pending_theirs().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let theirs = s.cluster.pod("default", "theirs").unwrap();
     s.cluster.bind_now(&convoy_api::PodInfo::new(theirs).unwrap(), "n1").unwrap();

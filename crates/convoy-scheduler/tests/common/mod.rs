@@ -265,10 +265,9 @@ fn free_port() -> Result<SocketAddr> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
-/// Status code of one `GET`, or `None` if there was no answer in 2 s.
-/// The body of `GET path` from the scheduler's HTTP endpoints, when it
-/// answers 200.
-pub async fn http_body(addr: SocketAddr, path: &str) -> Option<String> {
+/// The status code and body of one `GET path`, or `None` if there was no
+/// answer within `timeout`.
+async fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> Option<(u16, String)> {
     let fetch = async {
         let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
         let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
@@ -276,22 +275,23 @@ pub async fn http_body(addr: SocketAddr, path: &str) -> Option<String> {
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).await.ok()?;
         let text = String::from_utf8_lossy(&raw).into_owned();
-        let (head, body) = text.split_once("\r\n\r\n")?;
-        (head.split(' ').nth(1)? == "200").then(|| body.to_string())
+        let code = text.split(' ').nth(1)?.parse().ok()?;
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        Some((code, body))
     };
-    tokio::time::timeout(Duration::from_secs(5), fetch).await.ok().flatten()
+    tokio::time::timeout(timeout, fetch).await.ok().flatten()
 }
 
+/// The body of `GET path` from the scheduler's HTTP endpoints, when it
+/// answers 200 within 5 s.
+pub async fn http_body(addr: SocketAddr, path: &str) -> Option<String> {
+    let (code, body) = http_get(addr, path, Duration::from_secs(5)).await?;
+    (code == 200).then_some(body)
+}
+
+/// Status code of one `GET`, or `None` if there was no answer in 2 s.
 async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
-    let fetch = async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).await.ok()?;
-        String::from_utf8_lossy(&raw).split(' ').nth(1)?.parse().ok()
-    };
-    tokio::time::timeout(Duration::from_secs(2), fetch).await.ok().flatten()
+    http_get(addr, path, Duration::from_secs(2)).await.map(|(code, _)| code)
 }
 
 /// Polls `check` every 100 ms until it returns `Some` or `timeout` passes.
