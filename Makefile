@@ -43,7 +43,7 @@ testenv: deps
 ## test: everything CI runs: builds testenv and the test binaries (at once), then all Rust tests (unit, embedded, real API server) on the newest Kubernetes version, then the version suite and score parity on the oldest.
 test: deps
 	CARGO=$(CARGO) scripts/build-for-tests.sh $(OLDEST_K8S)
-	$(CARGO) test --workspace --locked
+	$(CARGO) test --workspace --locked --no-fail-fast
 	TESTENV_VERSION=$(OLDEST_K8S) $(CARGO) test -p convoy-scheduler --locked --test versions --test parity
 
 ## test-versions: the version suite and score parity on every supported Kubernetes version (builds each; about 7 min per version the first time).
