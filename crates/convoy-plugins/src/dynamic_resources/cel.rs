@@ -36,21 +36,29 @@
 //!   `asApproximateFloat`, `isInteger`, `sign`, `add`, `sub` (a quantity or
 //!   an int) and `==`.
 //!
+//! Every evaluation runs under upstream's runtime cost limit
+//! ([`COST_LIMIT`], `actual cost limit exceeded`): the compiled program is
+//! rewritten once so that each function call and each comprehension charges
+//! a per-thread budget ([`meter`]); see "Cost" below.
+//!
 //! What differs from upstream is written in `docs/dependencies.md` ("cel"):
 //! there is no type checker (a selector that does not return a bool fails
-//! when evaluated, not compiled) and no runtime cost limit.
+//! when evaluated, not compiled), and the cost units approximate cel-go's.
 //!
 //! A [`CelDevice`] is built once per device of a ResourceSlice; evaluating a
 //! [`DeviceSelector`] against it only binds the variable (no copy) and runs
 //! the program.
 
 use std::any::Any;
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, LazyLock, Mutex};
 
-use cel::common::ast::{ComprehensionExpr, Expr, ListExpr, LiteralValue};
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr, IdedExpr, ListExpr, LiteralValue, operators,
+};
 use cel::common::traits::{Container, Indexer, Iterable, Sizer};
 use cel::common::types::{
     self, CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelString, Kind, Type,
@@ -137,7 +145,8 @@ impl CelDevice {
 /// A compiled selector expression.
 pub struct DeviceSelector {
     expression: String,
-    program: Program,
+    /// The parsed program, rewritten by [`meter`] to charge its cost.
+    metered: IdedExpr,
 }
 
 impl fmt::Debug for DeviceSelector {
@@ -150,20 +159,29 @@ impl DeviceSelector {
     /// Compiles `expression`. The error reads as upstream's
     /// (`compilation failed: ...`), with this parser's message.
     pub fn compile(expression: &str) -> Result<Self, String> {
-        let program = ENV.compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
-        Ok(DeviceSelector { expression: expression.to_string(), program })
+        let program: Program =
+            ENV.compile(expression).map_err(|e| format!("compilation failed: {e}"))?;
+        let metered = meter(program.expression().clone());
+        Ok(DeviceSelector { expression: expression.to_string(), metered })
     }
 
     /// Evaluates against `device`: `Ok(true/false)`, or `Err` with the runtime
-    /// error when the expression fails (e.g. an unknown attribute id) or does
-    /// not return a bool.
+    /// error when the expression fails (e.g. an unknown attribute id), does
+    /// not return a bool, or costs more than [`COST_LIMIT`].
     pub fn matches(&self, device: &CelDevice) -> Result<bool, String> {
         if let Some(e) = &device.error {
             return Err(e.clone());
         }
         let mut ctx = Context::with_env(Arc::clone(&ENV));
         ctx.add_variable_as_val("device", Box::new(DeviceRef(&device.value)));
-        let result = Value::resolve_val(self.program.expression(), &ctx).map_err(runtime_error)?;
+        BUDGET.with(|b| b.set(Some(COST_LIMIT)));
+        let result = Value::resolve_val(&self.metered, &ctx);
+        // A charge refused inside `a || b` or an optional index may have
+        // been absorbed by the operator: the budget says whether one was.
+        if BUDGET.with(Cell::get).is_none() {
+            return Err(COST_EXCEEDED.to_string());
+        }
+        let result = result.map_err(runtime_error)?;
         match result.downcast_ref::<CelBool>() {
             Some(b) => Ok(*b.inner()),
             None => Err(format!("must evaluate to bool, not {}", result.get_type().name())),
@@ -236,6 +254,163 @@ impl SelectorCache {
     /// Whether no selector is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Cost
+// ---------------------------------------------------------------------------
+
+/// Upstream's limit on the runtime cost of one selector evaluation
+/// (`resourceapi.CELSelectorExpressionMaxCost`).
+pub const COST_LIMIT: u64 = 1_000_000;
+
+/// cel-go's error when an evaluation goes over its cost limit.
+const COST_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
+
+/// The metering function wrapped around every charged call.
+const CHARGE_CALL: &str = "@convoy_charge";
+/// The metering function wrapped around every comprehension's range.
+const CHARGE_RANGE: &str = "@convoy_charge_range";
+
+thread_local! {
+    /// Cost left to the evaluation running on this thread; `None` once a
+    /// charge was refused (and every later one is).
+    static BUDGET: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// Takes `cost` from this thread's budget, or refuses (for good) when it is
+/// not there.
+fn charge(cost: u64) -> Result<(), ExecutionError> {
+    BUDGET.with(|b| match b.get().and_then(|left| left.checked_sub(cost)) {
+        Some(left) => {
+            b.set(Some(left));
+            Ok(())
+        }
+        None => {
+            b.set(None);
+            Err(ExecutionError::function_error("cost", COST_EXCEEDED))
+        }
+    })
+}
+
+/// What building `v` costs beyond the call: a tenth of a unit per byte of
+/// a string (cel-go charges string operations a tenth of their size), a
+/// unit per element of a list or map (what holds memory), nothing for a
+/// scalar.
+fn size_cost(v: &dyn Val) -> u64 {
+    if let Some(s) = v.downcast_ref::<CelString>() {
+        return s.inner().len() as u64 / 10;
+    }
+    v.as_sizer().map_or(0, |s| u64::try_from(*s.size().inner()).unwrap_or(0))
+}
+
+/// `@convoy_charge(x)`: `x`, after charging one unit plus [`size_cost`].
+fn charge_call<'b, 'v>(args: Args<'b, 'v>) -> Ret<'b, 'v> {
+    let value = args
+        .into_iter()
+        .next()
+        .ok_or_else(|| ExecutionError::function_error(CHARGE_CALL, "expected one argument"))?;
+    charge(1 + size_cost(value.as_ref()))?;
+    Ok(value)
+}
+
+/// `@convoy_charge_range(x)`: `x`, after charging one unit per element (per
+/// iteration of the comprehension over it).
+fn charge_range<'b, 'v>(args: Args<'b, 'v>) -> Ret<'b, 'v> {
+    let value = args
+        .into_iter()
+        .next()
+        .ok_or_else(|| ExecutionError::function_error(CHARGE_RANGE, "expected one argument"))?;
+    let iterations = value.as_sizer().map_or(0, |s| u64::try_from(*s.size().inner()).unwrap_or(0));
+    charge(1 + iterations)?;
+    Ok(value)
+}
+
+/// Rewrites a parsed expression so that evaluating it charges its cost:
+/// every function call becomes `@convoy_charge(call)` and every
+/// comprehension's range `@convoy_charge_range(range)`. Not charged, as in
+/// cel-go: literals, names and field selections (bounded by the expression's
+/// own size per evaluation of the enclosing call or iteration), `&&`, `||`
+/// and `?:`, and a macro's own bookkeeping (calls on its accumulator
+/// `@result`, a name CEL source cannot spell), which the crate recognises by
+/// shape to run `map` and `filter` in linear time: those stay as they are,
+/// their operands are charged. (`cel.bind`'s accumulator is the user's
+/// variable: calls on it are charged.)
+///
+/// So every unit of work is paid for: each iteration through its range,
+/// each call once per evaluation, and every value that grows (`lists.range`,
+/// concatenation, `cel.bind` of a doubling string) by its size when built.
+fn meter(mut e: IdedExpr) -> IdedExpr {
+    let wrap = |name: &str, inner: IdedExpr| IdedExpr {
+        id: inner.id,
+        expr: Expr::Call(CallExpr { func_name: name.to_string(), target: None, args: vec![inner] }),
+    };
+    e.expr = match e.expr {
+        Expr::Call(call) => {
+            let bookkeeping =
+                call.args.iter().any(|a| matches!(&a.expr, Expr::Ident(n) if n.starts_with('@')));
+            let free = bookkeeping
+                || matches!(
+                    call.func_name.as_str(),
+                    operators::LOGICAL_AND | operators::LOGICAL_OR | operators::CONDITIONAL
+                );
+            let call = CallExpr {
+                func_name: call.func_name,
+                target: call.target.map(|t| Box::new(meter(*t))),
+                args: call.args.into_iter().map(meter).collect(),
+            };
+            if free {
+                Expr::Call(call)
+            } else {
+                return wrap(CHARGE_CALL, IdedExpr { id: e.id, expr: Expr::Call(call) });
+            }
+        }
+        Expr::Comprehension(c) => {
+            let c = *c;
+            Expr::Comprehension(Box::new(ComprehensionExpr {
+                iter_range: wrap(CHARGE_RANGE, meter(c.iter_range)),
+                accu_init: meter(c.accu_init),
+                loop_cond: meter(c.loop_cond),
+                loop_step: meter(c.loop_step),
+                result: meter(c.result),
+                ..c
+            }))
+        }
+        Expr::List(mut list) => {
+            list.elements = list.elements.into_iter().map(meter).collect();
+            Expr::List(list)
+        }
+        Expr::Map(mut map) => {
+            for entry in &mut map.entries {
+                meter_entry(&mut entry.expr);
+            }
+            Expr::Map(map)
+        }
+        Expr::Struct(mut strct) => {
+            for entry in &mut strct.entries {
+                meter_entry(&mut entry.expr);
+            }
+            Expr::Struct(strct)
+        }
+        Expr::Select(mut select) => {
+            select.operand = Box::new(meter(*select.operand));
+            Expr::Select(select)
+        }
+        other @ (Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified) => other,
+    };
+    e
+}
+
+/// [`meter`] on the expressions of a map or struct entry.
+fn meter_entry(entry: &mut EntryExpr) {
+    let take = |e: &mut IdedExpr| *e = meter(std::mem::take(e));
+    match entry {
+        EntryExpr::StructField(field) => take(&mut field.value),
+        EntryExpr::MapEntry(entry) => {
+            take(&mut entry.key);
+            take(&mut entry.value);
+        }
     }
 }
 
@@ -1051,6 +1226,11 @@ fn build_env() -> Env {
     env.add_extension(cel::extensions::strings).expect("strings extension");
     env.add_extension(cel::extensions::lists).expect("lists extension");
     env.add_macro(bind_macro()).expect("cel.bind macro");
+    let dyn_type = || types::DYN_TYPE.to_owned();
+    env.add_overload(CHARGE_CALL, "convoy_charge_dyn", vec![dyn_type()], charge_call)
+        .expect(CHARGE_CALL);
+    env.add_overload(CHARGE_RANGE, "convoy_charge_range_dyn", vec![dyn_type()], charge_range)
+        .expect(CHARGE_RANGE);
     let string = || types::STRING_TYPE.to_owned();
     let boolean = || types::BOOL_TYPE.to_owned();
     let int = || types::INT_TYPE.to_owned();

@@ -566,6 +566,59 @@ fn evaluates_from_many_threads() {
     }
 }
 
+/// Upstream's runtime cost limit: work without bound (a long range, loops
+/// in loops, a doubling string) stops with cel-go's error, even where an
+/// operator would absorb the error, and the budget is per evaluation.
+#[test]
+fn evaluation_stops_at_the_cost_limit() {
+    // The doubling case nests 24 binds: more stack than a debug build's
+    // test thread has (a release build parses 95 levels, the parser's
+    // limit, on 2 MiB).
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(cost_limit_cases)
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+fn cost_limit_cases() {
+    // 2^24 copies of a 10-byte string: far beyond the limit, and beyond
+    // memory if nothing stopped it.
+    let mut doubling = String::from(r#""0123456789""#);
+    for i in 0..24 {
+        doubling = format!("cel.bind(s{i}, {doubling}, s{i} + s{i})");
+    }
+    let doubling = format!("size({doubling}) > 0");
+    let cases = [
+        "lists.range(600000).all(x, x >= 0)",
+        "lists.range(1000).all(x, lists.range(1000).all(y, x + y >= 0))",
+        "lists.range(100000).map(x, lists.range(100)).size() > 0",
+        "lists.range(600000).exists(x, x < 0) || true",
+        doubling.as_str(),
+    ];
+    let dev = CelDevice::new("x", &device(&[], &[]));
+    for expression in cases {
+        let selector = DeviceSelector::compile(expression).unwrap();
+        assert_eq!(
+            selector.matches(&dev),
+            Err("operation cancelled: actual cost limit exceeded".to_string()),
+            "{expression}"
+        );
+    }
+    // Under the limit: the same shapes evaluate, and each evaluation starts
+    // with a full budget (about 750,000 units each: the range built, iterated
+    // and compared, one unit per element each).
+    let within = DeviceSelector::compile("lists.range(250000).all(x, x >= 0)").unwrap();
+    for _ in 0..3 {
+        assert_eq!(within.matches(&dev), Ok(true));
+    }
+    let nested =
+        DeviceSelector::compile("lists.range(100).all(x, lists.range(100).exists(y, x == y))")
+            .unwrap();
+    assert_eq!(nested.matches(&dev), Ok(true));
+}
+
 /// Per-evaluation time, in release mode:
 /// `cargo test --release -p convoy-plugins --lib dynamic_resources::cel -- --ignored --nocapture`.
 #[test]
