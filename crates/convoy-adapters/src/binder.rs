@@ -35,7 +35,16 @@ pub struct ApiBinder {
     claims_version: Arc<std::sync::RwLock<&'static str>>,
     /// How long one binding call may take before it is given up.
     call_timeout: std::time::Duration,
+    /// Written on every binding as [`BOUND_BY_ANNOTATION`].
+    identity: Option<Arc<str>>,
 }
+
+/// The annotation every binding carries: the identity (leader-election
+/// identity) of the replica that sent it. The API server copies a
+/// Binding's annotations onto the pod, so `kubectl get pod -o yaml` tells
+/// which replica bound a pod, and a check from the API server's side can
+/// tell an old leader's bindings from a new one's.
+pub const BOUND_BY_ANNOTATION: &str = "convoy.dev/bound-by";
 
 /// How long a binding call may wait for its answer by default: a call whose
 /// answer never comes (a connection the network dropped silently) would
@@ -57,7 +66,15 @@ impl ApiBinder {
             slots: Arc::new(Semaphore::new(max_in_flight.max(1))),
             claims_version: Arc::new(std::sync::RwLock::new("v1")),
             call_timeout: BIND_CALL_TIMEOUT,
+            identity: None,
         }
+    }
+
+    /// The same binder with every binding annotated with `identity`
+    /// ([`BOUND_BY_ANNOTATION`]).
+    pub fn with_identity(mut self, identity: &str) -> Self {
+        self.identity = Some(identity.into());
+        self
     }
 
     /// The same binder with binding calls given up after `timeout`
@@ -82,12 +99,14 @@ impl Binder for ApiBinder {
         let client = self.client.clone();
         let slots = Arc::clone(&self.slots);
         let timeout = self.call_timeout;
+        let identity = self.identity.clone();
         Box::pin(async move {
             let _slot =
                 slots.acquire_owned().await.map_err(|e| BindError::Failed(e.to_string()))?;
             // Given up, the binding may still have landed: the watch then
             // delivers the pod bound, and the cache takes it as bound.
-            tokio::time::timeout(timeout, bind(client, &pod, &node)).await.unwrap_or_else(|_| {
+            let call = bind(client, &pod, &node, identity.as_deref());
+            tokio::time::timeout(timeout, call).await.unwrap_or_else(|_| {
                 Err(BindError::Failed(format!(
                     "the binding call got no answer in {}s",
                     timeout.as_secs_f64()
@@ -191,7 +210,12 @@ async fn write_volume(client: kube::Client, write: VolumeWrite) -> Result<String
     Ok(written.resource_version.unwrap_or_default())
 }
 
-async fn bind(client: kube::Client, pod: &PodInfo, node: &str) -> Result<(), BindError> {
+async fn bind(
+    client: kube::Client,
+    pod: &PodInfo,
+    node: &str,
+    identity: Option<&str>,
+) -> Result<(), BindError> {
     let (ns, name) = (&*pod.key.namespace, &*pod.key.name);
     let pods: Api<Pod> = Api::namespaced(client, ns);
     let binding = Binding {
@@ -199,6 +223,8 @@ async fn bind(client: kube::Client, pod: &PodInfo, node: &str) -> Result<(), Bin
             name: Some(name.to_string()),
             namespace: Some(ns.to_string()),
             uid: Some(pod.uid.to_string()),
+            annotations: identity
+                .map(|id| [(BOUND_BY_ANNOTATION.to_string(), id.to_string())].into()),
             ..Default::default()
         },
         target: ObjectReference {

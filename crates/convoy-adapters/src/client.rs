@@ -20,6 +20,7 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 use crate::error::{AdapterError, Result};
+use crate::fence::Fence;
 use crate::rate::TokenBucket;
 
 /// Connects to the API server.
@@ -32,6 +33,18 @@ use crate::rate::TokenBucket;
 /// of the returned client; `qps <= 0` disables it (kube-scheduler's
 /// defaults are 50 and 100).
 pub async fn connect(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<kube::Client> {
+    connect_fenced(kubeconfig, qps, burst, None).await
+}
+
+/// [`connect`], with every request of the client guarded by `fence` when
+/// one is given (see [`crate::fence`]): once it is raised, the client
+/// sends nothing more and abandons what it was sending.
+pub async fn connect_fenced(
+    kubeconfig: Option<&Path>,
+    qps: f32,
+    burst: u32,
+    fence: Option<&Fence>,
+) -> Result<kube::Client> {
     let config = match kubeconfig {
         Some(path) => {
             let err =
@@ -50,9 +63,13 @@ pub async fn connect(kubeconfig: Option<&Path>, qps: f32, burst: u32) -> Result<
         },
     };
     let builder = ClientBuilder::try_from(config)?;
-    Ok(match RateLimitLayer::new(qps, burst) {
-        Some(layer) => builder.with_layer(&layer).build(),
-        None => builder.build(),
+    // The fence is the outermost layer: a request still waiting for a
+    // token when it is raised is refused too.
+    Ok(match (RateLimitLayer::new(qps, burst), fence) {
+        (Some(rate), Some(fence)) => builder.with_layer(&rate).with_layer(&fence.layer()).build(),
+        (Some(rate), None) => builder.with_layer(&rate).build(),
+        (None, Some(fence)) => builder.with_layer(&fence.layer()).build(),
+        (None, None) => builder.build(),
     })
 }
 

@@ -3,7 +3,9 @@
 //! client).
 //!
 //! - [`connect`]: a [`kube::Client`] from a kubeconfig or the in-cluster
-//!   service account, with a client-go-style QPS/burst limit.
+//!   service account, with a client-go-style QPS/burst limit, and
+//!   [`connect_fenced`] one guarded by a [`Fence`] that cuts it off when
+//!   the replica loses its lease ([`fence`]).
 //! - [`cluster_updates`]: watches Nodes, Pods, PodGroups (both APIs,
 //!   through the dynamic API; [`pod_groups`]), Namespaces, Services,
 //!   workload controllers, PodDisruptionBudgets, PriorityClasses, the
@@ -30,6 +32,7 @@ mod custom;
 pub mod discovery;
 pub mod error;
 pub mod events;
+pub mod fence;
 pub mod group_status;
 pub mod leader;
 pub mod objects;
@@ -43,8 +46,9 @@ mod versioned;
 pub mod watch;
 
 pub use binder::ApiBinder;
-pub use client::{RateLimit, RateLimitLayer, connect};
+pub use client::{RateLimit, RateLimitLayer, connect, connect_fenced};
 pub use error::{AdapterError, Result};
+pub use fence::{Fence, Fenced};
 pub use group_status::{GroupReport, GroupReportOutcome};
 pub use leader::{LeaderElection, LeaderHandle};
 pub use preemption::ApiActuator;

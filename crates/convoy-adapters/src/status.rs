@@ -64,11 +64,16 @@ pub struct StatusWriterOptions {
     pub qps: f32,
     /// Writes allowed at once after a quiet period.
     pub burst: u32,
+    /// The Events' `reportingInstance`: the replica's leader-election
+    /// identity, so that an Event names the replica that decided (the one a
+    /// binding's `convoy.dev/bound-by` names). `None`: `$HOSTNAME`, else
+    /// the controller's name.
+    pub instance: Option<String>,
 }
 
 impl Default for StatusWriterOptions {
     fn default() -> Self {
-        Self { capacity: 10_000, scheduled_capacity: 1_000, qps: 50.0, burst: 100 }
+        Self { capacity: 10_000, scheduled_capacity: 1_000, qps: 50.0, burst: 100, instance: None }
     }
 }
 
@@ -139,7 +144,10 @@ impl StatusWriter {
         let counters = Arc::new(Counters::default());
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
-            instance: std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()),
+            instance: opts
+                .instance
+                .clone()
+                .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty())),
         };
         let task = Task {
             client: client.clone(),

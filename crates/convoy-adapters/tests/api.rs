@@ -204,7 +204,13 @@ async fn status_writer_drops_when_full_and_never_blocks() -> Result<()> {
     let client = env.client().await?;
     let ns = env.create_namespace(&client, "adapters-status-full").await?;
     // One write at once, then one per 1000 s: the task stalls on its second.
-    let opts = StatusWriterOptions { capacity: 2, scheduled_capacity: 2, qps: 0.001, burst: 1 };
+    let opts = StatusWriterOptions {
+        capacity: 2,
+        scheduled_capacity: 2,
+        qps: 0.001,
+        burst: 1,
+        ..StatusWriterOptions::default()
+    };
     let (writer, task) = StatusWriter::new(client, opts);
     let key = PodKey::new(&ns, "ghost");
     let started = tokio::time::Instant::now();

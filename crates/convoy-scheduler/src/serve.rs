@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use convoy_adapters::{
-    ApiActuator, ApiBinder, GroupReport, GroupReportOutcome, LeaderElection, StatusWriter,
+    ApiActuator, ApiBinder, Fence, GroupReport, GroupReportOutcome, LeaderElection, StatusWriter,
     StatusWriterOptions, WatchOptions,
 };
 use convoy_api::pod_group::group_key_of;
@@ -39,8 +39,9 @@ use crate::scheduler::{Scheduler, SchedulerOptions};
 
 /// How long SIGTERM waits for in-flight bindings and queued Events.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-/// How long a replica that lost its lease spends flushing queued Events
-/// before it exits.
+/// How long a replica that lost its lease spends at most flushing queued
+/// Events before it exits (and no more than half of `leaseDuration -
+/// renewDeadline`).
 pub const LOST_LEASE_FLUSH: Duration = Duration::from_secs(1);
 /// Bindings in flight at once.
 pub const MAX_BINDS_IN_FLIGHT: usize = 256;
@@ -146,9 +147,14 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         .kubeconfig
         .clone()
         .or_else(|| (!cc.kubeconfig.is_empty()).then(|| PathBuf::from(&cc.kubeconfig)));
-    let client = convoy_adapters::connect(kubeconfig.as_deref(), cc.qps, cc.burst)
-        .await
-        .context("connecting to the API server")?;
+    // Every write that moves or removes a pod (bindings, victims, claims,
+    // nominations) goes through this client; the fence cuts it off the
+    // moment the lease is lost (convoy_adapters::fence).
+    let fence = Fence::new();
+    let client =
+        convoy_adapters::connect_fenced(kubeconfig.as_deref(), cc.qps, cc.burst, Some(&fence))
+            .await
+            .context("connecting to the API server")?;
     // As kube-scheduler: leader election and Events have clients of their
     // own, each with its own token bucket (the same qps and burst), so that
     // a burst of bindings never delays a lease renewal past its deadline,
@@ -160,7 +166,10 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         .await
         .context("connecting to the API server (events)")?;
 
-    let (status, status_task) = StatusWriter::new(events_client, StatusWriterOptions::default());
+    let (status, status_task) = StatusWriter::new(
+        events_client,
+        StatusWriterOptions { instance: Some(opts.identity.clone()), ..Default::default() },
+    );
     let metrics = Arc::new(Metrics::new());
     let sink: Arc<dyn DecisionSink> = Arc::new(Fanout(vec![
         Arc::new(LogSink),
@@ -169,7 +178,7 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     ]));
     let le = config.leader_election.clone();
     let profiles: Vec<String> = config.profiles.iter().map(|p| p.scheduler_name.clone()).collect();
-    let binder = ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT);
+    let binder = ApiBinder::new(client.clone(), MAX_BINDS_IN_FLIGHT).with_identity(&opts.identity);
     let scheduler = Scheduler::new(SchedulerOptions {
         config,
         registry: opts.registry.clone(),
@@ -222,6 +231,21 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     } else {
         (always_leader_rx, None)
     };
+    // Raised when leading ends, however it ends (lost, released, or never
+    // won): from then on the scheduling client sends nothing and abandons
+    // what it was sending, on every path out of here (SIGTERM's wait for
+    // bindings included).
+    tokio::spawn({
+        let mut leading = leader.clone();
+        let fence = fence.clone();
+        async move {
+            if leading.wait_for(|l| *l).await.is_ok() {
+                let _ = leading.wait_for(|l| !*l).await;
+            }
+            fence.raise();
+            tracing::info!("not leading: API writes fenced");
+        }
+    });
 
     let refresh_groups = status.clone();
     let updates = convoy_adapters::cluster_updates_reporting(
@@ -245,24 +269,33 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
     let exit = scheduler.clone().run_leader(updates, leader, shutdown_signal()).await;
     tracing::info!(?exit, "stopping");
 
+    let margin = le.lease_duration.saturating_sub(le.renew_deadline);
+    let lost_lease_flush = LOST_LEASE_FLUSH.min(margin / 2);
     if exit == Exit::LostLease {
         // As kube-scheduler's OnStoppedLeading: scheduling has stopped, the
         // elector has ended and will not write the lease again; return at
         // once so the process exits and restarts as a new candidate.
         // Waiting here for bindings or Events could only delay that.
-        let _ = status.flush(LOST_LEASE_FLUSH).await;
+        // Events and conditions explain decisions already taken; they get
+        // at most half the lease's margin, so that they end before a
+        // standby may take over.
+        let _ = status.flush(lost_lease_flush).await;
         drop(lease);
         return Ok(exit);
     }
-    // Let bindings in flight finish (the elector keeps renewing meanwhile),
-    // then flush Events and release the lease.
+    // Let bindings in flight finish while the elector keeps renewing, then
+    // flush Events and release the lease. Should the lease be lost
+    // meanwhile, the fence has cut the bindings: stop waiting, and flush
+    // only as long as after any loss.
     let deadline = tokio::time::Instant::now() + SHUTDOWN_GRACE;
     while (scheduler.binds_in_flight() > 0 || scheduler.preemptions_in_flight() > 0)
         && tokio::time::Instant::now() < deadline
+        && !fence.is_raised()
     {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    status.flush(SHUTDOWN_GRACE).await;
+    let flush = if fence.is_raised() { lost_lease_flush } else { SHUTDOWN_GRACE };
+    status.flush(flush).await;
     drop(status_task);
     if let Some(lease) = lease {
         lease.release().await;

@@ -133,6 +133,90 @@ async fn standby_takes_over_when_the_leader_is_killed_mid_binding() -> Result<()
     Ok(())
 }
 
+/// The leader's own network is killed mid-burst (its connections closed,
+/// new ones refused; the standby's network is fine) and comes back once the
+/// standby has taken over and bound. From the API server's side, in commit
+/// order (each binding names its replica in `convoy.dev/bound-by`): no
+/// binding of the old leader lands after the new leader's first. The old
+/// leader is fenced at the loss and exits; restarted, it is a candidate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_write_of_a_leader_whose_network_died_lands_after_its_successors() -> Result<()> {
+    let nodes = (0..4).map(|i| node(&format!("fence-{i}"), "8", "16Gi", "110")).collect();
+    let chaos = Chaos::start("fence", nodes, 2).await?;
+    let old = chaos.wait_leader(Duration::from_secs(60)).await?;
+    let kill = async {
+        while chaos.checker.bound_count() < 30 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        chaos.own[&old].cut();
+        let at = Instant::now();
+        let (new, _, bound) = takeover(&chaos, &old, at).await?;
+        chaos.own[&old].heal();
+        anyhow::Ok((new, bound))
+    };
+    let (created, killed) = tokio::join!(chaos.create_pods("p", 0..150, 10.0, "50m"), kill);
+    created?;
+    let (new, bound) = killed?;
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+    let by = chaos.checker.binds_by();
+    let late = chaos.checker.binds_after_successor(&old, &new);
+    println!("fence: {old} cut; {new} bound after {bound:?}; bindings by replica {by:?}");
+    ensure!(by.get(&old).copied().unwrap_or(0) > 0, "{old} bound nothing: {by:?}");
+    ensure!(by.get(&new).copied().unwrap_or(0) > 0, "{new} bound nothing: {by:?}");
+    ensure!(late.is_empty(), "{old}'s bindings after {new}'s first: {late:?}");
+    chaos.assert_no_violations()?;
+    Ok(())
+}
+
+/// SIGTERM reaches the leader while its network holds every request it
+/// sends (its own proxy holds each chunk from it 30 s; it still hears the
+/// API server, so it keeps binding the pods it sees): bindings are in
+/// flight, and renewals too. The replica waits for its bindings only while
+/// it leads: at the renew deadline it is fenced, gives them up and exits,
+/// well before its 10 s grace for bindings ends. Its network then goes for
+/// good (the held bytes are lost, as in a partition), and nothing of it
+/// lands after its successor's first binding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_waiting_for_bindings_when_the_lease_is_lost() -> Result<()> {
+    let nodes = (0..4).map(|i| node(&format!("term-{i}"), "8", "16Gi", "110")).collect();
+    let mut chaos = Chaos::start("term", nodes, 2).await?;
+    let old = chaos.wait_leader(Duration::from_secs(60)).await?;
+    let stop = async {
+        while chaos.checker.bound_count() < 30 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        chaos.own[&old].delay_requests(Duration::from_secs(30));
+        // Let bindings start into the held connections.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        chaos.replicas().terminate(&old)?;
+        let at = Instant::now();
+        while chaos.replicas().is_running(&old) {
+            ensure!(at.elapsed() < Duration::from_secs(20), "{old} did not exit after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        anyhow::Ok(at.elapsed())
+    };
+    let (created, stopped) = tokio::join!(chaos.create_pods("p", 0..150, 10.0, "50m"), stop);
+    created?;
+    let exited = stopped?;
+    // The partition ends for good: what the proxy held is dropped.
+    drop(chaos.own.remove(&old));
+    let new = chaos.wait_leader(Duration::from_secs(30)).await?;
+    chaos.assert_all_bound(Duration::from_secs(60)).await?;
+    let log = chaos.replicas().log(&old);
+    println!("sigterm: {old} exited {exited:?} after SIGTERM; {new} leads");
+    ensure!(new != old, "{old} still leads");
+    ensure!(
+        exited < Duration::from_secs(6),
+        "{old} took {exited:?} to exit: it waited for bindings after losing its lease\n{log}"
+    );
+    ensure!(log.contains("API writes fenced"), "{old} was not fenced:\n{log}");
+    let late = chaos.checker.binds_after_successor(&old, &new);
+    ensure!(late.is_empty(), "{old}'s bindings after {new}'s first: {late:?}");
+    chaos.assert_no_violations()?;
+    Ok(())
+}
+
 /// Pods are deleted near the creation frontier (pending or being bound),
 /// a node is deleted mid-burst, and connections are reset twice. Every
 /// remaining pod fits (at most 10.6 CPUs on 12) and must be bound; no

@@ -6,9 +6,17 @@
 //!
 //! - **Bound once**: a pod's `spec.nodeName`, once set, never changes (per
 //!   UID, also across relists and deletion).
-//! - **No double scheduling**: no pod gets `Scheduled` Events from two
-//!   different scheduler instances, and no `Scheduled` Event names another
-//!   node than the one the pod is bound to.
+//! - **No double scheduling**: no two scheduler instances claim a pod.
+//!   From the pod itself: the replica that bound it (Convoy's
+//!   `convoy.dev/bound-by` annotation, copied from the Binding by the API
+//!   server) is the one its `Scheduled` Events name. From the Events (which
+//!   a scheduler may drop when its queue is full, so they are a second
+//!   witness, not the first): no two reporting instances, and no Event
+//!   naming another node than the pod's.
+//!
+//! Who bound what, in the API server's commit order (the pod watch's
+//! order), is kept for the fencing check of a failover:
+//! [`InvariantChecker::binds_after_successor`].
 //! - **No over-commit**: on every node, the requests of its bound,
 //!   non-terminal pods stay within its allocatable, for every resource the
 //!   node lists (cpu, memory, pods, extended resources).
@@ -36,6 +44,10 @@ use tokio::task::JoinHandle;
 mod quantity;
 
 pub use quantity::parse_nano;
+
+/// The annotation a Convoy binding leaves on its pod: the replica that sent
+/// it (`convoy_adapters::binder::BOUND_BY_ANNOTATION`).
+pub const BOUND_BY_ANNOTATION: &str = "convoy.dev/bound-by";
 
 /// A broken invariant, with the objects involved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,6 +126,8 @@ struct PodRecord {
     key: String,
     scheduler: String,
     node: Option<String>,
+    /// The replica that bound it (`convoy.dev/bound-by`), if it says.
+    bound_by: Option<String>,
     terminal: bool,
     requests: BTreeMap<String, i128>,
 }
@@ -129,6 +143,10 @@ struct State {
     bound: HashMap<String, String>,
     /// First observation of each binding: (pod, node, when).
     binds: Vec<(String, String, Instant)>,
+    /// The replica that made each binding of `binds` (same index).
+    bind_authors: Vec<Option<String>>,
+    /// The replica that bound each pod, by UID, for the Events check.
+    authors: HashMap<String, String>,
     /// When each node was seen deleted.
     nodes_deleted: HashMap<String, Instant>,
     /// `Scheduled` Events per pod UID: (pod key, reporting instance, node).
@@ -255,6 +273,35 @@ impl InvariantChecker {
             .collect()
     }
 
+    /// How many bindings each replica made (by `convoy.dev/bound-by`; pods
+    /// bound without it are not counted).
+    pub fn binds_by(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for author in self.lock().bind_authors.iter().flatten() {
+            *counts.entry(author.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// The bindings `old` made that the API server committed after the
+    /// first binding `new` made, in the order the checker's pod watch
+    /// delivered them (the server's commit order, as long as the watch did
+    /// not relist in between): an old leader's writes landing after its
+    /// successor's. `(pod, node)`.
+    pub fn binds_after_successor(&self, old: &str, new: &str) -> Vec<(String, String)> {
+        let state = self.lock();
+        let authors = &state.bind_authors;
+        let Some(first) = authors.iter().position(|a| a.as_deref() == Some(new)) else {
+            return Vec::new();
+        };
+        state.binds[first..]
+            .iter()
+            .zip(&authors[first..])
+            .filter(|(_, a)| a.as_deref() == Some(old))
+            .map(|((pod, node, _), _)| (pod.clone(), node.clone()))
+            .collect()
+    }
+
     /// When `node` was seen deleted, if it was.
     pub fn node_deleted_at(&self, node: &str) -> Option<Instant> {
         self.lock().nodes_deleted.get(node).copied()
@@ -337,6 +384,12 @@ fn pod_record(pod: &Pod) -> PodRecord {
         key: key_of(&pod.metadata),
         scheduler: spec.and_then(|s| s.scheduler_name.clone()).unwrap_or_default(),
         node: spec.and_then(|s| s.node_name.clone()).filter(|n| !n.is_empty()),
+        bound_by: pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(BOUND_BY_ANNOTATION))
+            .cloned(),
         terminal: matches!(phase, Some("Succeeded" | "Failed")),
         requests: quantity::pod_requests(pod),
     }
@@ -454,7 +507,9 @@ impl State {
             return;
         }
         seen.push((pod.clone(), reporter, node.clone()));
-        let reporters: BTreeSet<&String> = seen.iter().map(|(_, r, _)| r).collect();
+        let mut reporters: BTreeSet<&String> = seen.iter().map(|(_, r, _)| r).collect();
+        let author = self.authors.get(&uid);
+        reporters.extend(author);
         if reporters.len() > 1 {
             let reporters = reporters.into_iter().cloned().collect();
             self.violations.push(Violation::ScheduledTwice { pod: pod.clone(), reporters });
@@ -474,6 +529,23 @@ impl State {
             None => {
                 self.bound.insert(uid.to_string(), node.clone());
                 self.binds.push((record.key.clone(), node.clone(), Instant::now()));
+                self.bind_authors.push(record.bound_by.clone());
+                if let Some(author) = &record.bound_by {
+                    self.authors.insert(uid.to_string(), author.clone());
+                    let reporters: BTreeSet<&String> = self
+                        .scheduled
+                        .get(uid)
+                        .into_iter()
+                        .flatten()
+                        .map(|(_, r, _)| r)
+                        .chain([author])
+                        .collect();
+                    if reporters.len() > 1 {
+                        let reporters = reporters.into_iter().cloned().collect();
+                        let pod = record.key.clone();
+                        self.violations.push(Violation::ScheduledTwice { pod, reporters });
+                    }
+                }
                 for (_, _, event_node) in self.scheduled.get(uid).into_iter().flatten() {
                     if event_node != node {
                         self.violations.push(Violation::WrongNodeInEvent {
@@ -645,6 +717,57 @@ mod tests {
         assert!(
             matches!(&s.violations[1], Violation::ScheduledTwice { reporters, .. } if reporters.len() == 2)
         );
+    }
+
+    fn bound_by(mut pod: Pod, replica: &str) -> Pod {
+        pod.metadata.annotations =
+            Some([(BOUND_BY_ANNOTATION.to_string(), replica.to_string())].into());
+        pod
+    }
+
+    #[test]
+    fn the_replica_that_bound_a_pod_must_be_the_one_its_events_name() {
+        let mut s = synced();
+        s.on_pod(Event::Apply(bound_by(pod("a", "1", "1m", Some("n1")), "convoy-a")));
+        s.on_event(Event::Apply(scheduled("1", "convoy-a", "n1")));
+        assert!(s.violations.is_empty(), "{:?}", s.violations);
+        // One Event from another replica suffices: the first witness is the
+        // pod, not a second Event that could have been dropped.
+        s.on_event(Event::Apply(scheduled("1", "convoy-b", "n1")));
+        assert!(
+            matches!(&s.violations[..], [Violation::ScheduledTwice { reporters, .. }] if reporters.len() == 2),
+            "{:?}",
+            s.violations
+        );
+        // And the other way round: the Event first, then the binding.
+        let mut s = synced();
+        s.on_event(Event::Apply(scheduled("2", "convoy-b", "n1")));
+        s.on_pod(Event::Apply(bound_by(pod("a", "2", "1m", Some("n1")), "convoy-a")));
+        assert!(
+            matches!(&s.violations[..], [Violation::ScheduledTwice { .. }]),
+            "{:?}",
+            s.violations
+        );
+    }
+
+    #[test]
+    fn bindings_of_an_old_leader_after_its_successors_first_are_listed_in_commit_order() {
+        let mut s = synced();
+        s.on_node(Event::Apply(node("n2", "100", "100")));
+        let bind = |s: &mut State, name: &str, uid: &str, by: &str| {
+            s.on_pod(Event::Apply(bound_by(pod(name, uid, "1m", Some("n2")), by)));
+        };
+        bind(&mut s, "a", "1", "old");
+        bind(&mut s, "b", "2", "old");
+        bind(&mut s, "c", "3", "new");
+        bind(&mut s, "d", "4", "old");
+        bind(&mut s, "e", "5", "new");
+        let checker = InvariantChecker { state: Arc::new(Mutex::new(s)), tasks: Vec::new() };
+        assert_eq!(checker.binds_after_successor("old", "new"), [("ns/d".into(), "n2".into())]);
+        // "new" bound c and e after old's first binding (a).
+        assert_eq!(checker.binds_after_successor("new", "old").len(), 2);
+        assert!(checker.binds_after_successor("old", "nobody").is_empty());
+        assert_eq!(checker.binds_by(), [("new".to_string(), 2), ("old".to_string(), 3)].into());
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //!   connections work.
 //! - [`delay`](FaultProxy::delay): each chunk read from either side waits
 //!   this long before it is forwarded (latency, not bandwidth).
+//! - [`delay_requests`](FaultProxy::delay_requests): the same, for chunks
+//!   from the client only (a one-way partition: the client still hears the
+//!   server, its requests are held). A held chunk is lost if its
+//!   connection ends, or the proxy is dropped, before it is forwarded.
 //! - [`heal`](FaultProxy::heal): no cut and no delay.
 //!
 //! The proxy stops (and drops every connection) when the value is dropped.
@@ -46,6 +50,8 @@ struct Shared {
     upstream: SocketAddr,
     cut: AtomicBool,
     delay_micros: AtomicU64,
+    /// Added to `delay_micros` for chunks from the client.
+    request_delay_micros: AtomicU64,
     /// Bumped with each fault that ends existing connections; a connection
     /// ends when the generation passes the one it started under.
     kill: watch::Sender<(u64, Kill)>,
@@ -55,8 +61,9 @@ struct Shared {
 }
 
 impl Shared {
-    fn delay(&self) -> Duration {
-        Duration::from_micros(self.delay_micros.load(Ordering::Relaxed))
+    fn delay(&self, from_client: bool) -> Duration {
+        let extra = if from_client { self.request_delay_micros.load(Ordering::Relaxed) } else { 0 };
+        Duration::from_micros(self.delay_micros.load(Ordering::Relaxed).saturating_add(extra))
     }
 
     fn end_connections(&self, how: Kill) {
@@ -85,6 +92,7 @@ impl FaultProxy {
             upstream,
             cut: AtomicBool::new(false),
             delay_micros: AtomicU64::new(0),
+            request_delay_micros: AtomicU64::new(0),
             kill: watch::Sender::new((0, Kill::Close)),
             open: AtomicUsize::new(0),
             accepted: AtomicU64::new(0),
@@ -123,10 +131,18 @@ impl FaultProxy {
         self.shared.delay_micros.store(micros, Ordering::SeqCst);
     }
 
-    /// Ends a [`cut`](Self::cut) and a [`delay`](Self::delay).
+    /// Holds each chunk from the client for `latency` before forwarding
+    /// it; the server's chunks pass. Zero removes this delay.
+    pub fn delay_requests(&self, latency: Duration) {
+        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.shared.request_delay_micros.store(micros, Ordering::SeqCst);
+    }
+
+    /// Ends a [`cut`](Self::cut) and the delays.
     pub fn heal(&self) {
         self.shared.cut.store(false, Ordering::SeqCst);
         self.shared.delay_micros.store(0, Ordering::SeqCst);
+        self.shared.request_delay_micros.store(0, Ordering::SeqCst);
     }
 
     /// Whether the proxy is cut.
@@ -203,8 +219,8 @@ async fn forward(client: TcpStream, shared: Arc<Shared>) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let killed = {
-        let up = pump(&mut client_read, &mut server_write, &shared);
-        let down = pump(&mut server_read, &mut client_write, &shared);
+        let up = pump(&mut client_read, &mut server_write, &shared, true);
+        let down = pump(&mut server_read, &mut client_write, &shared, false);
         tokio::select! {
             _ = async { tokio::join!(up, down) } => None,
             how = killed_after(&mut kill, started) => Some(how),
@@ -238,14 +254,19 @@ async fn killed_after(kill: &mut watch::Receiver<(u64, Kill)>, started: u64) -> 
 
 /// Copies one direction until end of stream or an error, holding each
 /// chunk for the current delay, then half-closes the other side.
-async fn pump(from: &mut OwnedReadHalf, to: &mut OwnedWriteHalf, shared: &Shared) {
+async fn pump(
+    from: &mut OwnedReadHalf,
+    to: &mut OwnedWriteHalf,
+    shared: &Shared,
+    from_client: bool,
+) {
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let delay = shared.delay();
+        let delay = shared.delay(from_client);
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
@@ -351,6 +372,25 @@ mod tests {
         let t1 = Instant::now();
         round_trip(&mut s, b"fast").await.unwrap();
         assert!(t1.elapsed() < Duration::from_millis(800), "{:?}", t1.elapsed());
+    }
+
+    #[tokio::test]
+    async fn delay_requests_holds_only_what_the_client_sends() {
+        let proxy = FaultProxy::start(echo_server().await).await.unwrap();
+        let mut s = TcpStream::connect(proxy.addr()).await.unwrap();
+        proxy.delay_requests(Duration::from_millis(400));
+        let t0 = Instant::now();
+        round_trip(&mut s, b"slow").await.unwrap();
+        // Held on the way in only.
+        let took = t0.elapsed();
+        assert!(
+            took >= Duration::from_millis(400) && took < Duration::from_millis(800),
+            "{took:?}"
+        );
+        proxy.heal();
+        let t1 = Instant::now();
+        round_trip(&mut s, b"fast").await.unwrap();
+        assert!(t1.elapsed() < Duration::from_millis(400), "{:?}", t1.elapsed());
     }
 
     #[tokio::test]

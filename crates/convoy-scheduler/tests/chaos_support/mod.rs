@@ -38,6 +38,8 @@ pub const LEASE_DURATION: Duration = Duration::from_secs(3);
 /// restarts) and its process, if running.
 struct Member {
     name: String,
+    /// Its kubeconfig: through its own proxy, then the shared one.
+    kubeconfig: PathBuf,
     child: Option<Child>,
     /// Killed by the test and not to be restarted until released.
     held: bool,
@@ -55,7 +57,6 @@ struct Member {
 pub struct Replicas {
     exe: PathBuf,
     config: PathBuf,
-    kubeconfig: PathBuf,
     dir: PathBuf,
     members: Vec<Member>,
 }
@@ -65,7 +66,7 @@ impl Replicas {
         self.dir.join(format!("{name}.log"))
     }
 
-    fn spawn(&self, name: &str) -> Result<Child> {
+    fn spawn(&self, name: &str, kubeconfig: &Path) -> Result<Child> {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.log_path(name))?;
         let http = free_port()?;
@@ -81,7 +82,7 @@ impl Replicas {
         cmd.arg("--config")
             .arg(&self.config)
             .arg("--kubeconfig")
-            .arg(&self.kubeconfig)
+            .arg(kubeconfig)
             .arg("--http-addr")
             .arg(http.to_string())
             .arg("--identity")
@@ -110,7 +111,7 @@ impl Replicas {
             }
             let m = &self.members[i];
             if m.child.is_none() && !m.held && m.restart_at.is_none_or(|at| now >= at) {
-                match self.spawn(&m.name) {
+                match self.spawn(&m.name, &m.kubeconfig) {
                     Ok(child) => {
                         let m = &mut self.members[i];
                         m.child = Some(child);
@@ -136,6 +137,23 @@ impl Replicas {
         }
         m.kills += 1;
         m.held = true;
+    }
+
+    /// SIGTERM, as a Deployment's rollout sends; the replica stays down
+    /// once it exits, until [`release`](Self::release).
+    pub fn terminate(&mut self, name: &str) -> Result<()> {
+        let m = self.member(name);
+        m.held = true;
+        let pid = m.child.as_ref().context("the replica is not running")?.id();
+        let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
+        ensure!(status.success(), "kill -TERM {pid}: {status}");
+        Ok(())
+    }
+
+    /// Whether the replica's process runs (as of the supervisor's last
+    /// look, every 200 ms).
+    pub fn is_running(&self, name: &str) -> bool {
+        self.members.iter().any(|m| m.name == name && m.child.is_some())
     }
 
     /// Lets the supervisor start a killed replica again.
@@ -220,6 +238,9 @@ pub struct Chaos {
     pub checker: InvariantChecker,
     /// The proxy every replica goes through.
     pub proxy: FaultProxy,
+    /// Each replica's own proxy, in front of the shared one: faults of one
+    /// replica's network alone.
+    pub own: BTreeMap<String, FaultProxy>,
     /// The test's namespace, with a pod API.
     pub pods: Api<Pod>,
     /// The test's namespace.
@@ -267,22 +288,28 @@ impl Chaos {
         let lease = format!("convoy-{ns}");
         let config = cp.env.dir().join(format!("{ns}.yaml"));
         std::fs::write(&config, config_yaml(&lease))?;
+        let mut own = BTreeMap::new();
+        let mut members = Vec::new();
+        for i in 0..replicas {
+            let name = format!("{ns}-{i}");
+            let mine = FaultProxy::start(proxy.addr()).await?;
+            members.push(Member {
+                name: name.clone(),
+                kubeconfig: cp.env.kubeconfig_via(mine.addr())?,
+                child: None,
+                held: false,
+                restart_at: None,
+                exits: 0,
+                kills: 0,
+                statuses: Vec::new(),
+            });
+            own.insert(name, mine);
+        }
         let mut set = Replicas {
             exe: PathBuf::from(env!("CARGO_BIN_EXE_convoy-scheduler")),
             config,
-            kubeconfig: cp.env.kubeconfig_via(proxy.addr())?,
             dir: cp.env.dir().to_path_buf(),
-            members: (0..replicas)
-                .map(|i| Member {
-                    name: format!("{ns}-{i}"),
-                    child: None,
-                    held: false,
-                    restart_at: None,
-                    exits: 0,
-                    kills: 0,
-                    statuses: Vec::new(),
-                })
-                .collect(),
+            members,
         };
         set.supervise();
         let replicas = Arc::new(Mutex::new(set));
@@ -295,7 +322,7 @@ impl Chaos {
                 }
             })
         };
-        Ok(Self { replicas, supervisor, checker, proxy, pods, ns: ns.to_string(), lease, cp })
+        Ok(Self { replicas, supervisor, checker, proxy, own, pods, ns: ns.to_string(), lease, cp })
     }
 
     /// The replicas (kill, release, logs, counts).
