@@ -97,19 +97,25 @@ impl Nominator {
         }
     }
 
-    /// A new version of a pending pod (upstream `UpdateNominatedPod`): a
-    /// `status.nominatedNodeName` it carries wins; one it lost clears the
-    /// nomination; when neither version carries one, a nomination made in
-    /// memory (whose status write has not come back yet) is kept, with the
-    /// new version of the pod.
+    /// A new version of a pending pod (upstream `UpdateNominatedPod`): its
+    /// `status.nominatedNodeName` is followed (set, moved or cleared) —
+    /// unless the pod holds a nomination made in memory whose status write
+    /// has not come back yet (the version the nominator last saw named
+    /// another node, or none). That nomination is kept, with the new version
+    /// of the pod: the events arrive in order, so whatever this version's
+    /// status says was written before that write, which will overwrite it.
+    /// Upstream keeps it only when neither version names a node; Convoy
+    /// writes a preemptor's nomination apart from its other status fields,
+    /// so an older value comes back meanwhile (the `PodScheduled` condition
+    /// of the failed attempt, another preemption's clearing of an earlier
+    /// nomination), and following it would drop the newer nomination.
     pub fn pod_updated(&self, new: &Arc<PodInfo>) {
         let mut inner = self.inner.write();
         let key = id(new);
         let old = inner.remove(&key);
-        let node = match (status_nomination(new), old) {
-            (Some(n), _) => Some(Arc::from(n)),
-            (None, Some((node, old))) if status_nomination(&old).is_none() => Some(node),
-            (None, _) => None,
+        let node = match old {
+            Some((node, seen)) if status_nomination(&seen) != Some(&*node) => Some(node),
+            _ => status_nomination(new).map(Arc::from),
         };
         if let Some(node) = node {
             inner.insert(key, node, new.clone());
@@ -218,6 +224,18 @@ mod tests {
         assert_eq!(n.nominated_node(&a).as_deref(), Some("n1"));
         n.pod_updated(&a2);
         assert!(n.is_empty(), "a nomination the status lost is cleared");
+        // Moved in memory while the status still names the earlier node:
+        // versions carrying the earlier node, or its clearing, keep the
+        // newer nomination until its own write comes back.
+        n.pod_updated(&nominated("a", "n1", 10));
+        n.nominate(nominated("a", "n1", 10), Some(Arc::from("n3")));
+        n.pod_updated(&nominated("a", "n1", 10));
+        assert_eq!(n.nominated_node(&a).as_deref(), Some("n3"), "an older status value");
+        n.pod_updated(&a2);
+        assert_eq!(n.nominated_node(&a).as_deref(), Some("n3"), "the earlier node's clearing");
+        n.pod_updated(&nominated("a", "n3", 10));
+        n.pod_updated(&a2);
+        assert!(n.is_empty(), "once the write came back, the status is followed again");
         // Another scheduler's nomination, seen when the pod arrives.
         n.pod_added(&nominated("b", "n2", 5));
         n.nominate(a.clone(), Some(Arc::from("n2")));

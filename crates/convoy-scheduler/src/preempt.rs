@@ -8,11 +8,12 @@
 //!   the loop, so the next cycle leaves the room to the preemptor;
 //! - when victims were chosen: the lower-priority pods nominated to that
 //!   node lose their nomination (and are retried at once), and a task off
-//!   the loop preempts every victim (a victim waiting at Permit is rejected
-//!   in memory, one already terminating is left alone, the others get the
-//!   `DisruptionTarget` condition and are deleted, through the
-//!   [`PreemptionActuator`](convoy_api::PreemptionActuator)), then writes
-//!   the preemptor's `status.nominatedNodeName`.
+//!   the loop clears their `status.nominatedNodeName` (unless they were
+//!   nominated again meanwhile), preempts every victim (a victim waiting at
+//!   Permit is rejected in memory, one already terminating is left alone,
+//!   the others get the `DisruptionTarget` condition and are deleted,
+//!   through the [`PreemptionActuator`](convoy_api::PreemptionActuator)),
+//!   then writes the preemptor's `status.nominatedNodeName`.
 //!
 //! The preemptor itself fails the cycle as usual: it waits in the
 //! unschedulable pool until the victims' deletions (events its rejecting
@@ -23,7 +24,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use convoy_api::{PodInfo, PodKey, WaitingPods, names};
+use convoy_api::{PodInfo, PodKey, PodNominator, WaitingPods, names};
 use convoy_framework::{Framework, ScheduleError};
 
 use crate::decision::PreemptionDecision;
@@ -176,23 +177,32 @@ impl Scheduler {
         let waiting = self.waiting_pods.clone();
         let queue = self.queue.clone();
         let in_flight = self.preemptions_in_flight.clone();
+        let nominator = self.queue.nominator().clone();
         in_flight.fetch_add(1, Ordering::AcqRel);
         // The preemptors wait (DefaultPreemption's PreEnqueue) until every
         // victim is seen terminating: popped earlier, a preemptor would
         // find its victims still running and preempt again, elsewhere.
+        // Victims already being deleted (as the cycle saw them) get no API
+        // call and are not waited for; when all are, nobody is held and
+        // nobody activated (upstream's executor starts nothing either): the
+        // preemptor waits in the unschedulable pool, with its backoff, for
+        // an event (their deletion). Activated at once, it would find its
+        // node still full, preempt the same victims again, and again, as
+        // fast as the loop runs, until they are gone.
         let running = self.running_preemptions.clone();
         let mut preemptors: Vec<(Arc<str>, PodKey)> =
             nominations.iter().map(|(p, _)| (p.uid.clone(), p.key.clone())).collect();
         if !preemptors.iter().any(|(uid, _)| *uid == preemptor.uid) {
             preemptors.push((preemptor.uid.clone(), preemptor.key.clone()));
         }
-        let victim_uids: Vec<Arc<str>> = victims.iter().map(|v| v.uid.clone()).collect();
-        let ticket = running.start(&preemptors, &victim_uids);
+        let victim_uids: Vec<Arc<str>> =
+            victims.iter().filter(|v| !v.is_terminating()).map(|v| v.uid.clone()).collect();
+        let ticket = (!victim_uids.is_empty()).then(|| running.start(&preemptors, &victim_uids));
         // A victim whose deletion the event handler processed between this
         // cycle's snapshot and `start` was never seen by `observed`: the
         // handler updates the cache before it calls `observed`, so the
         // cache tells.
-        for v in &victims {
+        for v in victims.iter().filter(|v| ticket.is_some() && !v.is_terminating()) {
             let live = v.node_name().and_then(|n| self.cache.node_info(n)).is_some_and(|n| {
                 n.pods.iter().any(|p| p.uid == v.uid && p.pod.metadata.deletion_timestamp.is_none())
             });
@@ -201,12 +211,25 @@ impl Scheduler {
             }
         }
         tokio::spawn(async move {
+            // First (as upstream's executor), the status of the lower pods
+            // that lost their nomination here. Not of one nominated again
+            // since (it was activated at once and may have preempted
+            // elsewhere already): its own write sets its status, and this
+            // one, landing after it, would clear the newer nomination.
+            for p in lower.into_iter().filter(|p| status_nomination(p).is_some()) {
+                if nominator.nominated_node(&p).is_some() {
+                    continue;
+                }
+                let key = p.key.clone();
+                if let Err(e) = actuator.set_nominated_node_name(p, None).await {
+                    tracing::warn!(pod = %key, error = %e, "clearing status.nominatedNodeName failed");
+                }
+            }
             let mut no_event: Vec<Arc<str>> = Vec::new();
             let mut deletions = Vec::with_capacity(victims.len());
             for v in victims {
                 if v.is_terminating() {
                     tracing::debug!(victim = %v.key, "victim is already being deleted");
-                    no_event.push(v.uid.clone());
                     continue;
                 }
                 if WaitingPods::reject(&*waiting, &v.uid, names::DEFAULT_PREEMPTION, "preempted") {
@@ -233,12 +256,6 @@ impl Scheduler {
                     );
                 }
             }
-            for p in lower.into_iter().filter(|p| status_nomination(p).is_some()) {
-                let key = p.key.clone();
-                if let Err(e) = actuator.set_nominated_node_name(p, None).await {
-                    tracing::warn!(pod = %key, error = %e, "clearing status.nominatedNodeName failed");
-                }
-            }
             for (pod, node) in &nominations {
                 if status_nomination(pod) == Some(&**node) {
                     continue;
@@ -254,9 +271,11 @@ impl Scheduler {
             // Released now if every victim was already seen terminating or
             // will produce no event (failed, removed in memory); else when
             // the last one is seen (`Scheduler::victim_observed`).
-            let ready = running.actuated(ticket, &no_event);
-            if !ready.is_empty() {
-                queue.activate(ready.iter());
+            if let Some(ticket) = ticket {
+                let ready = running.actuated(ticket, &no_event);
+                if !ready.is_empty() {
+                    queue.activate(ready.iter());
+                }
             }
             in_flight.fetch_sub(1, Ordering::AcqRel);
         });

@@ -404,3 +404,48 @@ async fn preemptor_is_held_while_its_preemption_is_carried_out() {
     assert_eq!(bound.as_deref(), Some(victim_node));
     scheduler.cache().check_invariants().unwrap();
 }
+
+/// A preemption whose victims are all being deleted already (a pod that
+/// was ending anyway) holds nobody and activates nobody: the preemptor
+/// waits in the unschedulable pool for their deletion, as upstream's does.
+/// Activated at once, it found its node still full and preempted the same
+/// victim again, as fast as the loop ran, until the victim was gone.
+#[tokio::test]
+async fn preemptor_of_a_pod_already_ending_waits_for_its_deletion() {
+    let mut ending = low("a", "n1", "4");
+    let t = k8s_openapi::jiff::Timestamp::from_second(1_767_225_600).unwrap();
+    ending.metadata.deletion_timestamp =
+        Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t));
+    let (cluster, mut updates) = EmbeddedCluster::new(objects(vec![node("n1")], vec![ending]));
+    let clock = FakeClock::new();
+    let scheduler = scheduler_on(&cluster, &clock);
+    let step = |scheduler: &Arc<Scheduler>,
+                updates: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
+        while let Ok(u) = updates.try_recv() {
+            scheduler.handle_update(u);
+        }
+        while let Some(qpi) = scheduler.queue().try_pop() {
+            scheduler.schedule_one(qpi);
+        }
+    };
+    step(&scheduler, &mut updates);
+    cluster.add_pod(high("3").build()).unwrap();
+    step(&scheduler, &mut updates);
+    // The preemption's task runs (nothing to delete).
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    let key = convoy_api::PodKey::new("default", "high");
+    assert_eq!(scheduler.queue().queue_of(&key), Some(convoy_queue::QueueKind::Unschedulable));
+    assert_eq!(scheduler.preemptions_in_flight(), 0);
+    let info = convoy_api::PodInfo::new(cluster.pod("default", "high").unwrap()).unwrap();
+    assert_eq!(scheduler.queue().nominator().nominated_node(&info).as_deref(), Some("n1"));
+    assert!(cluster.evictions().is_empty(), "nothing to delete");
+
+    // The victim goes: the preemptor binds where it preempted.
+    cluster.delete_pod("default", "a").unwrap();
+    scheduler.run_until_idle(&mut updates, &clock).await;
+    let pod = cluster.pod("default", "high").unwrap();
+    assert_eq!(pod.spec.as_ref().unwrap().node_name.as_deref(), Some("n1"));
+    scheduler.cache().check_invariants().unwrap();
+}
