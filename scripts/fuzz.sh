@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Fuzzes Convoy's input loaders with cargo-fuzz (libFuzzer, nightly toolchain):
-# each target in fuzz/fuzz_targets for FUZZ_SECONDS seconds (default 30),
+# each target in fuzz/fuzz_targets for FUZZ_SECONDS seconds (default 20),
 # starting from the committed corpus fuzz/corpus/<target>/. New inputs found
 # are kept out of the repository (in a temporary directory); a crash or a
 # hang (FUZZ_TIMEOUT seconds for one input, default 10) fails the run and
 # leaves the input in fuzz/artifacts/<target>/.
 #
-#   scripts/fuzz.sh                      # every target, 30 s each (CI)
+#   scripts/fuzz.sh                      # every target, 20 s each (CI)
 #   FUZZ_SECONDS=600 scripts/fuzz.sh cluster quantity
 #   FUZZ_BUILD_ONLY=1 scripts/fuzz.sh      # build the targets, run none
 #
@@ -14,11 +14,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-seconds=${FUZZ_SECONDS:-30}
+seconds=${FUZZ_SECONDS:-20}
 timeout=${FUZZ_TIMEOUT:-10}
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(config plugin_args cluster quantity)
+  targets=(config plugin_args cluster quantity schedule cel)
 fi
 
 if ! rustup toolchain list 2>/dev/null | grep -q '^nightly'; then

@@ -2,20 +2,9 @@
 
 use std::sync::Arc;
 
-use convoy_api::{
-    BindError, Binder, ClusterObjects, Handle, PodInfo, RealClock, Registry, WaitingPods,
-};
+use convoy_api::{BindError, Binder, ClusterObjects, Handle, PodInfo, Registry, WaitingPods};
 use convoy_config::{KnownPlugins, PluginArgs, SchedulerConfig};
-use convoy_gang::{GangSchedulingArgs, GangState};
-
-/// The plugin registry of the `convoy-scheduler` binary
-/// (`convoy_scheduler::registry`, which this crate does not depend on to
-/// keep fuzz builds small; a test checks the two name the same plugins).
-pub fn registry() -> Registry {
-    let mut r = convoy_plugins::registry();
-    convoy_gang::register(&mut r, GangState::new(), Arc::new(RealClock));
-    r
-}
+use convoy_gang::GangSchedulingArgs;
 
 /// Loads the input as a configuration file. An accepted configuration is
 /// summarised (`check-config`), and every plugin a profile enables or
@@ -24,7 +13,7 @@ pub fn registry() -> Registry {
 /// there), but not panic.
 pub fn config(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let registry = registry();
+    let registry = convoy_scheduler::registry();
     let known = KnownPlugins::new(registry.names());
     match convoy_config::parse_str(text, "fuzz.yaml", &known) {
         Ok(config) => build_plugins(&config, &registry),
@@ -48,7 +37,7 @@ pub fn plugin_args(data: &[u8]) {
         yaml.push_str(line);
         yaml.push('\n');
     }
-    let registry = registry();
+    let registry = convoy_scheduler::registry();
     let known = KnownPlugins::new(registry.names());
     let config = match convoy_config::parse_str(&yaml, "fuzz.yaml", &known) {
         Ok(config) => config,

@@ -26,11 +26,3 @@ fn every_corpus_input_passes_its_target() {
         }
     }
 }
-
-#[test]
-fn registry_is_the_schedulers() {
-    let ours: Vec<&str> = convoy_fuzz_targets::registry().names().collect();
-    let scheduler = convoy_scheduler::registry();
-    let theirs: Vec<&str> = scheduler.names().collect();
-    assert_eq!(ours, theirs);
-}

@@ -1,0 +1,4 @@
+//! cargo-fuzz target; the property is [`convoy_fuzz_targets::cel`].
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| convoy_fuzz_targets::cel(data));
