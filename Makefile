@@ -12,7 +12,7 @@ $(shell mkdir -p $(TMPDIR))
 endif
 endif
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions bench-conflicts
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions bench-conflicts bench-chart-settings
 
 # The oldest supported Kubernetes version: `make test` also runs the version
 # suite and the score parity test on it (the newest is testenv's default).
@@ -54,6 +54,10 @@ test-versions:
 	  testenv/testenv --version $$v build >/dev/null; \
 	  TESTENV_VERSION=$$v $(CARGO) test -p convoy-scheduler --locked --test versions --test parity; \
 	done
+
+## bench-chart-settings: two replicas at the chart's client and lease settings, 500 nodes, a burst of 6,000 pods: lease losses (target 0) and the binding rate (CONVOY_BURST_QPS, CONVOY_BURST_BURST, CONVOY_BURST_NODES, CONVOY_BURST_PODS).
+bench-chart-settings: testenv
+	$(CARGO) test --release -p convoy-scheduler --locked --test e2e_lease_budget -- --ignored --nocapture burst_at_the_charts_settings
 
 ## bench-conflicts: Convoy beside kube-scheduler on hollow nodes (real kubelet admission), against two kube-schedulers: pods rejected per 1,000 placed (CONFLICT_NODES, CONFLICT_PODS per scheduler, CONFLICT_ROUNDS).
 bench-conflicts: testenv
