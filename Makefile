@@ -12,7 +12,7 @@ $(shell mkdir -p $(TMPDIR))
 endif
 endif
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions bench-conflicts bench-chart-settings
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions bench-conflicts bench-chart-settings chaos-chart
 
 # The oldest supported Kubernetes version: `make test` also runs the version
 # suite and the score parity test on it (the newest is testenv's default).
@@ -54,6 +54,10 @@ test-versions:
 	  testenv/testenv --version $$v build >/dev/null; \
 	  TESTENV_VERSION=$$v $(CARGO) test -p convoy-scheduler --locked --test versions --test parity; \
 	done
+
+## chaos-chart: the chaos tests with the Helm chart's client and lease settings (qps 50, burst 100, lease 15 s, renew deadline 10 s, retry 2 s) instead of the fast ones.
+chaos-chart: testenv
+	CONVOY_CHAOS_SETTINGS=chart $(CARGO) test -p convoy-scheduler --locked --test chaos -- --nocapture
 
 ## bench-chart-settings: two replicas at the chart's client and lease settings, 500 nodes, a burst of 6,000 pods: lease losses (target 0) and the binding rate (CONVOY_BURST_QPS, CONVOY_BURST_BURST, CONVOY_BURST_NODES, CONVOY_BURST_PODS).
 bench-chart-settings: testenv

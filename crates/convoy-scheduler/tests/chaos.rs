@@ -20,7 +20,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
-use chaos_support::{CONVOY, Chaos, GangMonitor, LEASE_DURATION};
+use chaos_support::{CONVOY, Chaos, GangMonitor, lease_duration, settings};
 use common::{ControlPlane, node};
 use rand::{Rng, SeedableRng};
 
@@ -33,7 +33,7 @@ const FAILOVER_SLACK: Duration = Duration::from_secs(12);
 /// the Lease, and the time from the kill to that binding; fails after the
 /// lease plus [`FAILOVER_SLACK`] plus 30 s.
 async fn takeover(chaos: &Chaos, killed: &str, at: Instant) -> Result<(String, Instant, Duration)> {
-    let deadline = at + LEASE_DURATION + FAILOVER_SLACK + Duration::from_secs(30);
+    let deadline = at + lease_duration() + FAILOVER_SLACK + Duration::from_secs(30);
     let (holder, took_over) = loop {
         if let Some(h) = chaos.leader().await
             && h != killed
@@ -121,11 +121,13 @@ async fn standby_takes_over_when_the_leader_is_killed_mid_binding() -> Result<()
     let (killed, holder, takeover, failover) = failover?;
     println!(
         "failover: killed {killed}; {holder} held the lease after {takeover:?} and bound after \
-         {failover:?} (lease {LEASE_DURATION:?})"
+         {failover:?} (lease {:?})",
+        lease_duration()
     );
     ensure!(
-        failover <= LEASE_DURATION + FAILOVER_SLACK,
-        "failover took {failover:?}, more than the lease {LEASE_DURATION:?} + {FAILOVER_SLACK:?}"
+        failover <= lease_duration() + FAILOVER_SLACK,
+        "failover took {failover:?}, more than the lease {:?} + {FAILOVER_SLACK:?}",
+        lease_duration()
     );
     chaos.assert_all_bound(Duration::from_secs(60)).await?;
     chaos.assert_no_violations()?;
@@ -178,6 +180,10 @@ async fn no_write_of_a_leader_whose_network_died_lands_after_its_successors() ->
 /// lands after its successor's first binding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_waiting_for_bindings_when_the_lease_is_lost() -> Result<()> {
+    // Held longer than the replica could wait (10 s for bindings, 10 s for
+    // Events); it must exit within its renew deadline plus 4 s.
+    let held = Duration::from_secs(30).max(3 * settings().lease);
+    let exit_bound = settings().renew + Duration::from_secs(4);
     let nodes = (0..4).map(|i| node(&format!("term-{i}"), "8", "16Gi", "110")).collect();
     let mut chaos = Chaos::start("term", nodes, 2).await?;
     let old = chaos.wait_leader(Duration::from_secs(60)).await?;
@@ -185,13 +191,13 @@ async fn sigterm_stops_waiting_for_bindings_when_the_lease_is_lost() -> Result<(
         while chaos.checker.bound_count() < 30 {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        chaos.own[&old].delay_requests(Duration::from_secs(30));
+        chaos.own[&old].delay_requests(held);
         // Let bindings start into the held connections.
         tokio::time::sleep(Duration::from_millis(500)).await;
         chaos.replicas().terminate(&old)?;
         let at = Instant::now();
         while chaos.replicas().is_running(&old) {
-            ensure!(at.elapsed() < Duration::from_secs(20), "{old} did not exit after SIGTERM");
+            ensure!(at.elapsed() < held, "{old} did not exit after SIGTERM");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         anyhow::Ok(at.elapsed())
@@ -201,13 +207,13 @@ async fn sigterm_stops_waiting_for_bindings_when_the_lease_is_lost() -> Result<(
     let exited = stopped?;
     // The partition ends for good: what the proxy held is dropped.
     drop(chaos.own.remove(&old));
-    let new = chaos.wait_leader(Duration::from_secs(30)).await?;
+    let new = chaos.wait_leader(2 * settings().lease + Duration::from_secs(30)).await?;
     chaos.assert_all_bound(Duration::from_secs(60)).await?;
     let log = chaos.replicas().log(&old);
     println!("sigterm: {old} exited {exited:?} after SIGTERM; {new} leads");
     ensure!(new != old, "{old} still leads");
     ensure!(
-        exited < Duration::from_secs(6),
+        exited < exit_bound,
         "{old} took {exited:?} to exit: it waited for bindings after losing its lease\n{log}"
     );
     ensure!(log.contains("API writes fenced"), "{old} was not fenced:\n{log}");
@@ -397,7 +403,7 @@ async fn lead_with(chaos: &Chaos, survivor: &str) -> Result<Option<Duration>> {
     }
     chaos.replicas().kill(&holder);
     let at = Instant::now();
-    let deadline = at + LEASE_DURATION + FAILOVER_SLACK;
+    let deadline = at + lease_duration() + FAILOVER_SLACK;
     while chaos.leader().await.as_deref() != Some(survivor) {
         ensure!(Instant::now() < deadline, "{survivor} never took over{}", chaos.report());
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -464,8 +470,9 @@ async fn gangs_stay_whole_through_a_leader_kill_and_a_cut() -> Result<()> {
     created?;
     let (killed, holder, takeover, failover, at_kill, cut, healed) = faults?;
     ensure!(
-        failover <= LEASE_DURATION + FAILOVER_SLACK,
-        "failover took {failover:?}, more than the lease {LEASE_DURATION:?} + {FAILOVER_SLACK:?}"
+        failover <= lease_duration() + FAILOVER_SLACK,
+        "failover took {failover:?}, more than the lease {:?} + {FAILOVER_SLACK:?}",
+        lease_duration()
     );
 
     // Once no binding lands for 2 s, no group may be partially bound.
@@ -489,8 +496,9 @@ async fn gangs_stay_whole_through_a_leader_kill_and_a_cut() -> Result<()> {
     let at_kill: Vec<_> = at_kill.iter().filter(|(_, n, _)| *n > 0).collect();
     println!(
         "gangs: killed {killed} with groups bound (group, bound, min) {at_kill:?}; {holder} held \
-         the lease after {takeover:?} and bound after {failover:?} (lease {LEASE_DURATION:?}); \
+         the lease after {takeover:?} and bound after {failover:?} (lease {:?}); \
          cut {cut:?}, proxy refused {} connections",
+        lease_duration(),
         chaos.proxy.refused()
     );
     println!(

@@ -30,8 +30,49 @@ use crate::common::{ControlPlane, pod};
 pub const CONVOY: &str = "convoy-scheduler";
 /// The namespace of the Lease the replicas race for.
 pub const LEASE_NAMESPACE: &str = "default";
-/// Lease duration given to the replicas (renew deadline 2 s, retry 500 ms).
-pub const LEASE_DURATION: Duration = Duration::from_secs(3);
+/// The replicas' client and lease settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// `clientConnection.qps` (each of the replica's clients).
+    pub qps: u32,
+    /// `clientConnection.burst`.
+    pub burst: u32,
+    /// `leaderElection.leaseDuration`.
+    pub lease: Duration,
+    /// `leaderElection.renewDeadline`.
+    pub renew: Duration,
+    /// `leaderElection.retryPeriod`.
+    pub retry: Duration,
+}
+
+/// The settings of this run: fast ones by default (qps 5000, lease 3 s,
+/// renew deadline 2 s, retry 500 ms); the Helm chart's own with
+/// `CONVOY_CHAOS_SETTINGS=chart` (qps 50, burst 100, lease 15 s, renew
+/// deadline 10 s, retry 2 s; `make chaos-chart`).
+pub fn settings() -> Settings {
+    match std::env::var("CONVOY_CHAOS_SETTINGS").as_deref() {
+        Ok("chart") => Settings {
+            qps: 50,
+            burst: 100,
+            lease: Duration::from_secs(15),
+            renew: Duration::from_secs(10),
+            retry: Duration::from_secs(2),
+        },
+        Ok("fast") | Err(_) => Settings {
+            qps: 5000,
+            burst: 5000,
+            lease: Duration::from_secs(3),
+            renew: Duration::from_secs(2),
+            retry: Duration::from_millis(500),
+        },
+        Ok(other) => panic!("CONVOY_CHAOS_SETTINGS={other}: expected `fast` or `chart`"),
+    }
+}
+
+/// The lease duration of this run's replicas ([`settings`]).
+pub fn lease_duration() -> Duration {
+    settings().lease
+}
 
 /// One replica: a name (its leader-election identity, kept across
 /// restarts, as a Deployment's pod keeps its name across container
@@ -454,16 +495,21 @@ impl Drop for Chaos {
     }
 }
 
-/// The replicas' configuration: a fast client, leader election on `lease`.
+/// The replicas' configuration ([`settings`]), leader election on `lease`.
 fn config_yaml(lease: &str) -> String {
+    let s = settings();
     format!(
         "apiVersion: kubescheduler.config.k8s.io/v1\n\
          kind: KubeSchedulerConfiguration\n\
-         clientConnection:\n  qps: 5000\n  burst: 5000\n\
+         clientConnection:\n  qps: {}\n  burst: {}\n\
          leaderElection:\n  leaderElect: true\n  resourceName: {lease}\n  \
-         resourceNamespace: {LEASE_NAMESPACE}\n  leaseDuration: {}s\n  renewDeadline: 2s\n  \
-         retryPeriod: 500ms\n",
-        LEASE_DURATION.as_secs()
+         resourceNamespace: {LEASE_NAMESPACE}\n  leaseDuration: {}ms\n  renewDeadline: {}ms\n  \
+         retryPeriod: {}ms\n",
+        s.qps,
+        s.burst,
+        s.lease.as_millis(),
+        s.renew.as_millis(),
+        s.retry.as_millis()
     )
 }
 
