@@ -367,15 +367,6 @@ async fn preemptor_is_held_while_its_preemption_is_carried_out() {
         framework_metrics: None,
     })
     .unwrap();
-    let step = |scheduler: &Arc<Scheduler>,
-                updates: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
-        while let Ok(u) = updates.try_recv() {
-            scheduler.handle_update(u);
-        }
-        while let Some(qpi) = scheduler.queue().try_pop() {
-            scheduler.schedule_one(qpi);
-        }
-    };
     step(&scheduler, &mut updates);
     cluster.add_pod(high("3").build()).unwrap();
     step(&scheduler, &mut updates);
@@ -405,6 +396,20 @@ async fn preemptor_is_held_while_its_preemption_is_carried_out() {
     scheduler.cache().check_invariants().unwrap();
 }
 
+/// Applies the cluster's updates, then runs one cycle per pod in the
+/// active queue.
+fn step(
+    scheduler: &Arc<Scheduler>,
+    updates: &mut tokio::sync::mpsc::UnboundedReceiver<convoy_api::ClusterUpdate>,
+) {
+    while let Ok(u) = updates.try_recv() {
+        scheduler.handle_update(u);
+    }
+    while let Some(qpi) = scheduler.queue().try_pop() {
+        scheduler.schedule_one(qpi);
+    }
+}
+
 /// A preemption whose victims are all being deleted already (a pod that
 /// was ending anyway) holds nobody and activates nobody: the preemptor
 /// waits in the unschedulable pool for their deletion, as upstream's does.
@@ -419,15 +424,6 @@ async fn preemptor_of_a_pod_already_ending_waits_for_its_deletion() {
     let (cluster, mut updates) = EmbeddedCluster::new(objects(vec![node("n1")], vec![ending]));
     let clock = FakeClock::new();
     let scheduler = scheduler_on(&cluster, &clock);
-    let step = |scheduler: &Arc<Scheduler>,
-                updates: &mut tokio::sync::mpsc::UnboundedReceiver<_>| {
-        while let Ok(u) = updates.try_recv() {
-            scheduler.handle_update(u);
-        }
-        while let Some(qpi) = scheduler.queue().try_pop() {
-            scheduler.schedule_one(qpi);
-        }
-    };
     step(&scheduler, &mut updates);
     cluster.add_pod(high("3").build()).unwrap();
     step(&scheduler, &mut updates);

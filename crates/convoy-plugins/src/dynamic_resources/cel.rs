@@ -302,6 +302,12 @@ fn size_cost(v: &dyn Val) -> u64 {
     if let Some(s) = v.downcast_ref::<CelString>() {
         return s.inner().len() as u64 / 10;
     }
+    elements(v)
+}
+
+/// The elements of a list or map (the characters of a string), 0 for a
+/// scalar.
+fn elements(v: &dyn Val) -> u64 {
     v.as_sizer().map_or(0, |s| u64::try_from(*s.size().inner()).unwrap_or(0))
 }
 
@@ -322,8 +328,7 @@ fn charge_range<'b, 'v>(args: Args<'b, 'v>) -> Ret<'b, 'v> {
         .into_iter()
         .next()
         .ok_or_else(|| ExecutionError::function_error(CHARGE_RANGE, "expected one argument"))?;
-    let iterations = value.as_sizer().map_or(0, |s| u64::try_from(*s.size().inner()).unwrap_or(0));
-    charge(1 + iterations)?;
+    charge(1 + elements(value.as_ref()))?;
     Ok(value)
 }
 
