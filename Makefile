@@ -12,7 +12,7 @@ $(shell mkdir -p $(TMPDIR))
 endif
 endif
 
-.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak fuzz test-versions bench-conflicts bench-chart-settings chaos-chart
+.PHONY: all simulate test testenv deps lint fmt bench clean-testenv soak soak-chart bench-restart fuzz test-versions bench-conflicts bench-chart-settings chaos-chart
 
 # The oldest supported Kubernetes version: `make test` also runs the version
 # suite and the score parity test on it (the newest is testenv's default).
@@ -82,3 +82,11 @@ fmt:
 ## soak: the chaos suite's long run (random faults for CONVOY_CHAOS_SOAK_SECS, default 600 s; docs/reliability.md).
 soak: testenv
 	$(CARGO) test -p convoy-scheduler --test chaos --locked -- --ignored --nocapture soak_random_faults
+
+## soak-chart: the soak with the Helm chart's client and lease settings and grace period.
+soak-chart: testenv
+	CONVOY_CHAOS_SETTINGS=chart $(CARGO) test -p convoy-scheduler --test chaos --locked -- --ignored --nocapture soak_random_faults
+
+## bench-restart: cold start and failover (warm standby, delayCacheUntilActive) at 5,000 nodes and 100,000 pods, beside kube-scheduler (CONVOY_SCALE_NODES, CONVOY_SCALE_PODS, CONVOY_SCALE_BATCH, CONVOY_SCALE_ROUNDS).
+bench-restart: testenv
+	$(CARGO) test --release -p convoy-scheduler --locked --test e2e_restart_at_scale -- --ignored --nocapture restart_and_failover_at_scale

@@ -194,7 +194,7 @@ async fn sigterm_stops_waiting_for_bindings_when_the_lease_is_lost() -> Result<(
         chaos.own[&old].delay_requests(held);
         // Let bindings start into the held connections.
         tokio::time::sleep(Duration::from_millis(500)).await;
-        chaos.replicas().terminate(&old)?;
+        chaos.replicas().terminate(&old, settings().grace)?;
         let at = Instant::now();
         while chaos.replicas().is_running(&old) {
             ensure!(at.elapsed() < held, "{old} did not exit after SIGTERM");
@@ -227,6 +227,8 @@ async fn sigterm_stops_waiting_for_bindings_when_the_lease_is_lost() -> Result<(
         "{old} took {exited:?} to exit: it waited for bindings after losing its lease\n{log}"
     );
     ensure!(log.contains("API writes fenced"), "{old} was not fenced:\n{log}");
+    let grace_kills = chaos.replicas().grace_kills();
+    ensure!(grace_kills == 0, "{old} did not exit on its own: SIGKILLed at the end of its grace");
     let late = chaos.checker.binds_after_successor(&old, &new);
     ensure!(late.is_empty(), "{old}'s bindings after {new}'s first: {late:?}");
     chaos.assert_no_violations()?;
@@ -593,9 +595,15 @@ async fn terminating_pods_hold_their_room_through_faults() -> Result<()> {
     Ok(())
 }
 
-/// The soak (`make soak`): random faults every 2–6 s for
-/// `CONVOY_CHAOS_SOAK_SECS` seconds while pods are created and deleted
-/// continuously; invariants checked throughout, every pod bound at the end.
+/// The soak (`make soak`; `make soak-chart` at the chart's settings):
+/// random faults every 2–6 s for `CONVOY_CHAOS_SOAK_SECS` seconds while
+/// pods are created and deleted continuously; invariants checked
+/// throughout, every pod bound at the end. The nodes are KWOK's, with
+/// controllers running: pods become Running, and every other deletion is
+/// graceful (the pod's default 30 s grace, Terminating meanwhile and
+/// holding its room). Besides network, API server and node faults, the
+/// leader is SIGKILLed, or rolled: SIGTERM, and SIGKILL if it still runs
+/// at the end of its grace period, as the kubelet does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "long: run with `make soak`"]
 async fn soak_random_faults() -> Result<()> {
@@ -610,12 +618,20 @@ async fn soak_random_faults() -> Result<()> {
         .unwrap_or_else(|| rand::rng().random());
     println!("soak: {secs} s, CONVOY_CHAOS_SEED={seed}");
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    let nodes = (0..6).map(|i| node(&format!("soak-{i}"), "8", "32Gi", "110")).collect();
-    let chaos = Chaos::start("soak", nodes, 2).await?;
+    let kwok = |name: String| {
+        let mut n = convoy_testenv::kwok_node(&name);
+        n.status = node(&name, "8", "32Gi", "110").status;
+        n
+    };
+    let nodes = (0..6).map(|i| kwok(format!("soak-{i}"))).collect();
+    let cp = ControlPlane::start_cluster().await?;
+    let chaos = Chaos::start_on(cp, "soak", nodes, 2, |_| Ok(())).await?;
     chaos.wait_leader(Duration::from_secs(60)).await?;
     let end = Instant::now() + Duration::from_secs(secs);
     let mut faults: std::collections::BTreeMap<&str, u32> = Default::default();
     let mut failovers = Vec::new();
+    let mut rollouts = Vec::new();
+    let mut graceful = 0u32;
     let mut next_pod = 0usize;
     let mut next_node = 6usize;
     let mut round = 0u32;
@@ -624,7 +640,7 @@ async fn soak_random_faults() -> Result<()> {
         // Churn: 20 new pods, and the pods of 80 pods ago deleted, so that
         // the cluster stays at about 80 pods of 100m.
         let burst = chaos.create_pods("p", next_pod..next_pod + 20, 40.0, "100m");
-        let fault = rng.random_range(0..7);
+        let fault = rng.random_range(0..8);
         let cut_for = Duration::from_millis(rng.random_range(500..5000));
         let wait = Duration::from_millis(rng.random_range(0..400));
         let inject = async {
@@ -659,6 +675,22 @@ async fn soak_random_faults() -> Result<()> {
                     chaos.replicas().release(&leader);
                     failovers.push(took);
                 }
+                7 => {
+                    // A rollout: SIGTERM, the grace period, then SIGKILL.
+                    let Some(leader) = chaos.leader().await else { return anyhow::Ok("rollout") };
+                    if !chaos.replicas().is_running(&leader) {
+                        return anyhow::Ok("rollout");
+                    }
+                    chaos.replicas().terminate(&leader, settings().grace)?;
+                    let at = Instant::now();
+                    while chaos.replicas().is_running(&leader)
+                        && at.elapsed() < settings().grace + Duration::from_secs(5)
+                    {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    rollouts.push(at.elapsed());
+                    chaos.replicas().release(&leader);
+                }
                 5 => {
                     chaos.proxy.cut();
                     chaos.cp.env.compact_etcd().await?;
@@ -668,12 +700,13 @@ async fn soak_random_faults() -> Result<()> {
                 _ => {
                     // Replace a node: delete the oldest, add a new one.
                     chaos.delete_node(&format!("soak-{}", next_node - 6)).await?;
-                    let n = node(&format!("soak-{next_node}"), "8", "32Gi", "110");
+                    let n = kwok(format!("soak-{next_node}"));
                     common::create_nodes(&chaos.cp.client, vec![n]).await?;
                 }
             }
             anyhow::Ok(
-                ["reset", "cut", "delay", "apiserver-restart", "kill", "expiry", "node"][fault],
+                ["reset", "cut", "delay", "apiserver-restart", "kill", "expiry", "node", "rollout"]
+                    [fault],
             )
         };
         let (created, injected) = tokio::join!(burst, inject);
@@ -684,7 +717,12 @@ async fn soak_random_faults() -> Result<()> {
             next_node += 1;
         }
         for k in next_pod.saturating_sub(80)..next_pod.saturating_sub(60) {
-            chaos.delete_pod(&format!("p-{k:03}")).await.ok();
+            let name = format!("p-{k:03}");
+            if k % 2 == 0 {
+                graceful += u32::from(chaos.delete_pod_gracefully(&name).await.unwrap_or(false));
+            } else {
+                chaos.delete_pod(&name).await.ok();
+            }
         }
         next_pod += 20;
         chaos.assert_no_violations().with_context(|| format!("round {round}, seed {seed}"))?;
@@ -692,9 +730,16 @@ async fn soak_random_faults() -> Result<()> {
     }
     chaos.assert_all_bound(Duration::from_secs(120)).await?;
     chaos.assert_no_violations()?;
+    let grace_kills = chaos.replicas().grace_kills();
+    ensure!(
+        grace_kills == 0,
+        "{grace_kills} replica(s) still ran at the end of their grace period after SIGTERM{}",
+        chaos.replicas().tails()
+    );
     println!(
-        "soak: {round} rounds, faults {faults:?}, {} pods bound; failovers {failovers:?}; \
-         replicas: {}; unbound {:?}",
+        "soak: {round} rounds, faults {faults:?}, {} pods bound, {graceful} deleted gracefully; \
+         failovers {failovers:?}; rollouts (SIGTERM to exit) {rollouts:?}; replicas: {}; \
+         unbound {:?}",
         chaos.checker.bound_count(),
         chaos.replicas().summary(),
         chaos.checker.unbound(CONVOY)

@@ -474,7 +474,7 @@ impl KubeScheduler {
 impl Drop for KubeScheduler {
     fn drop(&mut self) {
         if let Some(pid) = self.pid() {
-            let _ = Command::new("kill").arg(pid.to_string()).status();
+            let _ = Command::new("kill").arg(pid.to_string()).stderr(Stdio::null()).status();
         }
         let _ = self.child.kill();
         let _ = self.child.wait();

@@ -43,6 +43,9 @@ pub struct Settings {
     pub renew: Duration,
     /// `leaderElection.retryPeriod`.
     pub retry: Duration,
+    /// The pod's `terminationGracePeriodSeconds`: SIGKILL this long after
+    /// SIGTERM ([`Replicas::terminate`]). The chart's 30 s in both.
+    pub grace: Duration,
 }
 
 /// The settings of this run: fast ones by default (qps 5000, lease 3 s,
@@ -57,6 +60,7 @@ pub fn settings() -> Settings {
             lease: Duration::from_secs(15),
             renew: Duration::from_secs(10),
             retry: Duration::from_secs(2),
+            grace: Duration::from_secs(30),
         },
         Ok("fast") | Err(_) => Settings {
             qps: 5000,
@@ -64,6 +68,7 @@ pub fn settings() -> Settings {
             lease: Duration::from_secs(3),
             renew: Duration::from_secs(2),
             retry: Duration::from_millis(500),
+            grace: Duration::from_secs(30),
         },
         Ok(other) => panic!("CONVOY_CHAOS_SETTINGS={other}: expected `fast` or `chart`"),
     }
@@ -92,6 +97,11 @@ struct Member {
     kills: u32,
     /// Exit statuses seen, for the report.
     statuses: Vec<String>,
+    /// After a SIGTERM: when the supervisor SIGKILLs the replica if it is
+    /// still running (the kubelet's end of the grace period).
+    kill_at: Option<Instant>,
+    /// SIGKILLs at the end of a grace period.
+    grace_kills: u32,
 }
 
 /// The replicas of one test and how to start them.
@@ -142,12 +152,20 @@ impl Replicas {
         let now = Instant::now();
         for i in 0..self.members.len() {
             let m = &mut self.members[i];
+            if let (Some(child), Some(at)) = (&mut m.child, m.kill_at)
+                && now >= at
+                && matches!(child.try_wait(), Ok(None))
+            {
+                let _ = child.kill();
+                m.grace_kills += 1;
+            }
             if let Some(child) = &mut m.child
                 && let Ok(Some(status)) = child.try_wait()
             {
                 m.exits += 1;
                 m.statuses.push(status.to_string());
                 m.child = None;
+                m.kill_at = None;
                 m.restart_at = Some(now + Duration::from_secs(1));
             }
             let m = &self.members[i];
@@ -180,15 +198,23 @@ impl Replicas {
         m.held = true;
     }
 
-    /// SIGTERM, as a Deployment's rollout sends; the replica stays down
-    /// once it exits, until [`release`](Self::release).
-    pub fn terminate(&mut self, name: &str) -> Result<()> {
+    /// SIGTERM, as a Deployment's rollout sends, and SIGKILL from the
+    /// supervisor if the replica still runs after `grace` (the pod's
+    /// `terminationGracePeriodSeconds`, as the kubelet enforces it); the
+    /// replica stays down once it exits, until [`release`](Self::release).
+    pub fn terminate(&mut self, name: &str, grace: Duration) -> Result<()> {
         let m = self.member(name);
         m.held = true;
         let pid = m.child.as_ref().context("the replica is not running")?.id();
+        m.kill_at = Some(Instant::now() + grace);
         let status = Command::new("kill").args(["-TERM", &pid.to_string()]).status()?;
         ensure!(status.success(), "kill -TERM {pid}: {status}");
         Ok(())
+    }
+
+    /// Replicas SIGKILLed at the end of their grace period after a SIGTERM.
+    pub fn grace_kills(&self) -> u32 {
+        self.members.iter().map(|m| m.grace_kills).sum()
     }
 
     /// Whether the replica's process runs (as of the supervisor's last
@@ -221,7 +247,12 @@ impl Replicas {
     pub fn summary(&self) -> String {
         self.members
             .iter()
-            .map(|m| format!("{}: {} exits {:?}, {} kills", m.name, m.exits, m.statuses, m.kills))
+            .map(|m| {
+                format!(
+                    "{}: {} exits {:?}, {} kills, {} killed at the end of the grace period",
+                    m.name, m.exits, m.statuses, m.kills, m.grace_kills
+                )
+            })
             .collect::<Vec<_>>()
             .join("; ")
     }
@@ -343,6 +374,8 @@ impl Chaos {
                 exits: 0,
                 kills: 0,
                 statuses: Vec::new(),
+                kill_at: None,
+                grace_kills: 0,
             });
             own.insert(name, mine);
         }
