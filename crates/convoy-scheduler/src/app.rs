@@ -25,6 +25,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::options::{LeaderElectionFlags, LogFormat, LoggingFlags, ServingFlags};
 use convoy_api::{ApiInfo, Handle, Plugin, PluginArgsType, Registry};
 
 /// A scheduler binary: Convoy's in-tree plugins and any added here.
@@ -115,22 +117,27 @@ impl App {
 
 /// Convoy, a Kubernetes scheduler for GPU clusters.
 #[derive(Parser)]
-#[command(name = "convoy-scheduler", version, about)]
+#[command(
+    name = "convoy-scheduler",
+    // `convoy-scheduler 0.2.0 (commit 70a754a1b2c3)`: the commit is build.rs's.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("CONVOY_GIT_COMMIT"), ")"),
+    about
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,
     /// KubeSchedulerConfiguration file (kubescheduler.config.k8s.io/v1).
     #[arg(long, global = true)]
     config: Option<PathBuf>,
-    /// Log format.
-    #[arg(long, global = true, value_enum, default_value = "text")]
-    log_format: LogFormat,
+    #[command(flatten)]
+    logging: LoggingFlags,
     /// Kubeconfig for running against an API server (default: clientConnection.kubeconfig, else in-cluster).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Address of /metrics, /healthz and /readyz.
-    #[arg(long, default_value = "0.0.0.0:10251")]
-    http_addr: std::net::SocketAddr,
+    #[command(flatten)]
+    serving: ServingFlags,
+    #[command(flatten)]
+    leader_election: LeaderElectionFlags,
     /// Leader-election identity (default: hostname_pid).
     #[arg(long, env = "CONVOY_IDENTITY")]
     identity: Option<String>,
@@ -165,15 +172,13 @@ enum Output {
     Json,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
-
-fn init_logging(format: LogFormat, default_level: &str) {
+/// Sets up logging from the logging flags (`default_level`: the filter
+/// when neither `RUST_LOG` nor `-v` is given), then logs the deprecation
+/// line of `--log-format` if it was used.
+fn init_logging(flags: &LoggingFlags, default_level: &str) -> anyhow::Result<()> {
+    let (format, deprecation) = flags.format().map_err(anyhow::Error::msg)?;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(flags.filter(default_level)));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -183,6 +188,10 @@ fn init_logging(format: LogFormat, default_level: &str) {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
     }
+    if let Some(line) = deprecation {
+        tracing::warn!("{line}");
+    }
+    Ok(())
 }
 
 /// Writes `text` to standard output; a reader that went away (`simulate |
@@ -200,8 +209,9 @@ fn write_stdout(text: &str) -> anyhow::Result<()> {
 fn run(cli: Cli, registry: &Registry) -> anyhow::Result<()> {
     match cli.command {
         Some(Command::CheckConfig) => {
-            init_logging(cli.log_format, "warn");
-            let config = crate::load_config_with(cli.config.as_deref(), registry)?;
+            init_logging(&cli.logging, "warn")?;
+            let mut config = crate::load_config_with(cli.config.as_deref(), registry)?;
+            cli.leader_election.apply(&mut config.leader_election).map_err(anyhow::Error::msg)?;
             // Building the frameworks checks what the config alone cannot
             // (which extension points each plugin implements).
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -209,7 +219,7 @@ fn run(cli: Cli, registry: &Registry) -> anyhow::Result<()> {
             write_stdout(&format!("{}{pipeline}", config.summary()))
         }
         Some(Command::Simulate { cluster, output, log_decisions }) => {
-            init_logging(cli.log_format, if log_decisions { "info" } else { "warn" });
+            init_logging(&cli.logging, if log_decisions { "info" } else { "warn" })?;
             let config = crate::load_config_with(cli.config.as_deref(), registry)?;
             let objects = convoy_embedded::load_file_with(&cluster, registry.kinds())?;
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -227,12 +237,17 @@ fn run(cli: Cli, registry: &Registry) -> anyhow::Result<()> {
             }
         }
         None => {
-            init_logging(cli.log_format, "info");
-            let config = crate::load_config_with(cli.config.as_deref(), registry)?;
+            init_logging(&cli.logging, "info")?;
+            let (serving, deprecations) = cli.serving.resolve().map_err(anyhow::Error::msg)?;
+            for line in deprecations {
+                tracing::warn!("{line}");
+            }
+            let mut config = crate::load_config_with(cli.config.as_deref(), registry)?;
+            cli.leader_election.apply(&mut config.leader_election).map_err(anyhow::Error::msg)?;
             let opts = crate::serve::ServeOptions {
                 registry: registry.clone(),
                 kubeconfig: cli.kubeconfig,
-                http_addr: cli.http_addr,
+                serving,
                 identity: cli.identity.unwrap_or_else(crate::serve::default_identity),
                 streaming_lists: cli.streaming_lists,
             };
@@ -246,6 +261,29 @@ fn run(cli: Cli, registry: &Registry) -> anyhow::Result<()> {
                 crate::run::Exit::LostLease => anyhow::bail!("leaderelection lost"),
                 crate::run::Exit::WatchEnded => anyhow::bail!("the watches ended"),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod version_tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    #[test]
+    fn version_names_the_release_and_the_commit() {
+        for flag in ["--version", "-V"] {
+            let err = Cli::try_parse_from(["convoy-scheduler", flag]).err().expect("no version");
+            assert_eq!(err.kind(), clap::error::ErrorKind::DisplayVersion);
+            let shown = err.render().to_string();
+            let want = format!(
+                "convoy-scheduler {} (commit {})\n",
+                env!("CARGO_PKG_VERSION"),
+                env!("CONVOY_GIT_COMMIT")
+            );
+            assert_eq!(shown, want);
+            assert!(!env!("CONVOY_GIT_COMMIT").is_empty());
         }
     }
 }

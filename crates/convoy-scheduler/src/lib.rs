@@ -9,15 +9,19 @@
 //! - [`decision`]: how every decision is explained;
 //! - [`conflicts`]: other schedulers and kubelets that disagree with
 //!   Convoy's view of a node;
-//! - [`simulate`]: `convoy-scheduler simulate` on the embedded cluster.
+//! - [`simulate`]: `convoy-scheduler simulate` on the embedded cluster;
+//! - [`options`], [`http`], [`auth`], [`tls`]: kube-scheduler's flags, and
+//!   the metrics and health endpoints on its secure port.
 //!
 //! May depend on every Convoy crate; `main.rs` only parses flags.
 
 pub mod app;
+pub mod auth;
 pub mod conflicts;
 pub mod decision;
 pub mod http;
 pub mod metrics;
+pub mod options;
 mod preempt;
 mod preempt_group;
 pub mod run;
@@ -26,6 +30,7 @@ pub mod schedule_one;
 pub mod scheduler;
 pub mod serve;
 pub mod simulate;
+pub mod tls;
 
 use std::path::Path;
 

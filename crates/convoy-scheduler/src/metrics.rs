@@ -24,6 +24,9 @@
 //! | `convoy_node_resource_shortfalls_total` | `resource` | [`DecisionSink::record_shortfall`] |
 //! | `convoy_device_view_mismatches_total` | `resource` | [`DecisionSink::record_device_mismatch`] |
 //! | `convoy_preemption_chain_depth` | | [`DecisionSink::record_preemption`]: preemptions by a replacement of a pod preempted moments ago |
+//! | `leader_election_master_status` | `name` (the Lease) | [`Metrics::set_leader`], [`Metrics::follow_leader`] (client-go's name) |
+//! | `convoy_build_info` | `version`, `commit`, `rust_version` | [`Metrics::new`]: always 1 |
+//! | `process_*` ([`PROCESS_METRICS`]) | | [`ProcessCollector`]: `/proc/self`, read at scrape time |
 //!
 //! Recording is cheap: label sets hold `&'static str` and `Arc<str>`, so an
 //! observation allocates nothing once its series exists; the only locks are
@@ -44,14 +47,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use convoy_queue::{IncomingCount, PendingCounts, QueueKind};
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 use crate::decision::{Decision, DecisionSink, PreemptionDecision};
+
+mod process;
+
+pub use process::{PROCESS_METRICS, ProcessCollector};
+
+/// This build's version (the workspace's), as `convoy_build_info` and
+/// `--version` report it.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The commit this build was made from (12 hex digits, or `unknown`):
+/// build.rs's `CONVOY_GIT_COMMIT`.
+pub const GIT_COMMIT: &str = env!("CONVOY_GIT_COMMIT");
+/// The Rust compiler's version that built this binary (`1.95.0`).
+pub const RUST_VERSION: &str = env!("CONVOY_RUSTC_VERSION");
 
 /// The content type of [`Metrics::encode`]'s output.
 pub const OPENMETRICS_CONTENT_TYPE: &str =
@@ -122,6 +140,18 @@ struct ResourceLabels {
     resource: Arc<str>,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LeaseLabels {
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BuildLabels {
+    version: &'static str,
+    commit: &'static str,
+    rust_version: &'static str,
+}
+
 /// A histogram family whose buckets are fixed by a plain function.
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -130,6 +160,7 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 /// it as `Arc<Metrics>`; every method takes `&self`.
 pub struct Metrics {
     registry: Registry,
+    names: Vec<String>,
     schedule_attempts: Family<ResultLabels, Counter>,
     attempt_duration: HistogramFamily<ResultLabels>,
     group_attempts: Family<ResultLabels, Counter>,
@@ -149,6 +180,7 @@ pub struct Metrics {
     resource_shortfalls: Family<ResourceLabels, Counter>,
     chain_depth: Histogram,
     device_view_mismatches: Family<ResourceLabels, Counter>,
+    leader_status: Family<LeaseLabels, Gauge>,
     cycles: AtomicU64,
 }
 
@@ -169,7 +201,7 @@ impl Metrics {
     /// series exist from the start (at 0); the others appear when first
     /// recorded, as upstream.
     pub fn new() -> Self {
-        let mut registry = Registry::default();
+        let mut registry = Declare { registry: Registry::default(), names: Vec::new() };
 
         // Counters are registered without `_total`: the OpenMetrics encoder
         // appends it to the sample names.
@@ -315,8 +347,36 @@ impl Metrics {
             device_view_mismatches.clone(),
         );
 
+        let leader_status = Family::default();
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates \
+             backup, 1 indicates master. 'name' is the string used to identify the lease. Please \
+             make sure to group by name.",
+            leader_status.clone(),
+        );
+
+        let build_info: Family<BuildLabels, Gauge> = Family::default();
+        build_info
+            .get_or_create(&BuildLabels {
+                version: VERSION,
+                commit: GIT_COMMIT,
+                rust_version: RUST_VERSION,
+            })
+            .set(1);
+        registry.register(
+            "convoy_build_info",
+            "A metric with a constant '1' value labeled by the version Convoy was built from, \
+             its commit and the Rust version that built it",
+            build_info,
+        );
+
+        registry.register_collector(Box::new(ProcessCollector), &PROCESS_METRICS);
+
+        let Declare { registry, names } = registry;
         Self {
             registry,
+            names,
             schedule_attempts,
             attempt_duration,
             group_attempts,
@@ -336,6 +396,7 @@ impl Metrics {
             resource_shortfalls,
             chain_depth,
             device_view_mismatches,
+            leader_status,
             cycles: AtomicU64::new(0),
         }
     }
@@ -392,6 +453,32 @@ impl Metrics {
         let labels = AttemptsLabels { attempts: attempts_label(attempts) };
         self.sli_duration.get_or_create(&labels).observe(d.as_secs_f64());
         self.pod_attempts.observe(f64::from(attempts));
+    }
+
+    /// Sets `leader_election_master_status{name}`: 1 while this replica
+    /// holds the Lease `lease`, 0 otherwise (as client-go's elector).
+    pub fn set_leader(&self, lease: &str, leading: bool) {
+        let labels = LeaseLabels { name: lease.to_string() };
+        self.leader_status.get_or_create(&labels).set(i64::from(leading));
+    }
+
+    /// Keeps `leader_election_master_status{name=lease}` equal to the
+    /// elector's state in `leader` (true while the Lease is held), from 0
+    /// at the start (a standby exports 0) until the elector ends, then 0.
+    /// Spawn it beside the elector.
+    pub async fn follow_leader(
+        self: Arc<Self>,
+        lease: String,
+        mut leader: tokio::sync::watch::Receiver<bool>,
+    ) {
+        loop {
+            let leading = *leader.borrow_and_update();
+            self.set_leader(&lease, leading);
+            if leader.changed().await.is_err() {
+                break;
+            }
+        }
+        self.set_leader(&lease, false);
     }
 
     /// Counts one pod status write (an Event or a PodScheduled condition)
@@ -459,6 +546,15 @@ impl Metrics {
                 .inner()
                 .fetch_max(c.count, Ordering::Relaxed);
         }
+    }
+
+    /// The sample name of every metric declared here, counters with the
+    /// `_total` their samples carry: what docs/operating.md's table lists.
+    /// A family appears in [`encode`](Self::encode)'s output only once it
+    /// has a series; these are all of them. Metrics registered through
+    /// [`registry_mut`](Self::registry_mut) are not included.
+    pub fn names(&self) -> &[String] {
+        &self.names
     }
 
     /// The registry, to encode it another way.
@@ -554,6 +650,30 @@ impl convoy_framework::FrameworkMetrics for Metrics {
     }
 }
 
+/// The registry while [`Metrics::new`] declares metrics, keeping each one's
+/// sample name for [`Metrics::names`].
+struct Declare {
+    registry: Registry,
+    names: Vec<String>,
+}
+
+impl Declare {
+    fn register(&mut self, name: &str, help: &str, metric: impl Metric) {
+        let suffix = match metric.metric_type() {
+            MetricType::Counter => "_total",
+            MetricType::Info => "_info",
+            _ => "",
+        };
+        self.names.push(format!("{name}{suffix}"));
+        self.registry.register(name, help, metric);
+    }
+
+    fn register_collector(&mut self, collector: Box<dyn Collector>, names: &[&str]) {
+        self.names.extend(names.iter().map(|n| n.to_string()));
+        self.registry.register_collector(collector);
+    }
+}
+
 /// `start × factor^i` for `i` in `0..n`, as upstream's `ExponentialBuckets`,
 /// rounded to 12 significant digits so the `le` labels read `0.0000225`
 /// rather than `0.000022500000000000005`.
@@ -567,187 +687,4 @@ fn attempts_label(attempts: u32) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use convoy_queue::IncomingEvent;
-
-    use super::*;
-
-    fn incoming(m: &Metrics, queue: QueueKind, event: IncomingEvent) -> u64 {
-        let labels = IncomingLabels { queue: queue.as_str(), event: event.label() };
-        m.queue_incoming.get(&labels).map_or(0, |c| c.get())
-    }
-
-    fn count(queue: QueueKind, event: IncomingEvent, count: u64) -> IncomingCount {
-        IncomingCount { queue, event, count }
-    }
-
-    #[test]
-    fn sync_queue_adds_only_the_difference() {
-        let m = Metrics::new();
-        let (a, b) = (QueueKind::Active, QueueKind::Backoff);
-        let add = IncomingEvent::PodAdd;
-        let fail = IncomingEvent::ScheduleAttemptFailure;
-
-        m.sync_queue(PendingCounts::default(), &[count(a, add, 3)]);
-        assert_eq!(incoming(&m, a, add), 3);
-
-        // Cumulative 3 -> 5: the series moves by 2, to 5.
-        m.sync_queue(PendingCounts::default(), &[count(a, add, 5), count(b, fail, 1)]);
-        assert_eq!(incoming(&m, a, add), 5);
-        assert_eq!(incoming(&m, b, fail), 1);
-
-        // Unchanged counts add nothing; a series missing from a sync keeps
-        // its value.
-        m.sync_queue(PendingCounts::default(), &[count(a, add, 5)]);
-        m.sync_queue(PendingCounts::default(), &[]);
-        assert_eq!(incoming(&m, a, add), 5);
-        assert_eq!(incoming(&m, b, fail), 1);
-
-        // Same event, other queue: its own series.
-        m.sync_queue(PendingCounts::default(), &[count(b, add, 7)]);
-        assert_eq!(incoming(&m, a, add), 5);
-        assert_eq!(incoming(&m, b, add), 7);
-    }
-
-    #[test]
-    fn sync_queue_never_moves_a_counter_back() {
-        let m = Metrics::new();
-        let (q, e) = (QueueKind::Unschedulable, IncomingEvent::BackoffComplete);
-        m.sync_queue(PendingCounts::default(), &[count(q, e, 10)]);
-        m.sync_queue(PendingCounts::default(), &[count(q, e, 4)]);
-        assert_eq!(incoming(&m, q, e), 10);
-        m.sync_queue(PendingCounts::default(), &[count(q, e, 12)]);
-        assert_eq!(incoming(&m, q, e), 12);
-    }
-
-    #[test]
-    fn concurrent_syncs_do_not_double_count() {
-        let m = Metrics::new();
-        let (q, e) = (QueueKind::Active, IncomingEvent::PodAdd);
-        std::thread::scope(|s| {
-            for t in 0..4u64 {
-                let m = &m;
-                s.spawn(move || {
-                    for i in 0..1000u64 {
-                        m.sync_queue(PendingCounts::default(), &[count(q, e, i * 4 + t)]);
-                    }
-                });
-            }
-        });
-        assert_eq!(incoming(&m, q, e), 3999);
-    }
-
-    #[test]
-    fn sync_queue_sets_the_pending_gauges() {
-        let m = Metrics::new();
-        let pending = PendingCounts { active: 4, backoff: 3, unschedulable: 2, gated: 1 };
-        m.sync_queue(pending, &[]);
-        m.sync_queue(PendingCounts { active: 1, ..pending }, &[]);
-        let get =
-            |q: QueueKind| m.pending_pods.get(&QueueLabels { queue: q.as_str() }).unwrap().get();
-        assert_eq!(
-            [QueueKind::Active, QueueKind::Backoff, QueueKind::Unschedulable, QueueKind::Gated]
-                .map(get),
-            [1, 3, 2, 1]
-        );
-    }
-
-    #[test]
-    fn incoming_counter_is_exported_with_total_suffix_and_upstream_event_label() {
-        let m = Metrics::new();
-        m.sync_queue(
-            PendingCounts::default(),
-            &[count(QueueKind::Active, IncomingEvent::PodUpdate, 2)],
-        );
-        let text = m.encode();
-        assert!(
-            text.contains(
-                "scheduler_queue_incoming_pods_total{queue=\"active\",event=\"UnscheduledPodUpdate\"} 2\n"
-            ),
-            "{text}"
-        );
-        assert!(text.ends_with("# EOF\n"));
-    }
-
-    #[test]
-    fn status_writes_dropped_follows_the_writers_count() {
-        let m = Metrics::new();
-        m.sync_status_writes_dropped(3);
-        m.sync_status_writes_dropped(2);
-        m.status_write_dropped();
-        assert_eq!(m.status_writes_dropped.get(), 4);
-        m.sync_status_writes_dropped(9);
-        assert!(m.encode().contains("\nconvoy_status_writes_dropped_total 9\n"));
-    }
-
-    #[test]
-    fn attempts_label_is_capped_as_upstream() {
-        assert_eq!(attempts_label(1), "1");
-        assert_eq!(attempts_label(14), "14");
-        assert_eq!(attempts_label(15), "15+");
-        assert_eq!(attempts_label(u32::MAX), "15+");
-    }
-
-    #[test]
-    fn about_one_cycle_in_ten_is_sampled() {
-        let m = Metrics::new();
-        let sampled = (0..10_000).filter(|_| m.sample_plugin_metrics()).count();
-        assert!((950..=1050).contains(&sampled), "{sampled}");
-        // Evenly spread: every window of 100 cycles has some.
-        let m = Metrics::new();
-        let flags: Vec<bool> = (0..10_000).map(|_| m.sample_plugin_metrics()).collect();
-        assert!(flags.chunks(100).all(|w| (5..=15).contains(&w.iter().filter(|&&b| b).count())));
-    }
-
-    #[test]
-    fn histogram_buckets_are_upstream() {
-        let m = Metrics::new();
-        let p: Arc<str> = Arc::from("convoy-scheduler");
-        m.observe_extension_point("Filter", "Success", &p, Duration::from_micros(150));
-        m.observe_plugin("NodeResourcesFit", "Filter", "Success", Duration::from_micros(3));
-        m.observe_sli(2, Duration::from_millis(30));
-        let text = m.encode();
-        for line in [
-            "scheduler_framework_extension_point_duration_seconds_bucket{le=\"0.0002\",extension_point=\"Filter\",status=\"Success\",profile=\"convoy-scheduler\"} 1\n",
-            "scheduler_framework_extension_point_duration_seconds_bucket{le=\"0.0001\",extension_point=\"Filter\",status=\"Success\",profile=\"convoy-scheduler\"} 0\n",
-            "scheduler_plugin_execution_duration_seconds_bucket{le=\"0.00001\",plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1\n",
-            "scheduler_plugin_execution_duration_seconds_bucket{le=\"0.000015\",plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1\n",
-            "scheduler_plugin_execution_duration_seconds_bucket{le=\"0.0000225\",plugin=\"NodeResourcesFit\",extension_point=\"Filter\",status=\"Success\"} 1\n",
-            "scheduler_pod_scheduling_sli_duration_seconds_bucket{le=\"0.04\",attempts=\"2\"} 1\n",
-            "scheduler_pod_scheduling_sli_duration_seconds_bucket{le=\"0.02\",attempts=\"2\"} 0\n",
-            "scheduler_pod_scheduling_attempts_bucket{le=\"2.0\"} 1\n",
-        ] {
-            assert!(text.contains(line), "missing {line:?} in\n{text}");
-        }
-        // Bucket counts: 12 + 1, 20 + 1, 20 + 1 (`+Inf`).
-        let buckets = |name: &str| text.lines().filter(|l| l.starts_with(name)).count();
-        assert_eq!(buckets("scheduler_framework_extension_point_duration_seconds_bucket"), 13);
-        assert_eq!(buckets("scheduler_plugin_execution_duration_seconds_bucket"), 21);
-        assert_eq!(buckets("scheduler_pod_scheduling_sli_duration_seconds_bucket"), 21);
-    }
-
-    #[test]
-    fn dra_counters_follow_the_plugins_counts() {
-        use convoy_api::objects::DraStats;
-        let m = Metrics::new();
-        let stats = DraStats::default();
-        m.sync_dra(&stats);
-        assert!(!m.encode().contains("convoy_dra_allocation_attempts_total{"), "no series yet");
-        DraStats::inc(&stats.allocations_found);
-        DraStats::inc(&stats.allocations_found);
-        DraStats::inc(&stats.allocations_not_found);
-        DraStats::inc(&stats.claims_allocated);
-        m.sync_dra(&stats);
-        m.sync_dra(&stats);
-        let text = m.encode();
-        assert!(
-            text.contains("convoy_dra_allocation_attempts_total{result=\"allocated\"} 2"),
-            "{text}"
-        );
-        assert!(
-            text.contains("convoy_dra_allocation_attempts_total{result=\"unschedulable\"} 1"),
-            "{text}"
-        );
-        assert!(text.contains("convoy_dra_claim_writes_total{write=\"allocate\"} 1"), "{text}");
-    }
-}
+mod tests;

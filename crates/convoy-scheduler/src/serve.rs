@@ -3,7 +3,8 @@
 //!
 //! Start-up: connect (with the configured client rate limits), start the
 //! status writer (Events and pod conditions, off the hot path), the HTTP
-//! endpoints (`/metrics`, `/healthz`, `/readyz`), leader election, and the
+//! endpoints (`/metrics`, `/healthz`, `/readyz`, on the secure port and the
+//! deprecated plain one), leader election, and the
 //! watches. The cache fills from the watches while the replica waits for the
 //! lease; it schedules only while it is the leader and the initial lists are
 //! synced (the initial lists include the PodGroups of each API the server
@@ -13,7 +14,6 @@
 //! taking pods, lets in-flight bindings finish (bounded by a grace period),
 //! flushes Events and releases the lease.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +45,15 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 pub const LOST_LEASE_FLUSH: Duration = Duration::from_secs(1);
 /// Bindings in flight at once.
 pub const MAX_BINDS_IN_FLIGHT: usize = 256;
+/// How long an encoded `/metrics` body is reused: scrapers, however many,
+/// take the queue's lock at most once per second.
+pub const METRICS_REUSE: Duration = Duration::from_secs(1);
+/// The TokenReview and SubjectAccessReview clients' rate limits
+/// (upstream's delegating authentication and authorization: 200 qps, 400
+/// burst).
+pub const REVIEW_QPS: f32 = 200.0;
+/// See [`REVIEW_QPS`].
+pub const REVIEW_BURST: u32 = 400;
 
 /// What `serve` needs besides the configuration.
 #[derive(Debug, Clone)]
@@ -54,8 +63,8 @@ pub struct ServeOptions {
     pub registry: convoy_api::Registry,
     /// Kubeconfig file; `None`: `clientConnection.kubeconfig`, else in-cluster.
     pub kubeconfig: Option<PathBuf>,
-    /// Address of `/metrics`, `/healthz`, `/readyz`.
-    pub http_addr: SocketAddr,
+    /// Where `/metrics`, `/healthz`, `/livez`, `/readyz` are served.
+    pub serving: crate::options::Serving,
     /// Leader-election identity (default: hostname and pid).
     pub identity: String,
     /// Use streaming lists (WatchList) for the initial lists.
@@ -142,6 +151,11 @@ fn member_changed(update: &ClusterUpdate, profiles: &[String]) -> Option<convoy_
 
 /// Runs Convoy against an API server until SIGTERM or a lost lease.
 pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Result<Exit> {
+    // A bad certificate is a bad flag: refused before anything connects.
+    let tls = match &opts.serving.secure {
+        Some(secure) => Some(crate::tls::load(&secure.cert)?),
+        None => None,
+    };
     let cc = &config.client_connection;
     let kubeconfig = opts
         .kubeconfig
@@ -194,23 +208,16 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         let s = scheduler.clone();
         let m = metrics.clone();
         let w = status.clone();
-        Arc::new(move || {
+        move || {
             m.sync_queue(s.queue().pending_counts(), &s.queue().incoming());
             m.sync_status_writes_dropped(w.dropped());
             m.sync_dra(s.dra_stats());
-        })
+        }
     };
-    let (http_addr, _http) = crate::http::start(
-        opts.http_addr,
-        crate::http::HttpState {
-            metrics: metrics.clone(),
-            ready: scheduler.synced().clone(),
-            refresh,
-        },
-    )
-    .await
-    .with_context(|| format!("serving HTTP on {}", opts.http_addr))?;
-    tracing::info!(%http_addr, "serving /metrics, /healthz, /readyz");
+    let state = crate::http::HttpState::new(metrics.clone(), scheduler.synced().clone())
+        .with_refresh(refresh)
+        .reusing_metrics_for(METRICS_REUSE);
+    let _servers = start_http(&opts.serving, tls, state, kubeconfig.as_deref()).await?;
 
     // Without leader election this replica always leads: the sender lives
     // until `serve` returns, so the receiver never reports a lost lease.
@@ -227,6 +234,8 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
                 retry_period: le.retry_period,
             },
         )?;
+        // leader_election_master_status{name=<the Lease>}, as client-go's.
+        tokio::spawn(metrics.clone().follow_leader(le.resource_name.clone(), rx.clone()));
         (rx, Some(handle))
     } else {
         (always_leader_rx, None)
@@ -301,6 +310,77 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
         lease.release().await;
     }
     Ok(exit)
+}
+
+/// Starts the servers `serving` asks for: the plain one of the deprecated
+/// `--http-addr`, and the secure port with its certificate (`tls`, from
+/// [`crate::tls::load`], or loaded here) and its TokenReview and
+/// SubjectAccessReview clients (their kubeconfigs, else
+/// `kubeconfig`, the scheduler's own). Returns the servers' tasks: they
+/// serve until aborted or until the runtime ends.
+pub async fn start_http(
+    serving: &crate::options::Serving,
+    tls: Option<(crate::tls::Pair, String)>,
+    state: crate::http::HttpState,
+    kubeconfig: Option<&std::path::Path>,
+) -> anyhow::Result<Vec<tokio::task::JoinHandle<()>>> {
+    let mut tasks = Vec::new();
+    if let Some(addr) = serving.plain {
+        let (_, task) = crate::http::start(addr, state.clone())
+            .await
+            .with_context(|| format!("--http-addr {addr}: serving HTTP"))?;
+        tasks.push(task);
+    }
+    if let Some(secure) = &serving.secure {
+        let (pair, from) = match tls {
+            Some(loaded) => loaded,
+            None => crate::tls::load(&secure.cert)?,
+        };
+        let tls = crate::tls::server_config(pair)?;
+        let reviewer = crate::auth::ApiReviewer {
+            authentication: review_client(
+                "--authentication-kubeconfig",
+                secure.authentication_kubeconfig.as_deref(),
+                kubeconfig,
+            )
+            .await?,
+            authorization: review_client(
+                "--authorization-kubeconfig",
+                secure.authorization_kubeconfig.as_deref(),
+                kubeconfig,
+            )
+            .await?,
+        };
+        let gate = Arc::new(crate::auth::Gate::new(reviewer, secure.always_allow_paths.clone()));
+        let (bound, task) =
+            crate::http::start_secure(secure.addr, state, tls, gate).await.with_context(|| {
+                format!("--bind-address and --secure-port {}: serving HTTPS", secure.addr)
+            })?;
+        tracing::info!(addr = %bound, certificate = %from, always_allowed = ?secure.always_allow_paths,
+            "secure port: bearer tokens reviewed by the API server (TokenReview, SubjectAccessReview)");
+        tasks.push(task);
+    }
+    if tasks.is_empty() {
+        tracing::warn!(
+            "--secure-port=0 and no --http-addr: /metrics, /healthz, /readyz are not served"
+        );
+    }
+    Ok(tasks)
+}
+
+/// A client of its own for reviews: `own`'s kubeconfig (the file of
+/// `flag`), else the scheduler's.
+async fn review_client(
+    flag: &str,
+    own: Option<&std::path::Path>,
+    scheduler: Option<&std::path::Path>,
+) -> anyhow::Result<kube::Client> {
+    convoy_adapters::connect(own.or(scheduler), REVIEW_QPS, REVIEW_BURST).await.with_context(|| {
+        match own {
+            Some(p) => format!("{flag} {}", p.display()),
+            None => format!("connecting to the API server for reviews ({flag} not given)"),
+        }
+    })
 }
 
 async fn shutdown_signal() {

@@ -111,7 +111,7 @@ fn chart_lints_and_renders_a_hardened_deployment_with_its_config() -> Result<()>
         c["securityContext"]
     );
     ensure!(
-        c["image"] == "ghcr.io/convoy-scheduler/convoy-scheduler:0.1.0",
+        c["image"] == "ghcr.io/convoy-scheduler/convoy-scheduler:0.2.0",
         "image {}",
         c["image"]
     );
@@ -120,24 +120,27 @@ fn chart_lints_and_renders_a_hardened_deployment_with_its_config() -> Result<()>
     ensure!(
         args == [
             "--config=/etc/convoy/config.yaml",
-            "--log-format=json",
-            "--http-addr=0.0.0.0:10251"
+            "--logging-format=json",
+            "--bind-address=0.0.0.0",
+            "--secure-port=10259"
         ],
         "args {args:?}"
     );
     ensure!(
-        c["ports"] == json!([{"name": "http", "containerPort": 10251, "protocol": "TCP"}]),
+        c["ports"] == json!([{"name": "https", "containerPort": 10259, "protocol": "TCP"}]),
         "ports {}",
         c["ports"]
     );
-    // The binary's routes (src/http.rs), on the port named http.
+    // The binary's routes (src/http.rs), on the secure port, named https.
     ensure!(
-        c["livenessProbe"]["httpGet"] == json!({"path": "/healthz", "port": "http"}),
+        c["livenessProbe"]["httpGet"]
+            == json!({"path": "/healthz", "port": "https", "scheme": "HTTPS"}),
         "{}",
         c["livenessProbe"]
     );
     ensure!(
-        c["readinessProbe"]["httpGet"] == json!({"path": "/readyz", "port": "http"}),
+        c["readinessProbe"]["httpGet"]
+            == json!({"path": "/readyz", "port": "https", "scheme": "HTTPS"}),
         "{}",
         c["readinessProbe"]
     );
@@ -169,7 +172,7 @@ fn chart_lints_and_renders_a_hardened_deployment_with_its_config() -> Result<()>
     ensure!(
         svc["spec"]["selector"] == *selector
             && svc["spec"]["ports"]
-                == json!([{"name": "http-metrics", "port": 10251, "targetPort": "http", "protocol": "TCP"}]),
+                == json!([{"name": "https", "port": 10259, "targetPort": "https", "protocol": "TCP"}]),
         "metrics Service {}",
         svc["spec"]
     );
@@ -238,7 +241,7 @@ rbac:
         "{c}"
     );
     ensure!(
-        c["args"][1] == "--log-format=text" && c["args"][2] == "--http-addr=0.0.0.0:9090",
+        c["args"][1] == "--logging-format=text" && c["args"][3] == "--secure-port=9090",
         "{}",
         c["args"]
     );
