@@ -21,3 +21,20 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "convoy.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
+
+{{/* The leader-election Lease, in the release namespace: the release name
+(the lease Role grants that name only). */}}
+{{- define "convoy.leaseName" -}}
+{{ include "convoy.fullname" . }}
+{{- end -}}
+
+{{/* PromQL label matchers selecting the scheduler's series: those the
+ServiceMonitor scrapes (job = the release name, namespace = the release's),
+or prometheusRule.selector. */}}
+{{- define "convoy.promSelector" -}}
+{{- if .Values.prometheusRule.selector -}}
+{{ .Values.prometheusRule.selector }}
+{{- else -}}
+job="{{ include "convoy.fullname" . }}",namespace="{{ .Release.Namespace }}"
+{{- end -}}
+{{- end -}}
