@@ -20,4 +20,8 @@ fi
 for tool in flock sha256sum setpriv; do
   command -v "$tool" >/dev/null || { echo "$tool not found (Debian: apt-get install util-linux coreutils)" >&2; fail=1; }
 done
+# The docs' commands use jq and yq; the test that runs them (e2e_docs) needs both.
+for tool in jq yq; do
+  command -v "$tool" >/dev/null || { echo "$tool not found: the docs' commands use it (Debian: apt-get install $tool)" >&2; fail=1; }
+done
 exit $fail
