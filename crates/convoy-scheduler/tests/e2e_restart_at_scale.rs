@@ -14,7 +14,8 @@
 //! Both sides run with the same lease (15 s / 10 s / 2 s, kube-scheduler's
 //! and the chart's defaults), the same client budget (qps 5000, burst 5000)
 //! and their default plugin sets. `make bench-restart`; the figures are in
-//! docs/reliability.md and docs/benchmarks.md.
+//! docs/reliability.md. `CONVOY_SCALE_ARGS` adds flags to Convoy's command
+//! line (e.g. `--streaming-lists`).
 
 mod common;
 
@@ -84,7 +85,10 @@ impl Replica {
                      kind: KubeSchedulerConfiguration\n\
                      clientConnection:\n  qps: 5000\n  burst: 5000\n{election}"
                 );
-                Replica::Convoy(Scheduler::start_with_config(&cp.env, name, &yaml)?)
+                // Extra flags to compare list strategies (`--streaming-lists`).
+                let extra = std::env::var("CONVOY_SCALE_ARGS").unwrap_or_default();
+                let args: Vec<&str> = extra.split_whitespace().collect();
+                Replica::Convoy(Scheduler::start_with_options(&cp.env, name, &yaml, &args, "info")?)
             }
             Side::KubeScheduler => {
                 let path = cp.env.dir().join(format!("{name}.yaml"));
