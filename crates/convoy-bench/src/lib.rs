@@ -46,6 +46,8 @@
 //!    - [`gpu_compare`]: `convoy-bench gpu`, the GPU benchmark with several
 //!      schedulers and profiles;
 //!    - [`report`]: the static HTML trend report of a results directory;
+//!    - [`plot`]: static SVG bar charts (the docs' plots), from small data
+//!      files or from result files;
 //!    - [`history`]: the per-release benchmark history kept in the
 //!      repository, its trend report and its regression check;
 //!    - [`table`]: console table layout;
@@ -71,6 +73,7 @@
 //! gpu_compare -> any config dataitems gpu labels measure plan report run table targets
 //! benchmark   -> config labels run targets
 //! history     -> config dataitems report
+//! plot        -> config report
 //! ```
 //!
 //! May depend on the scheduler's library (`convoy-scheduler`) and the
@@ -94,6 +97,7 @@ pub mod labels;
 pub mod measure;
 pub mod objects;
 pub mod plan;
+pub mod plot;
 pub mod progress;
 pub mod report;
 pub mod run;

@@ -93,6 +93,21 @@ enum Command {
         /// The HTML file to write.
         #[arg(long, default_value = "report.html")]
         out: PathBuf,
+        /// Also writes SVG bar charts of the results (or of the history)
+        /// into this directory: throughput-by-nodes.svg (embedded target)
+        /// and throughput-by-scheduler.svg (comparisons).
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+    /// Draws the SVG bar chart of every data file (`<name>.json`) of a
+    /// directory into `<name>.svg` (the docs' plots, docs/benchmarks.md).
+    Plot {
+        /// The directory of data files.
+        #[arg(long, default_value = "benches/plots")]
+        data: PathBuf,
+        /// The directory to write the SVG files to.
+        #[arg(long, default_value = "docs/img")]
+        out: PathBuf,
     },
     /// The instruction-count regression gate (see scripts/bench-gate.sh).
     #[command(subcommand)]
@@ -287,6 +302,27 @@ fn history(cmd: HistoryCommand) -> ExitCode {
     }
 }
 
+/// `report --svg DIR`: the SVG charts of the results directory (or of the
+/// history's releases) written into `dir`.
+fn report_svg(
+    results: &std::path::Path,
+    history: Option<&std::path::Path>,
+    dir: &std::path::Path,
+) -> Result<(), String> {
+    let files = match history {
+        Some(h) => convoy_bench::history::load(h)?,
+        None => convoy_bench::report::load_results(results)?,
+    };
+    let charts = convoy_bench::plot::results_charts(&files);
+    if charts.is_empty() {
+        return Err("no SchedulingThroughput to chart".to_string());
+    }
+    for f in convoy_bench::plot::write_charts(&charts, dir)? {
+        println!("{}", f.display());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -299,11 +335,15 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Run(args) => run(args),
         Command::Compare(args) => compare(args),
-        Command::Report { results, history, out } => {
+        Command::Report { results, history, out, svg } => {
             let written = match &history {
                 Some(dir) => convoy_bench::history::report(dir, &out),
                 None => convoy_bench::report::write_report(&results, &out),
             };
+            let written = written.and_then(|n| match &svg {
+                Some(dir) => report_svg(&results, history.as_deref(), dir).map(|()| n),
+                None => Ok(n),
+            });
             match written {
                 Ok(n) => {
                     let what = if history.is_some() { "releases" } else { "result files" };
@@ -316,6 +356,18 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::Plot { data, out } => match convoy_bench::plot::write_data_dir(&data, &out) {
+            Ok(files) => {
+                for f in files {
+                    println!("{}", f.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Gate(cmd) => gate(cmd),
         Command::History(cmd) => history(cmd),
         Command::Gpu(args) => convoy_bench::gpu_compare::main(args),
