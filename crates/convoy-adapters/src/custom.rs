@@ -15,7 +15,6 @@ use futures::stream::{BoxStream, StreamExt};
 use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject, ObjectMeta, TypeMeta};
 use kube::core::DynamicResourceScope;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::discovery::DiscoveryHandle;
@@ -92,8 +91,7 @@ fn custom_watch(
         obj.types = Some(types.clone());
         CustomResource { api, obj }
     };
-    watcher::watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg.clone())
-        .backoff(crate::backoff::watch_backoff())
+    crate::initial_list::watch(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg)
         .map(move |event| {
             event.map(|e| match e {
                 Event::Init => Event::Init,

@@ -34,6 +34,7 @@ pub mod error;
 pub mod events;
 pub mod fence;
 pub mod group_status;
+mod initial_list;
 pub mod leader;
 pub mod objects;
 pub mod pod_groups;

@@ -34,7 +34,6 @@ use k8s_openapi::api::resource::v1::{DeviceClass, DeviceTaintRule, ResourceClaim
 use k8s_openapi::api::scheduling::v1::PriorityClass;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher;
 
 use crate::discovery::DiscoveryHandle;
@@ -170,8 +169,7 @@ macro_rules! object_kinds {
         }
     };
     (@stream $client:ident, $cfg:ident, $discovery:ident, $variant:ident, $ty:ty, core) => {
-        watcher::watcher(Api::<$ty>::all($client.clone()), $cfg.clone())
-            .backoff(crate::backoff::watch_backoff())
+        crate::initial_list::watch(Api::<$ty>::all($client.clone()), &$cfg)
             .map(|e| ObjectEvent::$variant(KindItem::Event(e)))
             .boxed()
     };

@@ -26,7 +26,6 @@ use convoy_api::apis::ApiInfo;
 use convoy_api::{ClusterUpdate, GroupKey, PodGroup, PodGroupApi};
 use futures::stream::{BoxStream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::discovery::DiscoveryHandle;
@@ -116,8 +115,7 @@ fn group_watch(
 ) -> BoxStream<'static, watcher::Result<Event<DynamicObject>>> {
     let ar = crate::versioned::api_resource(api, version);
     let types = TypeMeta { api_version: ar.api_version.clone(), kind: ar.kind.clone() };
-    watcher::watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg.clone())
-        .backoff(crate::backoff::watch_backoff())
+    crate::initial_list::watch(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg)
         .map(move |mut event| {
             if let Ok(Event::Apply(o) | Event::InitApply(o) | Event::Delete(o)) = &mut event {
                 o.types = Some(types.clone());

@@ -20,7 +20,6 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Resource;
 use kube::api::{Api, ObjectMeta};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::Deserialize;
 
@@ -87,17 +86,14 @@ type PodWatch = BoxStream<'static, watcher::Result<Event<Pod>>>;
 
 fn watch(client: &kube::Client, cfg: &watcher::Config, older_fields: bool) -> PodWatch {
     if !older_fields {
-        return watcher::watcher(Api::<Pod>::all(client.clone()), cfg.clone())
-            .backoff(crate::backoff::watch_backoff())
-            .boxed();
+        return crate::initial_list::watch(Api::<Pod>::all(client.clone()), cfg);
     }
     tracing::warn!(
         "this API server serves Kubernetes 1.35's alpha Workload API (scheduling.k8s.io/v1alpha1): \
          pods that set spec.workloadRef are refused by name (this scheduler does not read it; \
          use scheduler-plugins' PodGroups for gangs)"
     );
-    watcher::watcher(Api::<PodReadingOlderFields>::all(client.clone()), cfg.clone())
-        .backoff(crate::backoff::watch_backoff())
+    crate::initial_list::watch(Api::<PodReadingOlderFields>::all(client.clone()), cfg)
         .map(|event| {
             event.map(|e| match e {
                 Event::Init => Event::Init,

@@ -19,7 +19,6 @@ use convoy_api::apis::{ApiInfo, Serving};
 use futures::stream::{self, BoxStream, StreamExt};
 use kube::Resource;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::discovery::DiscoveryHandle;
@@ -168,13 +167,10 @@ where
     K: Watched + Resource<DynamicType = ()> + serde::de::DeserializeOwned,
 {
     if K::group(&()) == api.group && K::version(&()) == version {
-        return watcher::watcher(Api::<K>::all(client.clone()), cfg.clone())
-            .backoff(crate::backoff::watch_backoff())
-            .boxed();
+        return crate::initial_list::watch(Api::<K>::all(client.clone()), cfg);
     }
     let ar = api_resource(api, version);
-    watcher::watcher(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg.clone())
-        .backoff(crate::backoff::watch_backoff())
+    crate::initial_list::watch(Api::<DynamicObject>::all_with(client.clone(), &ar), cfg)
         .filter_map(move |event| {
             futures::future::ready(match event {
                 Err(e) => Some(Err(e)),

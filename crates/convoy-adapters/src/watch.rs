@@ -40,7 +40,6 @@ use futures::stream::{self, BoxStream, Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Resource;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::custom::{CustomResource, custom_stream};
@@ -119,9 +118,7 @@ pub fn cluster_updates_reporting(
     reporter: Option<StatusWriter>,
 ) -> impl Stream<Item = ClusterUpdate> + Send + 'static {
     let cfg = opts.watcher_config();
-    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), cfg.clone())
-        .backoff(crate::backoff::watch_backoff())
-        .boxed();
+    let nodes = crate::initial_list::watch(Api::<Node>::all(client.clone()), &cfg);
     let later = Later {
         client,
         cfg,

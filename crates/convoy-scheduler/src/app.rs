@@ -141,8 +141,17 @@ struct Cli {
     /// Leader-election identity (default: hostname_pid).
     #[arg(long, env = "CONVOY_IDENTITY")]
     identity: Option<String>,
-    /// Use streaming lists (WatchList, `sendInitialEvents`) for the initial lists.
-    #[arg(long)]
+    /// Initial lists through streaming lists (WatchList, `sendInitialEvents`):
+    /// on by default; a server with the `WatchList` feature off is listed
+    /// and watched instead. `--streaming-lists=false` always lists.
+    #[arg(
+        long,
+        default_value_t = true,
+        action = clap::ArgAction::Set,
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_name = "BOOL"
+    )]
     streaming_lists: bool,
 }
 
@@ -285,5 +294,26 @@ mod version_tests {
             assert_eq!(shown, want);
             assert!(!env!("CONVOY_GIT_COMMIT").is_empty());
         }
+    }
+}
+
+#[cfg(test)]
+mod flag_tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    fn streaming(args: &[&str]) -> bool {
+        let mut argv = vec!["convoy-scheduler"];
+        argv.extend_from_slice(args);
+        Cli::try_parse_from(argv).expect("flags parse").streaming_lists
+    }
+
+    #[test]
+    fn streaming_lists_are_on_unless_turned_off() {
+        assert!(streaming(&[]));
+        assert!(streaming(&["--streaming-lists"]));
+        assert!(streaming(&["--streaming-lists=true"]));
+        assert!(!streaming(&["--streaming-lists=false"]));
     }
 }

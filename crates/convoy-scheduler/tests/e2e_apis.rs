@@ -186,3 +186,24 @@ async fn dra_claims_through_v1beta2() -> Result<()> {
     ensure!(failed_watches(&sched).is_empty(), "failed watches: {:?}", failed_watches(&sched));
     Ok(())
 }
+
+/// The `WatchList` feature off (`--feature-gates=WatchList=false`): the
+/// server refuses streaming lists (`sendInitialEvents`), which Convoy uses
+/// by default. Each watch falls back to LIST and WATCH with a warning;
+/// Convoy becomes ready and binds. With no fallback it retried the refused
+/// watch forever and never became ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_and_binding_without_streaming_lists() -> Result<()> {
+    let (cp, sched) = start(&["--feature-gates=WatchList=false"]).await?;
+    let ns = "no-watch-list";
+    cp.namespace(ns).await?;
+    plain_pod_binds(&cp, &sched, ns).await?;
+    // Once per watch (nodes, pods, each object kind), not once per retry.
+    let fallbacks = sched.count("refuses streaming lists");
+    ensure!(
+        (2..40).contains(&fallbacks),
+        "{fallbacks} fallbacks to LIST and WATCH reported (one per watch expected){}",
+        sched.tail()
+    );
+    Ok(())
+}
