@@ -1,5 +1,7 @@
 //! The configurations the repository ships load: every KubeSchedulerConfiguration under
-//! `config/`, and the one the Helm chart renders with its default values.
+//! `config/`. The one the Helm chart renders is checked with helm itself and
+//! `convoy-scheduler check-config` (`crates/convoy-scheduler/tests/chart.rs`,
+//! `chart_values.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -45,70 +47,4 @@ fn shipped_configurations_load() {
         loaded.push(name);
     }
     assert!(!loaded.is_empty(), "no KubeSchedulerConfiguration under config/");
-
-    let chart = render_chart_config();
-    parse_str(&chart, "charts/convoy (default values)", &known())
-        .unwrap_or_else(|e| panic!("{e}\n--- rendered:\n{chart}"));
-}
-
-/// The chart's `config.yaml` rendered with its default values, for the few template
-/// constructs the ConfigMap uses; any other construct fails the test (extend this then).
-fn render_chart_config() -> String {
-    let chart = repository().join("charts/convoy");
-    let values: serde_json::Value =
-        serde_saphyr::from_str(&std::fs::read_to_string(chart.join("values.yaml")).unwrap())
-            .unwrap();
-    let value = |path: &str| -> &serde_json::Value {
-        path.trim_start_matches(".Values.")
-            .split('.')
-            .fold(&values, |v, key| v.get(key).unwrap_or_else(|| panic!("no value {path}")))
-    };
-    let template = std::fs::read_to_string(chart.join("templates/configmap.yaml")).unwrap();
-    let body = template.split_once("config.yaml: |\n").expect("config.yaml in the ConfigMap").1;
-    let mut out = String::new();
-    // One flag per open `if`: whether its current branch is kept.
-    let mut keep: Vec<bool> = Vec::new();
-    for line in body.lines() {
-        let line = line.strip_prefix("    ").unwrap_or(line);
-        let directive = line.trim();
-        if let Some(cond) = directive.strip_prefix("{{- if ").and_then(|d| d.strip_suffix(" }}")) {
-            keep.push(value(cond).as_bool().expect("a boolean condition"));
-            continue;
-        }
-        if directive == "{{- else }}" {
-            let last = keep.last_mut().expect("else inside if");
-            *last = !*last;
-            continue;
-        }
-        if directive == "{{- end }}" {
-            keep.pop().expect("end of an if");
-            continue;
-        }
-        if !keep.iter().all(|k| *k) {
-            continue;
-        }
-        if directive.starts_with("{{- toYaml ") {
-            let (_, rest) = directive.split_once("toYaml ").unwrap();
-            let path = rest.split_whitespace().next().unwrap();
-            // JSON is YAML: the value on the line after its key.
-            out.push_str(&format!("  {}\n", value(path)));
-            continue;
-        }
-        let mut rendered = line
-            .replace("{{ include \"convoy.fullname\" . }}", "convoy")
-            .replace("{{ .Release.Namespace }}", "kube-system");
-        while let Some(start) = rendered.find("{{ .Values.") {
-            let end = start + rendered[start..].find(" }}").expect("closing }}");
-            let path = &rendered[start + 3..end];
-            let text = match value(path) {
-                serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            rendered.replace_range(start..end + 3, &text);
-        }
-        assert!(!rendered.contains("{{"), "unhandled template construct: {line}");
-        out.push_str(&rendered);
-        out.push('\n');
-    }
-    out
 }
