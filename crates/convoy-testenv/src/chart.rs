@@ -62,6 +62,28 @@ pub fn lint(values: &str) -> Result<String> {
     run_helm(&["lint", "--strict", &chart.to_string_lossy()], Some(values))
 }
 
+/// Checks that the chart refuses the extra `values`: `helm template` fails
+/// with an error containing `want` (the field it names), and `helm lint
+/// --strict` fails too. What went otherwise, if anything.
+pub fn refused(
+    release: &str,
+    namespace: &str,
+    values: &str,
+    want: &str,
+) -> std::result::Result<(), String> {
+    match render(release, namespace, values) {
+        Ok(_) => return Err(format!("helm template accepted {values:?}")),
+        Err(e) if !e.to_string().contains(want) => {
+            return Err(format!("{values:?}: {e} (wanted {want:?})"));
+        }
+        Err(_) => {}
+    }
+    if lint(values).is_ok() {
+        return Err(format!("helm lint accepted {values:?}"));
+    }
+    Ok(())
+}
+
 /// The chart rendered by `helm template` (CRDs included): the text, and
 /// each document as JSON.
 #[derive(Debug, Clone)]
