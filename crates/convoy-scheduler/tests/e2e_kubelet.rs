@@ -291,17 +291,9 @@ async fn clear(pods: &Api<Pod>) -> Result<()> {
 }
 
 fn kube_scheduler_config(env: &convoy_testenv::TestEnv, name: &str) -> Result<std::path::PathBuf> {
-    let path = env.dir().join(format!("{name}.yaml"));
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
-             clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
-             leaderElection:\n  leaderElect: false\nprofiles:\n- schedulerName: {name}\n",
-            env.kubeconfig().display()
-        ),
-    )?;
-    Ok(path)
+    let rest =
+        format!("leaderElection:\n  leaderElect: false\nprofiles:\n- schedulerName: {name}\n");
+    Ok(env.kube_scheduler_config(name, &rest)?)
 }
 
 /// Sums of several rounds: per 1,000 placed.

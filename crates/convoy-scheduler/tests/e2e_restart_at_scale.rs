@@ -91,16 +91,9 @@ impl Replica {
                 Replica::Convoy(Scheduler::start_with_options(&cp.env, name, &yaml, &args, "info")?)
             }
             Side::KubeScheduler => {
-                let path = cp.env.dir().join(format!("{name}.yaml"));
-                std::fs::write(
-                    &path,
-                    format!(
-                        "apiVersion: kubescheduler.config.k8s.io/v1\n\
-                         kind: KubeSchedulerConfiguration\n\
-                         clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
-                         {election}profiles:\n- schedulerName: {UPSTREAM}\n",
-                        cp.env.kubeconfig().display()
-                    ),
+                let path = cp.env.kube_scheduler_config(
+                    name,
+                    &format!("{election}profiles:\n- schedulerName: {UPSTREAM}\n"),
                 )?;
                 Replica::KubeScheduler(cp.env.start_named_kube_scheduler(name, &path, &[])?)
             }

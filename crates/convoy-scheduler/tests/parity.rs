@@ -193,19 +193,9 @@ fn upstream_config(
         .filter(|p| preemption.keeps(p))
         .chain(features.off())
         .collect();
-    let path = cp.env.dir().join("kube-scheduler-config.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1\n\
-             kind: KubeSchedulerConfiguration\n\
-             clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
-             leaderElection:\n  leaderElect: false\n{}",
-            cp.env.kubeconfig().display(),
-            profile_yaml(UPSTREAM, &disabled)
-        ),
-    )?;
-    Ok(path)
+    let rest =
+        format!("leaderElection:\n  leaderElect: false\n{}", profile_yaml(UPSTREAM, &disabled));
+    Ok(cp.env.kube_scheduler_config("kube-scheduler-config", &rest)?)
 }
 
 fn convoy_config(features: &Features, preemption: Preemption) -> String {

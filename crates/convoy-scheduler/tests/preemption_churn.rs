@@ -317,16 +317,9 @@ async fn start(which: Which, env: &TestEnv) -> Result<(Running, &'static str)> {
             (Running::Convoy(s), common::CONVOY)
         }
         Which::Upstream => {
-            let path = env.dir().join("kube-scheduler-config.yaml");
-            std::fs::write(
-                &path,
-                format!(
-                    "apiVersion: kubescheduler.config.k8s.io/v1\n\
-                     kind: KubeSchedulerConfiguration\n\
-                     clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n\
-                     leaderElection:\n  leaderElect: false\n",
-                    env.kubeconfig().display()
-                ),
+            let path = env.kube_scheduler_config(
+                "kube-scheduler-config",
+                "leaderElection:\n  leaderElect: false\n",
             )?;
             let s = env.start_kube_scheduler_with_args(&path, &["-v=2"])?;
             // Ready once it binds a probe pod.

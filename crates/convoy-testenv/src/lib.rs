@@ -381,6 +381,22 @@ impl TestEnv {
         etcd::compact(url.trim()).await
     }
 
+    /// Writes `<dir>/<name>.yaml`, a `KubeSchedulerConfiguration` for
+    /// upstream kube-scheduler on this control plane: its kubeconfig, client
+    /// qps and burst 5000 (as Convoy's in the tests), then `rest` (top-level
+    /// fields: `leaderElection`, `profiles`, ...). Returns its path.
+    pub fn kube_scheduler_config(&self, name: &str, rest: &str) -> Result<PathBuf> {
+        let path = self.dir().join(format!("{name}.yaml"));
+        let text = format!(
+            "apiVersion: kubescheduler.config.k8s.io/v1\n\
+             kind: KubeSchedulerConfiguration\n\
+             clientConnection:\n  kubeconfig: {}\n  qps: 5000\n  burst: 5000\n{rest}",
+            self.kubeconfig().display()
+        );
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
     /// Starts upstream kube-scheduler (from the same build) against this
     /// control plane with the given `KubeSchedulerConfiguration` file. The
     /// scheduler stops when the returned handle is dropped.
