@@ -655,13 +655,16 @@ impl Scheduler {
     pub(crate) fn check_shortfall(&self, before: Option<Arc<NodeInfo>>, name: &str) {
         let Some(after) = self.cache.node_info(name) else { return };
         for (resource, allocatable, requested) in shortfalls(before.as_deref(), &after) {
-            let pods = after
+            // In name order, so the note reads the same whichever pod
+            // the cache saw first.
+            let mut pods: Vec<PodKey> = after
                 .pods
                 .iter()
                 .filter(|p| p.requests.requests.get(&resource) > 0)
-                .take(TAKERS_SHOWN)
                 .map(|p| p.key.clone())
                 .collect();
+            pods.sort();
+            pods.truncate(TAKERS_SHOWN);
             self.sink.record_shortfall(&ResourceShortfall {
                 node: after.name_arc().clone(),
                 node_uid: after.node().and_then(|n| n.metadata.uid.clone()),
