@@ -33,9 +33,10 @@ deps:
 	cd testenv/etcd && go mod download
 	cd testenv/kwok && go mod download
 	cd testenv/helm && go mod download
+	cd testenv/kueue && go mod download
 	$(CARGO) fetch --locked
 
-## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl (newest and oldest supported version), etcd, kwok and helm.
+## testenv: build (or reuse) kube-apiserver, kube-scheduler, kube-controller-manager, kubectl (newest and oldest supported version), etcd, kwok, helm and kueue.
 testenv: deps
 	testenv/testenv build
 	testenv/testenv --version $(OLDEST_K8S) build

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds what `make test` needs at the same time: testenv's binaries (Go:
-# the newest Kubernetes version and OLDEST_K8S, etcd, kwok, helm, kubemark)
+# the newest Kubernetes version and OLDEST_K8S, etcd, kwok, helm, kubemark,
+# kueue)
 # in the background, the workspace's test binaries (Rust) in the
 # foreground. On two cores the two builds fill each other's serial phases
 # (Go's links, the last crates of the Rust build): a cold machine saves

@@ -13,6 +13,10 @@
 //! - `dra-claim.yaml` with `dra-resourceslices.yaml`: the pod lands on the
 //!   node whose devices satisfy its claim, and the claim made from the
 //!   template is allocated there and reserved for the pod.
+//! - `kueue-queues.yaml`, `kueue-job.yaml` (Kueue v0.17 with its webhooks,
+//!   `testenv kueue`): Kueue admits the Job into the one rack with room and
+//!   lifts each pod's gate with a node in its nodeSelector; Convoy binds
+//!   every pod to that node.
 //! - `gpu-values.yaml`: `helm lint --strict` accepts it, the chart renders
 //!   with it, `convoy-scheduler check-config` accepts the rendered
 //!   configuration, and its GPU profile is `config/gpu-cluster.yaml`'s.
@@ -239,6 +243,100 @@ async fn dra_claim_lands_on_the_node_with_the_device() -> Result<()> {
         reserved.iter().any(|r| r["uid"] == uid),
         "claim {claim_name} reserved for {reserved:?}, not dra-trainer"
     );
+    Ok(())
+}
+
+/// A node of the Kueue example's data centre: 8 CPUs, in `block` and
+/// `rack`, in the ResourceFlavor's node group.
+fn rack_node(name: &str, block: &str, rack: &str) -> Node {
+    let mut n = kwok_node(name, "8");
+    n.metadata.labels.get_or_insert_default().extend([
+        ("cloud.provider.com/topology-block".to_string(), block.to_string()),
+        ("cloud.provider.com/topology-rack".to_string(), rack.to_string()),
+        ("cloud.provider.com/node-group".to_string(), "tas-node-group".to_string()),
+    ]);
+    n
+}
+
+/// Under Kueue with Topology-Aware Scheduling: Kueue (its controller
+/// manager and webhooks, testenv kueue) admits the Job of
+/// `kueue-job.yaml` into the rack that can hold all four pods, gates its
+/// pods and lifts each gate with the node it chose in the pod's
+/// nodeSelector; Convoy binds every pod to that node, never before its gate
+/// is lifted (the API server refuses a gated pod's binding).
+///
+/// Eight nodes of 8 CPUs in two blocks of two racks; a pod of another
+/// scheduler takes 6 CPUs on the first node of the first three racks, so
+/// only the fourth rack has room for four pods of 3 CPUs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kueue_admits_a_job_into_one_rack_and_convoy_places_it_there() -> Result<()> {
+    let cp = ControlPlane::start_cluster().await?;
+    let env = cp.env.clone();
+    let kueue_log = tokio::task::spawn_blocking(move || env.start_kueue("batch/job")).await??;
+    let racks = [
+        ("block-0", "rack-0"),
+        ("block-0", "rack-1"),
+        ("block-1", "rack-2"),
+        ("block-1", "rack-3"),
+    ];
+    let mut nodes = Vec::new();
+    for (r, (block, rack)) in racks.iter().enumerate() {
+        for i in 0..2 {
+            nodes.push(rack_node(&format!("node-{}", 2 * r + i), block, rack));
+        }
+    }
+    create_nodes(&cp.client, nodes).await?;
+    let pods = namespace_with_account(&cp, "queued").await?;
+    for r in 0..3 {
+        let mut filler = pod(&format!("filler-{r}"), "default-scheduler", "6", "1Gi");
+        filler.spec.as_mut().context("spec")?.node_name = Some(format!("node-{}", 2 * r));
+        create_retrying(&pods, &filler).await?;
+    }
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+    let kueue_tail = || {
+        let log = std::fs::read_to_string(&kueue_log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        format!("\n--- kueue ---\n{}", lines[lines.len().saturating_sub(30)..].join("\n"))
+    };
+
+    apply(&cp, "queued", "kueue-queues.yaml")?;
+    apply(&cp, "queued", "kueue-job.yaml")?;
+    let workers =
+        wait_bound_selected(&pods, "job-name=tas-job", 4, &sched).await.with_context(kueue_tail)?;
+
+    // Each pod on the node Kueue put in its nodeSelector, all in rack-3.
+    for p in &workers {
+        let name = p.metadata.name.as_deref().unwrap_or_default();
+        let selector = p.spec.as_ref().and_then(|s| s.node_selector.clone()).unwrap_or_default();
+        let chosen = selector.get("kubernetes.io/hostname").map(String::as_str);
+        ensure!(chosen.is_some(), "{name}: Kueue set no node in its nodeSelector: {selector:?}");
+        ensure!(node_of(p) == chosen, "{name} bound to {:?}, Kueue chose {chosen:?}", node_of(p));
+        ensure!(
+            matches!(node_of(p), Some("node-6" | "node-7")),
+            "{name} on {:?}, outside rack-3",
+            node_of(p)
+        );
+        let gates = p.spec.as_ref().and_then(|s| s.scheduling_gates.as_ref());
+        ensure!(gates.is_none_or(Vec::is_empty), "{name} bound with gates {gates:?}");
+    }
+    // Kueue's own record of the admission: one rack, four pods.
+    let out = cp.env.kubectl(&["get", "workloads.kueue.x-k8s.io", "-n", "queued", "-o", "json"])?;
+    let workloads: Value = serde_json::from_str(&out)?;
+    let admission = &workloads["items"][0]["status"]["admission"]["podSetAssignments"][0];
+    let topology = &admission["topologyAssignment"];
+    ensure!(!topology.is_null(), "the Workload has no topology assignment: {admission}");
+    // The pods were created gated: Kueue put its gate in the Job's template
+    // when it admitted the Job.
+    let job = cp.env.kubectl(&["get", "job", "tas-job", "-n", "queued", "-o", "json"])?;
+    let job: Value = serde_json::from_str(&job)?;
+    let gates = &job["spec"]["template"]["spec"]["schedulingGates"];
+    ensure!(
+        gates.as_array().is_some_and(|g| g.iter().any(|g| g["name"] == "kueue.x-k8s.io/topology")),
+        "the Job's pod template has no topology gate: {gates}"
+    );
+    ensure!(sched.count("schedulingGates") == 0, "Convoy tried a gated pod{}", sched.tail());
+    ensure!(sched.running(), "Convoy exited{}", sched.tail());
     Ok(())
 }
 

@@ -427,6 +427,17 @@ impl TestEnv {
         Ok(run(&args)?.lines().map(str::to_string).collect())
     }
 
+    /// Kueue's controller manager beside this control plane (`testenv
+    /// kueue`): its CRDs, its webhooks (on 127.0.0.1, with a CA of their
+    /// own), and the manager managing `frameworks` (`batch/job`), with
+    /// Topology-Aware Scheduling on. Returns once Kueue is ready and its
+    /// webhooks are registered; it stops with the control plane. Its log is
+    /// the returned path.
+    pub fn start_kueue(&self, frameworks: &str) -> Result<PathBuf> {
+        let dir = self.dir.path().to_string_lossy().to_string();
+        Ok(PathBuf::from(run(&["kueue", "--dir", &dir, "--frameworks", frameworks])?.trim()))
+    }
+
     /// A second (third, ...) upstream kube-scheduler on this control plane:
     /// [`start_kube_scheduler_with_args`](Self::start_kube_scheduler_with_args)
     /// under its own `name`, logging to `<dir>/<name>.log`.

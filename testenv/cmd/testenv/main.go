@@ -63,6 +63,8 @@ func main() {
 		err = kubeScheduler(args)
 	case "hollow-nodes":
 		err = hollowNodes(args)
+	case "kueue":
+		err = kueue(args)
 	case "watch":
 		err = watch(args)
 	default:
@@ -80,7 +82,8 @@ func usage() {
   testenv down --dir DIR
   testenv restart-apiserver --dir DIR
   testenv kube-scheduler --dir DIR --config FILE [-- extra kube-scheduler flags]
-  testenv hollow-nodes --dir DIR [--count N] [--prefix P] [--extended-resources R=Q,...] [--node-labels K=V,...] [--register-with-taints K=V:E,...] [--max-pods N]`)
+  testenv hollow-nodes --dir DIR [--count N] [--prefix P] [--extended-resources R=Q,...] [--node-labels K=V,...] [--register-with-taints K=V:E,...] [--max-pods N]
+  testenv kueue --dir DIR [--frameworks batch/job,...]`)
 	os.Exit(2)
 }
 
@@ -334,7 +337,7 @@ func down(args []string) error {
 	if err := stopHollowNodes(e); err != nil {
 		errs = append(errs, err)
 	}
-	for _, name := range []string{"kube-scheduler", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
+	for _, name := range []string{"kube-scheduler", "kueue", "kwok", "kube-controller-manager", "kube-apiserver", "etcd"} {
 		if err := stop(e, name); err != nil {
 			errs = append(errs, err)
 		}
@@ -577,40 +580,13 @@ func writePKI(e *env) error {
 	if _, err := os.Stat(e.path("pki", "tokens.csv")); err == nil {
 		return nil
 	}
-	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	ca, caKey, caDER, err := newCA(pkix.Name{CommonName: "convoy-testenv-ca"}, nil)
 	if err != nil {
 		return err
 	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "convoy-testenv-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return err
-	}
-	ca, _ := x509.ParseCertificate(caDER)
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	if err != nil {
-		return err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2),
-		Subject:      pkix.Name{CommonName: "kube-apiserver"},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		DNSNames:     []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	key, der, err := newServingCert(ca, caKey, "kube-apiserver",
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")})
 	if err != nil {
 		return err
 	}
@@ -666,4 +642,51 @@ contexts:
 current-context: testenv
 `, port, caPath, *token)
 	return os.WriteFile(e.path("kubeconfig"), []byte(cfg), 0o600)
+}
+
+// newCA makes a self-signed CA valid for ten years (and an hour back);
+// dnsNames are for a verifier that checks the CA itself by name.
+func newCA(subject pkix.Name, dnsNames []string) (*x509.Certificate, *rsa.PrivateKey, []byte, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               subject,
+		DNSNames:              dnsNames,
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ca, err := x509.ParseCertificate(der)
+	return ca, key, der, err
+}
+
+// newServingCert makes a server certificate signed by ca for dnsNames and
+// ips, valid as long as newCA's.
+func newServingCert(ca *x509.Certificate, caKey *rsa.PrivateKey, cn string, dnsNames []string, ips []net.IP) (*rsa.PrivateKey, []byte, error) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    ca.NotBefore,
+		NotAfter:     ca.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     dnsNames,
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	return key, der, err
 }
