@@ -20,8 +20,9 @@ pub struct GangSchedulingArgs {
     /// (default 1 s), so competing groups do not retry in lockstep.
     #[serde(default = "default_jitter_ms")]
     pub pod_group_backoff_jitter_milliseconds: u64,
-    /// A failed group that has waited this long holds back pods of lower or
-    /// equal priority (default 30 s).
+    /// A failed group that has waited this long has the nodes of its
+    /// reservation plan held from pods of lower or equal priority (default
+    /// 5 s).
     #[serde(default = "default_threshold")]
     pub starvation_threshold_seconds: u64,
     /// ... for at most this long (default 300 s).
@@ -44,7 +45,7 @@ fn default_jitter_ms() -> u64 {
     1000
 }
 fn default_threshold() -> u64 {
-    30
+    5
 }
 fn default_max_hold() -> u64 {
     300

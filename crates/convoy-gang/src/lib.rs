@@ -17,6 +17,7 @@
 pub mod args;
 pub mod group;
 pub mod invariant;
+pub mod plan;
 pub mod plugin;
 pub mod state;
 
@@ -26,7 +27,7 @@ use convoy_api::{Clock, Registry};
 
 pub use args::GangSchedulingArgs;
 pub use plugin::{COSCHEDULING, GangScheduling, NAME};
-pub use state::{GangState, GroupStatus, Place, StarvationPolicy, Starving};
+pub use state::{GangState, GroupStatus, Place, Reservation, StarvationPolicy, Starving};
 
 /// Registers the plugin under both names ([`NAME`], [`COSCHEDULING`]),
 /// reading `state`.

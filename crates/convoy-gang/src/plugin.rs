@@ -5,11 +5,14 @@
 //!   PodGroup exists, its pods all name one scheduler, and at least
 //!   `minMember` of them exist. The scheduler activates the members when
 //!   the quorum is reached, so no per-pod event scan is needed.
-//! - **PreFilter** is the starvation guard: while a group has waited past
-//!   `starvationThresholdSeconds`, pods of lower or equal priority outside
-//!   it are rejected (`Unschedulable`), so freed capacity accumulates for
-//!   the group. They are remembered and activated by the scheduler when
-//!   the group is placed or the guard lets go.
+//! - **PreFilter and Filter** are the starvation guard: while a group has
+//!   waited past `starvationThresholdSeconds`, the nodes of its
+//!   reservation plan ([`crate::plan`], made by the scheduler at the
+//!   group's failed attempts) are held: pods of lower or equal priority
+//!   outside it are rejected there (`UnschedulableAndUnresolvable`) and
+//!   scheduled elsewhere as usual (backfill), so room accumulates on those
+//!   nodes only. The pods turned away are remembered and activated by the
+//!   scheduler when the group is placed or the guard lets go.
 //! - **Permit** is the barrier for members that arrive over time: a member
 //!   of a group with fewer than `minMember` pods placed waits (holding its
 //!   node) up to `scheduleTimeoutSeconds` or `permitWaitingTimeSeconds`;
@@ -20,10 +23,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use std::collections::HashSet;
+
 use convoy_api::{
     ActionType, Clock, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
-    EventResource, NodeInfoLister, PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin,
-    PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Status, WaitingPods,
+    EventResource, FilterPlugin, NodeInfo, NodeInfoLister, PermitPlugin, Plugin, PodInfo,
+    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Status,
+    WaitingPods,
 };
 
 use crate::args::GangSchedulingArgs;
@@ -127,6 +133,9 @@ impl Plugin for GangScheduling {
     fn as_pre_filter(self: Arc<Self>) -> Option<Arc<dyn PreFilterPlugin>> {
         Some(self)
     }
+    fn as_filter(self: Arc<Self>) -> Option<Arc<dyn FilterPlugin>> {
+        Some(self)
+    }
     fn as_reserve(self: Arc<Self>) -> Option<Arc<dyn ReservePlugin>> {
         Some(self)
     }
@@ -169,33 +178,52 @@ impl PreEnqueuePlugin for GangScheduling {
     }
 }
 
+/// The nodes held for a starving group this cycle, written by PreFilter
+/// for Filter.
+#[derive(Debug, Clone)]
+struct Held {
+    group: convoy_api::GroupKey,
+    nodes: Arc<HashSet<Arc<str>>>,
+}
+
 impl PreFilterPlugin for GangScheduling {
     /// UnschedulableAndUnresolvable for a member of a group whose API the
-    /// server does not serve. The starvation guard: Unschedulable for a pod
-    /// outside the starving group whose priority is not higher than the
-    /// group's.
+    /// server does not serve. The starvation guard: for a pod outside the
+    /// starving group whose priority is not higher than the group's, the
+    /// group's reservation plan is read for Filter; Skip otherwise (Filter
+    /// then costs nothing).
     fn pre_filter(
         &self,
-        _state: &mut CycleState,
+        state: &mut CycleState,
         pod: &PodInfo,
         _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
         if let Some(refusal) = self.unserved(pod) {
             return (None, Status::unresolvable(refusal));
         }
-        let Some(s) = self.state.starving(self.clock.now()) else {
-            return (None, Status::success());
+        let Some((s, nodes)) = self.state.reservation_in_force(self.clock.now()) else {
+            return (None, Status::skip());
         };
         if pod.group.as_ref() == Some(&s.key) || pod.priority > s.priority {
-            return (None, Status::success());
+            return (None, Status::skip());
         }
         self.state.hold(&pod.key);
-        let msg = format!(
-            "pod group {} has waited {}s and is placed first (starvation guard)",
-            s.key,
-            s.waited.as_secs()
-        );
-        (None, Status::unschedulable(msg))
+        state.write(Held { group: s.key, nodes });
+        (None, Status::success())
+    }
+}
+
+impl FilterPlugin for GangScheduling {
+    /// UnschedulableAndUnresolvable on a node held for the starving group
+    /// (preempting there would not help: the room is the group's).
+    fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
+        match state.read::<Held>() {
+            Some(held) if held.nodes.contains(node.name()) => Status::unresolvable(format!(
+                "node(s) were reserved for starving pod group {} (starvation guard)",
+                held.group
+            )),
+            _ => Status::success(),
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! plugin of every profile (which reads it). Every method takes one short
 //! lock; the hot path for pods without a group is a single atomic load.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -173,8 +173,8 @@ pub struct Starving {
 /// Tunables of the starvation guard.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StarvationPolicy {
-    /// A group that has failed and waited this long holds back pods of
-    /// lower or equal priority.
+    /// A group that has failed and waited this long has its reservation
+    /// plan's nodes held from pods of lower or equal priority.
     pub threshold: Duration,
     /// For at most this long (then the guard lets go, so a group that can
     /// never fit does not stop the cluster).
@@ -183,7 +183,7 @@ pub struct StarvationPolicy {
 
 impl Default for StarvationPolicy {
     fn default() -> Self {
-        Self { threshold: Duration::from_secs(30), max_hold: Duration::from_secs(300) }
+        Self { threshold: Duration::from_secs(5), max_hold: Duration::from_secs(300) }
     }
 }
 
@@ -200,6 +200,23 @@ pub struct GangState {
     policy: Mutex<StarvationPolicy>,
     /// Pods the starvation guard turned away, to activate when it lets go.
     held: Mutex<Vec<PodKey>>,
+    /// The reservation plan of the group that starves (or will), if one
+    /// could be made.
+    reservation: Mutex<Option<Reservation>>,
+}
+
+/// The nodes held for a starving gang, and the pods it waits for there
+/// (see [`crate::plan`]).
+#[derive(Debug, Clone)]
+pub struct Reservation {
+    /// The group.
+    pub group: GroupKey,
+    /// The nodes held: no pod of the group's priority or lower outside it
+    /// may take them while the group starves.
+    pub nodes: Arc<HashSet<Arc<str>>>,
+    /// The pods on them the group waits for; when the last leaves, the
+    /// group is tried at once.
+    pub waits: HashSet<PodKey>,
 }
 
 impl GangState {
@@ -216,6 +233,53 @@ impl GangState {
     /// The starvation guard's tunables.
     pub fn policy(&self) -> StarvationPolicy {
         *self.policy.lock()
+    }
+
+    /// Sets (or, with `None` for `group`, clears) `group`'s reservation
+    /// plan.
+    pub fn set_reservation(&self, group: &GroupKey, plan: Option<crate::plan::Plan>) {
+        let mut r = self.reservation.lock();
+        match plan {
+            Some(plan) => {
+                *r = Some(Reservation {
+                    group: group.clone(),
+                    nodes: Arc::new(plan.nodes.into_iter().collect()),
+                    waits: plan.waits.into_iter().collect(),
+                })
+            }
+            None => {
+                if r.as_ref().is_some_and(|r| &r.group == group) {
+                    *r = None;
+                }
+            }
+        }
+    }
+
+    /// The nodes of `group`'s reservation plan (empty if it has none).
+    pub fn reserved_for(&self, group: &GroupKey) -> Arc<HashSet<Arc<str>>> {
+        match &*self.reservation.lock() {
+            Some(r) if &r.group == group => r.nodes.clone(),
+            _ => Arc::default(),
+        }
+    }
+
+    /// The reservation in force now: the starving group's plan, if it has
+    /// one, with the group's priority and wait.
+    pub fn reservation_in_force(&self, now: Instant) -> Option<(Starving, Arc<HashSet<Arc<str>>>)> {
+        let s = self.starving(now)?;
+        let nodes = match &*self.reservation.lock() {
+            Some(r) if r.group == s.key => r.nodes.clone(),
+            _ => return None,
+        };
+        Some((s, nodes))
+    }
+
+    /// A pod left (deleted or finished): the group whose plan waited for it
+    /// last, if this was the last, to try at once.
+    pub fn waited_pod_left(&self, pod: &PodKey) -> Option<GroupKey> {
+        let mut r = self.reservation.lock();
+        let r = r.as_mut()?;
+        (r.waits.remove(pod) && r.waits.is_empty()).then(|| r.group.clone())
     }
 
     /// Remembers a pod the starvation guard turned away.
@@ -244,6 +308,7 @@ impl GangState {
     /// A PodGroup was deleted; its members stay known (they wait for it to
     /// come back, as upstream).
     pub fn delete_group(&self, key: &GroupKey) {
+        self.set_reservation(key, None);
         let mut groups = self.groups.lock();
         if let Some(g) = groups.get_mut(key) {
             g.spec = None;
@@ -381,6 +446,7 @@ impl GangState {
         let failures = if placed {
             g.failures = 0;
             g.waiting_since = None;
+            self.set_reservation(key, None);
             0
         } else {
             g.failures += 1;

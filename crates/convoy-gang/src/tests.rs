@@ -3,10 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use convoy_api::PodInfo;
 use convoy_api::testing::PodBuilder;
 use convoy_api::{
-    Clock, Code, CycleState, FakeClock, PermitPlugin, PodGroup, PreEnqueuePlugin, PreFilterPlugin,
-    ReservePlugin, WaitingPods,
+    Clock, Code, CycleState, FakeClock, FilterPlugin, PermitPlugin, PodGroup, PreEnqueuePlugin,
+    PreFilterPlugin, ReservePlugin, WaitingPods,
 };
 use serde_json::json;
 
@@ -148,25 +149,37 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     state.record_attempt(&key, false, true, clock.now());
     let low = PodBuilder::new("low").priority(5).info();
     let high = PodBuilder::new("high").priority(6).info();
-    let check = |pod| p.pre_filter(&mut CycleState::new(), pod, &convoy_api::NodeList::default()).1;
-    assert!(check(&low).is_success(), "not starving before the threshold");
+    let nodes = convoy_api::NodeList::default();
+    let run = |pod: &Arc<PodInfo>, node: &str| {
+        let mut cs = CycleState::new();
+        let pre = p.pre_filter(&mut cs, pod, &nodes).1;
+        if pre.is_skip() {
+            return pre;
+        }
+        let info = convoy_api::testing::NodeBuilder::new(node).info();
+        p.filter(&cs, pod, &info)
+    };
+    // A plan holding n1, before the threshold: nothing is held.
+    let plan = crate::plan::Plan { nodes: vec![Arc::from("n1")], waits: vec![] };
+    state.set_reservation(&key, Some(plan));
+    assert!(run(&low, "n1").is_skip(), "held before the threshold");
+    // After it, lower or equal priority pods are kept off n1 only.
     clock.advance(Duration::from_secs(11));
-    let s = check(&low);
-    assert_eq!(s.code(), Code::Unschedulable);
+    let s = run(&low, "n1");
+    assert_eq!(s.code(), Code::UnschedulableAndUnresolvable);
     assert_eq!(
         s.message(),
-        "pod group default/g has waited 11s and is placed first (starvation guard)"
+        "node(s) were reserved for starving pod group default/g (starvation guard)"
     );
-    assert!(check(&high).is_success());
-    assert!(check(&member).is_success());
-    assert!(state.release_held(clock.now()).is_empty(), "still starving");
-    // The guard lets go after max_hold; the held pod is released.
-    clock.advance(Duration::from_secs(60));
-    assert!(check(&low).is_success());
-    assert_eq!(state.release_held(clock.now()).len(), 1);
-    // Placed: no longer waiting.
+    assert!(run(&low, "n2").is_success(), "backfill on the other nodes");
+    assert!(run(&high, "n1").is_skip(), "a higher priority pod is not held");
+    assert!(run(&member, "n1").is_skip(), "the group's own members are not held");
+    // Placed: the plan goes; starving again, no plan: nothing is held.
     state.record_attempt(&key, true, true, clock.now());
-    assert!(state.starving(clock.now()).is_none());
+    assert!(run(&low, "n1").is_skip());
+    state.record_attempt(&key, false, true, clock.now());
+    clock.advance(Duration::from_secs(11));
+    assert!(run(&low, "n1").is_skip(), "held without a plan");
 }
 
 /// A group whose pending pods were all deleted (its PodGroup left behind)
@@ -281,5 +294,5 @@ fn a_group_whose_api_is_not_served_is_refused_by_name() {
         )
     );
     let (_, s) = p.pre_filter(&mut CycleState::new(), &PodBuilder::new("x").info(), &nodes);
-    assert!(s.is_success());
+    assert!(s.is_skip(), "nothing starves: Skip");
 }

@@ -24,6 +24,7 @@ pub mod metrics;
 pub mod options;
 mod preempt;
 mod preempt_group;
+mod reserve_group;
 pub mod run;
 pub mod schedule_group;
 pub mod schedule_one;

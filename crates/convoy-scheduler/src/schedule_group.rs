@@ -225,6 +225,12 @@ impl Scheduler {
             could_fit_empty_cluster(&members, needed, ls.snapshot.nodes())
         };
         let failures = self.gang.record_attempt(&key, false, may_starve, self.clock.now());
+        // The nodes it will land on soonest, held once it starves.
+        if may_starve && !barrier {
+            self.plan_reservation(&fwk, &key, &spec, &members, needed);
+        } else {
+            self.gang.set_reservation(&key, None);
+        }
         let why = first_failure.unwrap_or_else(|| "members are not available".to_string());
         // The group preempts as one unit (not for a Permit barrier, a
         // required topology, or a failure of the group rules themselves).

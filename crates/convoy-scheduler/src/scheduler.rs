@@ -500,6 +500,18 @@ impl Scheduler {
         &self.gang
     }
 
+    /// A pod left (deleted or finished): its group forgets it, and a
+    /// starving group whose reservation plan waited for it last is tried
+    /// at once (its members' backoff would otherwise delay it).
+    fn gang_pod_left(&self, pod: &PodInfo) {
+        self.gang.pod_removed(pod);
+        if let Some(group) = self.gang.waited_pod_left(&pod.key) {
+            tracing::debug!(%group, "the pods its reservation plan waited for are gone: trying the group");
+            let members = self.gang.pending_members(&group);
+            self.queue.activate(&members);
+        }
+    }
+
     /// Activates the pods the starvation guard turned away, once it has
     /// let go (called after a group is placed and by the periodic tick).
     pub fn release_held_pods(&self) {
@@ -554,7 +566,7 @@ impl Scheduler {
         if assigned {
             let Some(info) = self.pod_info(pod.clone()) else { return };
             if info.is_terminal() {
-                self.gang.pod_removed(&info);
+                self.gang_pod_left(&info);
                 return;
             }
             // A bound member may complete its group's quorum: the pending
@@ -618,7 +630,7 @@ impl Scheduler {
                     return;
                 };
                 if n.is_terminal() {
-                    self.gang.pod_removed(&n);
+                    self.gang_pod_left(&n);
                 } else {
                     self.gang.pod_upsert(&n);
                 }
@@ -658,7 +670,7 @@ impl Scheduler {
                         // its later updates (its refusal's own condition
                         // among them) change nothing.
                         if let Some(o) = o {
-                            self.gang.pod_removed(&o);
+                            self.gang_pod_left(&o);
                             self.queue.delete(&o);
                             self.refuse(&e);
                         }
@@ -671,7 +683,7 @@ impl Scheduler {
                     return;
                 };
                 if n.is_terminal() {
-                    self.gang.pod_removed(&n);
+                    self.gang_pod_left(&n);
                     self.queue.delete(&o);
                 } else {
                     let quorum = self.gang.pod_upsert(&n);
@@ -749,7 +761,7 @@ impl Scheduler {
             self.foreign_pod_gone(uid);
         }
         let Some(info) = self.pod_info(pod.clone()) else { return };
-        self.gang.pod_removed(&info);
+        self.gang_pod_left(&info);
         let assigned = info.node_name().is_some();
         if !assigned {
             self.queue.delete(&info);

@@ -311,6 +311,96 @@ async fn starving_group_is_placed_within_bound() {
     scheduler.cache().check_invariants().unwrap();
 }
 
+/// Reservation and backfill, the setting of docs/gang.md: 16 nodes of 8
+/// GPUs kept full by a stream of 1-GPU pods (each lives 4 to 12 s once
+/// bound, demand 10 % above capacity), and a gang of 4 pods of 8 GPUs
+/// (upstream PodGroup, minCount 4) at the same priority. The gang's plan
+/// holds four nodes once it has waited the threshold (5 s here); the other
+/// nodes keep taking the stream. The gang must be bound, whole, within the
+/// stated bound: threshold + the longest lifetime of a pod it waits for +
+/// one round (1 s); and the stream must keep being placed meanwhile.
+#[tokio::test]
+async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
+    let nodes = (0..16)
+        .map(|i| {
+            NodeBuilder::new(&format!("n{i}")).cpu("64").allocatable("nvidia.com/gpu", "8").build()
+        })
+        .collect();
+    let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+    let sink = Arc::new(Groups::default());
+    let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+    let mut rng = convoy_api::testing::TestRng(7);
+    let single =
+        |name: &str| PodBuilder::new(name).cpu("100m").resource("nvidia.com/gpu", "1").build();
+    // name -> (lifetime, round bound)
+    let mut singles: std::collections::BTreeMap<String, (u64, Option<u64>)> = Default::default();
+    let mut next = 0;
+    let mut utilization = Vec::new();
+    let (mut gang_at, mut placed_at) = (None, None);
+    let mut bound_while_waiting = 0;
+    for round in 0..80u64 {
+        // Finished singles go; the stream tops demand up to 141 (128 GPUs + 10 %).
+        let done: Vec<String> = singles
+            .iter()
+            .filter(|(_, (life, at))| at.is_some_and(|at| round >= at + life))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in done {
+            cluster.delete_pod("default", &name).unwrap();
+            singles.remove(&name);
+        }
+        while singles.len() < 141 {
+            let name = format!("s{next}");
+            next += 1;
+            cluster.add_pod(single(&name)).unwrap();
+            singles.insert(name, (4 + rng.below(9) as u64, None));
+        }
+        if round == 20 {
+            cluster.apply_pod_group(&group_json(PodGroupApi::Upstream, "big", 4)).unwrap();
+            for i in 0..4 {
+                let mut m = member(PodGroupApi::Upstream, "big", &format!("g{i}"), "1");
+                let c = &mut m.spec.as_mut().unwrap().containers[0];
+                c.resources.as_mut().unwrap().requests.as_mut().unwrap().insert(
+                    "nvidia.com/gpu".into(),
+                    k8s_openapi::apimachinery::pkg::api::resource::Quantity("8".into()),
+                );
+                cluster.add_pod(m).unwrap();
+            }
+            gang_at = Some(round);
+        }
+        scheduler.run_until_idle(&mut updates, &clock).await;
+        assert_invariant(&cluster);
+        for (name, (_, at)) in singles.iter_mut() {
+            if at.is_none()
+                && bound_in(&cluster, name) == 1
+                && cluster.pod("default", name).is_some()
+            {
+                *at = Some(round);
+                if gang_at.is_some() && placed_at.is_none() {
+                    bound_while_waiting += 1;
+                }
+            }
+        }
+        let gpus: usize =
+            singles.values().filter(|(_, at)| at.is_some()).count() + 8 * bound_in(&cluster, "g");
+        utilization.push(gpus as f64 / 128.0);
+        if placed_at.is_none() && bound_in(&cluster, "g") == 4 {
+            placed_at = Some(round);
+        }
+        clock.advance(Duration::from_secs(1));
+    }
+    let (gang_at, placed_at) = (gang_at.unwrap(), placed_at.expect("the gang was never placed"));
+    let waited = placed_at - gang_at;
+    let mean = utilization[10..].iter().sum::<f64>() / (utilization.len() - 10) as f64;
+    eprintln!(
+        "gang placed {waited} s after its creation; {bound_while_waiting} singles bound meanwhile; mean GPU utilization {:.1} %",
+        100.0 * mean
+    );
+    assert!(waited <= 5 + 12 + 1, "the gang waited {waited} s, over its bound of 18 s");
+    assert!(bound_while_waiting > 0, "nothing was backfilled while the gang waited");
+    scheduler.cache().check_invariants().unwrap();
+}
+
 /// A group that requires one topology domain (annotation
 /// `convoy.dev/required-topology`) is placed inside one domain or not at
 /// all, even when the cluster as a whole has room.

@@ -1,0 +1,339 @@
+//! The reservation plan of a starving gang: the nodes where it will land
+//! soonest, and the pods it waits for there.
+//!
+//! A gang that cannot be placed in a busy cluster would wait for room that
+//! smaller pods take as soon as it frees. The plan picks the nodes that can
+//! hold its pending members once the fewest pods of its priority or lower
+//! leave them; while the gang starves, only those nodes are held (no other
+//! pod of its priority or lower may take them) and the rest of the cluster
+//! keeps scheduling (backfill). Pods of higher priority are not held back
+//! and are not waited for.
+//!
+//! The plan is pure arithmetic on the snapshot's resources (what each
+//! member needs against what each node would have free), with the
+//! members' other constraints (taints, selectors, affinity) checked by the
+//! caller's `feasible` on each candidate node. Per node, the pods to wait
+//! for are taken in the order they are likely to leave: terminating pods
+//! first, then the oldest. Nodes are chosen by fewest pods to wait for per
+//! member held, then by the start of the newest pod to wait for (the
+//! earlier, the sooner the node is free), then by name; with a required
+//! topology key, in the one domain that needs the fewest. A previous plan
+//! whose nodes can still hold the gang is kept, so the wait only shrinks
+//! while the cluster stays as it is.
+//!
+//! Cost: one pass over every node's pods, plus `feasible` on the nodes that
+//! have room once their pods leave; made only at a starving gang's failed
+//! attempts.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use convoy_api::{GroupKey, NodeInfo, PodInfo, PodKey, Resource};
+
+/// What a plan chose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The nodes held for the gang, in the order chosen.
+    pub nodes: Vec<Arc<str>>,
+    /// The pods on them the gang waits for.
+    pub waits: Vec<PodKey>,
+}
+
+/// One node's offer: how many members it can hold once its pods of the
+/// gang's priority or lower leave, and which of them must leave for each
+/// count.
+#[derive(Debug)]
+struct Offer {
+    name: Arc<str>,
+    /// `leavers[..needed[k - 1]]` must leave for `k` members to fit.
+    needed: Vec<usize>,
+    /// Those pods, in leaving order.
+    leavers: Vec<Arc<PodInfo>>,
+}
+
+impl Offer {
+    fn slots(&self) -> usize {
+        self.needed.len()
+    }
+
+    /// Pods to wait for when `k` members go here, and the start of the
+    /// newest of them (`i128::MIN` when none).
+    fn cost(&self, k: usize) -> (usize, i128) {
+        let n = self.needed[k - 1];
+        let newest = self.leavers[..n].iter().map(|p| start_key(p)).max().unwrap_or(i128::MIN);
+        (n, newest)
+    }
+}
+
+fn start_key(pod: &PodInfo) -> i128 {
+    pod.start_time().map_or(i128::MAX, |t| t.0.as_nanosecond())
+}
+
+/// Whether `free` holds `unit` (every resource, and one more pod).
+fn fits(free: &Resource, unit: &Resource) -> bool {
+    free.milli_cpu >= unit.milli_cpu
+        && free.memory >= unit.memory
+        && free.ephemeral_storage >= unit.ephemeral_storage
+        && free.allowed_pods >= 1
+        && unit.scalar.iter().all(|(k, v)| free.scalar.get(k).copied().unwrap_or(0) >= *v)
+}
+
+fn sub(free: &mut Resource, r: &Resource) {
+    free.milli_cpu -= r.milli_cpu;
+    free.memory -= r.memory;
+    free.ephemeral_storage -= r.ephemeral_storage;
+    free.allowed_pods -= 1;
+    for (k, v) in &r.scalar {
+        *free.scalar.entry(k.clone()).or_default() -= v;
+    }
+}
+
+fn add(free: &mut Resource, r: &Resource) {
+    free.milli_cpu += r.milli_cpu;
+    free.memory += r.memory;
+    free.ephemeral_storage += r.ephemeral_storage;
+    free.allowed_pods += 1;
+    for (k, v) in &r.scalar {
+        *free.scalar.entry(k.clone()).or_default() += v;
+    }
+}
+
+/// The node's offer for members of size `unit`, at most `max` of them;
+/// `None` when it can hold none even once its pods leave.
+fn offer(
+    node: &NodeInfo,
+    unit: &Resource,
+    max: usize,
+    priority: i32,
+    own: &GroupKey,
+) -> Option<Offer> {
+    node.node()?;
+    if node.unschedulable() || node.invalid.is_some() {
+        return None;
+    }
+    let mut leavers: Vec<Arc<PodInfo>> = node
+        .pods
+        .iter()
+        .filter(|p| p.priority <= priority && p.group.as_ref() != Some(own))
+        .cloned()
+        .collect();
+    leavers.sort_by_key(|p| (!p.is_terminating(), start_key(p)));
+    let mut free = node.allocatable.clone();
+    free.milli_cpu -= node.requested.milli_cpu;
+    free.memory -= node.requested.memory;
+    free.ephemeral_storage -= node.requested.ephemeral_storage;
+    free.allowed_pods -= node.pods.len() as i64;
+    for (k, v) in &node.requested.scalar {
+        *free.scalar.entry(k.clone()).or_default() -= v;
+    }
+    let mut needed = Vec::new();
+    let mut gone = 0;
+    while needed.len() < max {
+        while !fits(&free, unit) && gone < leavers.len() {
+            add(&mut free, &leavers[gone].requests.requests);
+            gone += 1;
+        }
+        if !fits(&free, unit) {
+            break;
+        }
+        sub(&mut free, unit);
+        needed.push(gone);
+    }
+    (!needed.is_empty()).then(|| Offer { name: node.name_arc().clone(), needed, leavers })
+}
+
+/// Chooses nodes among `offers` for `count` members: a previous plan's
+/// nodes if they still hold them all, else greedily by fewest pods to wait
+/// for per member, newest such pod earliest, then name. The plan and its
+/// total wait, or `None` if the offers cannot hold `count`.
+fn choose(offers: &[&Offer], count: usize, previous: &HashSet<Arc<str>>) -> Option<(Plan, usize)> {
+    let kept: Vec<&Offer> = offers.iter().copied().filter(|o| previous.contains(&o.name)).collect();
+    let chosen: Vec<(&Offer, usize)> = if !previous.is_empty()
+        && kept.len() == previous.len()
+        && kept.iter().map(|o| o.slots()).sum::<usize>() >= count
+    {
+        let mut left = count;
+        kept.into_iter()
+            .map(|o| {
+                let k = o.slots().min(left);
+                left -= k;
+                (o, k)
+            })
+            .filter(|(_, k)| *k > 0)
+            .collect()
+    } else {
+        if offers.iter().map(|o| o.slots()).sum::<usize>() < count {
+            return None;
+        }
+        let mut left = count;
+        let mut taken = vec![false; offers.len()];
+        let mut chosen = Vec::new();
+        while left > 0 {
+            let best = offers
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !taken[*i])
+                .map(|(i, o)| {
+                    let k = o.slots().min(left);
+                    let (waits, newest) = o.cost(k);
+                    // Pods to wait for per member, compared without division.
+                    ((waits * count / k, newest, o.name.clone()), i, k)
+                })
+                .min_by(|a, b| a.0.cmp(&b.0))?;
+            let (_, i, k) = best;
+            taken[i] = true;
+            left -= k;
+            chosen.push((offers[i], k));
+        }
+        chosen
+    };
+    let mut plan = Plan { nodes: Vec::new(), waits: Vec::new() };
+    for (o, k) in chosen {
+        plan.nodes.push(o.name.clone());
+        plan.waits.extend(o.leavers[..o.needed[k - 1]].iter().map(|p| p.key.clone()));
+    }
+    let total = plan.waits.len();
+    Some((plan, total))
+}
+
+/// The plan for `count` pending members of group `own`, each no larger
+/// than `unit`, at `priority`: see the module docs. `topology`: the label
+/// key whose value all the nodes must share. `previous`: the nodes of the
+/// plan in force, kept while they still hold the gang. `feasible`: whether
+/// a member passes the profile's other filters on a node once the pods the
+/// plan would wait for there are gone (given the node as it is now).
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    nodes: &[Arc<NodeInfo>],
+    unit: &Resource,
+    count: usize,
+    priority: i32,
+    own: &GroupKey,
+    topology: Option<&str>,
+    previous: &HashSet<Arc<str>>,
+    mut feasible: impl FnMut(&NodeInfo) -> bool,
+) -> Option<Plan> {
+    if count == 0 {
+        return None;
+    }
+    let offers: Vec<(Option<&str>, Offer)> = nodes
+        .iter()
+        .filter_map(|n| {
+            let domain = match topology {
+                Some(key) => Some(n.label(key)?),
+                None => None,
+            };
+            let o = offer(n, unit, count, priority, own)?;
+            feasible(n).then_some((domain, o))
+        })
+        .collect();
+    let mut domains: BTreeMap<Option<&str>, Vec<&Offer>> = BTreeMap::new();
+    for (d, o) in &offers {
+        domains.entry(*d).or_default().push(o);
+    }
+    domains
+        .values()
+        .filter_map(|offers| choose(offers, count, previous))
+        .min_by_key(|(plan, total)| (*total, plan.nodes.len()))
+        .map(|(plan, _)| plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+
+    use super::*;
+
+    fn gpu_node(name: &str, rack: &str, pods: &[(&str, i64, i32, i64)]) -> Arc<NodeInfo> {
+        let mut info = NodeBuilder::new(name)
+            .cpu("64")
+            .memory("256Gi")
+            .allocatable("nvidia.com/gpu", "8")
+            .label("rack", rack)
+            .info();
+        for (i, (pod, gpus, priority, started)) in pods.iter().enumerate() {
+            let p = PodBuilder::new(&format!("{name}-{pod}-{i}"))
+                .node(name)
+                .cpu("1")
+                .resource("nvidia.com/gpu", &gpus.to_string())
+                .priority(*priority)
+                .started(*started)
+                .info();
+            info.add_pod(p);
+        }
+        Arc::new(info)
+    }
+
+    fn unit(gpus: i64) -> Resource {
+        let mut r = Resource { milli_cpu: 1000, ..Default::default() };
+        r.set("nvidia.com/gpu", gpus);
+        r
+    }
+
+    fn own() -> GroupKey {
+        GroupKey::new(convoy_api::PodGroupApi::Upstream, "default", "train")
+    }
+
+    #[test]
+    fn waits_for_the_fewest_pods_and_the_oldest() {
+        // Two members of 8 GPUs: n1 (one 8-GPU pod) and n3 (two 4-GPU
+        // pods, started long ago) against n2 (eight 1-GPU pods).
+        let nodes = vec![
+            gpu_node("n1", "a", &[("big", 8, 0, 100)]),
+            gpu_node("n2", "a", &(0..8).map(|_| ("s", 1, 0, 10)).collect::<Vec<_>>()),
+            gpu_node("n3", "a", &[("h1", 4, 0, 5), ("h2", 4, 0, 6)]),
+            gpu_node("n4", "a", &[("h3", 4, 0, 50), ("h4", 4, 0, 60)]),
+        ];
+        let p = plan(&nodes, &unit(8), 2, 0, &own(), None, &HashSet::new(), |_| true).unwrap();
+        assert_eq!(p.nodes, vec![Arc::from("n1"), Arc::from("n3")]);
+        assert_eq!(p.waits.len(), 3);
+    }
+
+    #[test]
+    fn higher_priority_pods_are_not_waited_for() {
+        let nodes = vec![
+            gpu_node("n1", "a", &[("important", 8, 100, 1)]),
+            gpu_node("n2", "a", &[("a", 4, 0, 1), ("b", 4, 0, 2)]),
+        ];
+        let p = plan(&nodes, &unit(8), 1, 0, &own(), None, &HashSet::new(), |_| true).unwrap();
+        assert_eq!(p.nodes, vec![Arc::from("n2")]);
+        assert!(plan(&nodes, &unit(8), 2, 0, &own(), None, &HashSet::new(), |_| true).is_none());
+    }
+
+    #[test]
+    fn a_free_node_needs_no_wait_and_a_node_holds_several_members() {
+        let nodes = vec![gpu_node("n1", "a", &[("x", 1, 0, 1)]), gpu_node("n2", "a", &[])];
+        let p = plan(&nodes, &unit(4), 2, 0, &own(), None, &HashSet::new(), |_| true).unwrap();
+        assert_eq!(p, Plan { nodes: vec![Arc::from("n2")], waits: vec![] });
+    }
+
+    #[test]
+    fn one_domain_of_the_required_topology() {
+        // Rack a has the cheapest node but not room for both members.
+        let nodes = vec![
+            gpu_node("a1", "a", &[]),
+            gpu_node("a2", "a", &[("h", 8, 100, 1)]),
+            gpu_node("b1", "b", &[("x", 2, 0, 1)]),
+            gpu_node("b2", "b", &[("y", 2, 0, 1)]),
+        ];
+        let p =
+            plan(&nodes, &unit(8), 2, 0, &own(), Some("rack"), &HashSet::new(), |_| true).unwrap();
+        assert_eq!(p.nodes.len(), 2);
+        assert!(p.nodes.iter().all(|n| n.starts_with('b')), "{p:?}");
+    }
+
+    #[test]
+    fn a_previous_plan_that_still_holds_is_kept_and_infeasible_nodes_are_not_chosen() {
+        let nodes = vec![
+            gpu_node("n1", "a", &[]),
+            gpu_node("n2", "a", &[("x", 8, 0, 1)]),
+            gpu_node("n3", "a", &[]),
+        ];
+        let previous: HashSet<Arc<str>> = [Arc::from("n2")].into();
+        let p = plan(&nodes, &unit(8), 1, 0, &own(), None, &previous, |_| true).unwrap();
+        assert_eq!(p.nodes, vec![Arc::from("n2")]);
+        let p = plan(&nodes, &unit(8), 1, 0, &own(), None, &HashSet::new(), |n| n.name() != "n1")
+            .unwrap();
+        assert_eq!(p.nodes, vec![Arc::from("n3")]);
+    }
+}
