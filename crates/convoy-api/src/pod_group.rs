@@ -31,6 +31,13 @@ pub const UPSTREAM_API_VERSION: &str = "scheduling.k8s.io/v1beta1";
 /// group's pods must be placed on nodes sharing one value of that label
 /// (one topology domain), or none is placed.
 pub const REQUIRED_TOPOLOGY_ANNOTATION: &str = "convoy.dev/required-topology";
+/// Annotation on a PodGroup (either API) naming node label keys, separated
+/// by commas: the group is placed inside one domain of the narrowest of
+/// these levels that can hold it (within its required domain, if any), and
+/// anywhere its required domain allows only when none can. For example
+/// `cloud.provider.com/topology-rack,nvidia.com/gpu.clique` with
+/// `convoy.dev/required-topology: cloud.provider.com/topology-block`.
+pub const PREFERRED_TOPOLOGY_ANNOTATION: &str = "convoy.dev/preferred-topology";
 
 /// Which API a PodGroup (and a pod's reference to it) belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -138,6 +145,9 @@ pub struct PodGroup {
     /// node label key whose value must be the same for every node of the
     /// group.
     pub required_topology: Option<Arc<str>>,
+    /// The [`PREFERRED_TOPOLOGY_ANNOTATION`]'s keys, in the order written
+    /// (empty without it).
+    pub preferred_topology: Vec<Arc<str>>,
     /// `spec.priority` (upstream's API, written by the API server's
     /// `Priority` admission from `spec.priorityClassName`): the group's
     /// priority in preemption, as preemptor and as victim, as upstream's
@@ -305,6 +315,28 @@ impl PodGroup {
             }
             (a, t) => a.or(t),
         };
+        let preferred_topology = match meta
+            .and_then(|m| m.get("annotations"))
+            .and_then(|a| a.get(PREFERRED_TOPOLOGY_ANNOTATION))
+        {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::String(list)) => {
+                let keys: Vec<&str> = list.split(',').map(str::trim).collect();
+                if keys.iter().any(|k| k.is_empty()) {
+                    return Err(err(format!(
+                        "metadata.annotations[{PREFERRED_TOPOLOGY_ANNOTATION}]: {list:?} has an \
+                         empty label key (expected keys separated by commas)"
+                    )));
+                }
+                keys.into_iter().map(Arc::from).collect()
+            }
+            Some(other) => {
+                return Err(err(format!(
+                    "metadata.annotations[{PREFERRED_TOPOLOGY_ANNOTATION}]: expected a string, \
+                     got {other}"
+                )));
+            }
+        };
         Ok(Self {
             key: GroupKey::new(api, &namespace, &name),
             uid: Arc::from(s(meta, "uid")),
@@ -314,6 +346,7 @@ impl PodGroup {
             min_resources,
             schedule_timeout,
             required_topology,
+            preferred_topology,
             priority: upstream.priority,
             never_preempts: upstream.never_preempts,
         })
@@ -512,6 +545,32 @@ mod tests {
             let got = PodGroup::from_json(&obj).unwrap_err().to_string();
             assert!(got.starts_with(want), "{got} does not start with {want}");
         }
+    }
+
+    #[test]
+    fn preferred_topology_levels_from_the_annotation() {
+        let g = PodGroup::from_json(&json!({
+            "apiVersion": UPSTREAM_API_VERSION, "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "annotations": {
+                PREFERRED_TOPOLOGY_ANNOTATION: "rack, nvlink"}},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}},
+                     "schedulingConstraints": {"topology": [{"key": "block"}]}}
+        }))
+        .unwrap();
+        assert_eq!(g.required_topology.as_deref(), Some("block"));
+        let keys: Vec<&str> = g.preferred_topology.iter().map(|k| &**k).collect();
+        assert_eq!(keys, ["rack", "nvlink"]);
+        let err = PodGroup::from_json(&json!({
+            "apiVersion": X_K8S_API_VERSION, "kind": "PodGroup",
+            "metadata": {"name": "g", "namespace": "ns", "annotations": {
+                PREFERRED_TOPOLOGY_ANNOTATION: "rack,,nvlink"}},
+            "spec": {"minMember": 2}
+        }))
+        .unwrap_err();
+        assert!(
+            err.message.contains("metadata.annotations[convoy.dev/preferred-topology]"),
+            "{err}"
+        );
     }
 
     /// Upstream's priority, preemption policy and topology constraint are

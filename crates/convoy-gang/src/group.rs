@@ -82,18 +82,82 @@ pub fn could_fit_empty_cluster(
     fits(&total, &capacity)
 }
 
+/// A topology domain: a label value and its nodes.
+pub type Domain = (String, Vec<Arc<NodeInfo>>);
+
 /// The nodes grouped by their value of the label `key` (nodes without it
 /// are left out), largest domain first, then by value.
-pub fn domains(nodes: &[Arc<NodeInfo>], key: &str) -> Vec<(String, Vec<Arc<NodeInfo>>)> {
+pub fn domains(nodes: &[Arc<NodeInfo>], key: &str) -> Vec<Domain> {
     let mut by: BTreeMap<&str, Vec<Arc<NodeInfo>>> = BTreeMap::new();
     for n in nodes {
         if let Some(v) = n.label(key) {
             by.entry(v).or_default().push(n.clone());
         }
     }
-    let mut out: Vec<(String, Vec<Arc<NodeInfo>>)> =
-        by.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+    let mut out: Vec<Domain> = by.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
     out.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// The domains of the preferred topology levels `keys` to try a group in,
+/// among `nodes` (already restricted to the group's required domain, if
+/// any): the narrowest level first (the key with the most distinct values),
+/// and within a level the domain with the least free room that can still
+/// hold the members first (best fit, so large domains stay whole for large
+/// groups). Free room is counted in the resource the members need most of
+/// relative to what the nodes offer (each member's requests summed); a
+/// domain with less free than the members need in any of their resources
+/// is left out. Returns `(key, value)` pairs.
+pub fn preferred_domains(
+    nodes: &[Arc<NodeInfo>],
+    keys: &[Arc<str>],
+    members: &[QueuedPodInfo],
+) -> Vec<(Arc<str>, String)> {
+    let mut need = convoy_api::Resource::default();
+    for m in members {
+        need.add(&m.pod_info.requests.requests);
+    }
+    let free_of = |ns: &[Arc<NodeInfo>]| {
+        let mut free = convoy_api::Resource::default();
+        for n in ns {
+            for (name, v) in n.allocatable.iter_named() {
+                if name != "pods" {
+                    free.set(name, free.get(name) + v - n.requested.get(name));
+                }
+            }
+        }
+        free
+    };
+    // The resource the members need most of, relative to the cluster.
+    let total = free_of(nodes);
+    let dominant = need
+        .iter_named()
+        .filter(|(name, v)| *name != "pods" && *v > 0)
+        .max_by(|a, b| {
+            let share = |(name, v): &(&str, i64)| *v as f64 / total.get(name).max(1) as f64;
+            share(a).total_cmp(&share(b))
+        })
+        .map(|(name, _)| name.to_string());
+    let mut levels: Vec<(&Arc<str>, Vec<Domain>)> =
+        keys.iter().map(|k| (k, domains(nodes, k))).collect();
+    levels.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(b.0)));
+    let mut out = Vec::new();
+    for (key, doms) in levels {
+        let mut fitting: Vec<(i64, String)> = doms
+            .into_iter()
+            .filter_map(|(value, ns)| {
+                let free = free_of(&ns);
+                let enough = need
+                    .iter_named()
+                    .filter(|(name, _)| *name != "pods")
+                    .all(|(name, v)| v <= free.get(name));
+                let room = dominant.as_deref().map_or(0, |d| free.get(d));
+                enough.then_some((room, value))
+            })
+            .collect();
+        fitting.sort();
+        out.extend(fitting.into_iter().map(|(_, v)| (key.clone(), v)));
+    }
     out
 }
 

@@ -29,6 +29,7 @@ use convoy_api::{Code, CycleState, GroupKey, NodeInfo, PodInfo, QueuedPodInfo, S
 use convoy_framework::{Framework, ScheduleError, ScheduleResult};
 use convoy_gang::group::{
     can_still_succeed, could_fit_empty_cluster, domains, min_resources_available, placement_order,
+    preferred_domains,
 };
 use convoy_queue::Failure;
 use rand::Rng;
@@ -124,31 +125,77 @@ impl Scheduler {
             if let Err(msg) = min_resources_available(&spec, ls.snapshot.nodes()) {
                 attempt.first_failure = Some(msg);
                 attempt.not_tried = members;
-            } else if let Some(topology) = spec.required_topology.clone() {
-                let domains: Vec<String> =
-                    domains(ls.snapshot.nodes(), &topology).into_iter().map(|(v, _)| v).collect();
-                let mut tried_domains = Vec::new();
-                let mut remaining = members;
-                for value in domains {
-                    let scope = Some((&*topology, value.as_str()));
-                    let a = self.place(&fwk, remaining, scope, target, ls);
-                    let fits = if barrier {
+            } else {
+                // One required domain after another (the whole cluster
+                // without one); in each, the preferred levels' domains
+                // first, narrowest level first.
+                let fits = |a: &Attempt| {
+                    if barrier {
                         a.failed.is_empty() && a.not_tried.is_empty()
                     } else {
                         a.placed.len() >= target
+                    }
+                };
+                let required = spec.required_topology.clone();
+                let scopes: Vec<Option<String>> = match &required {
+                    Some(topology) => domains(ls.snapshot.nodes(), topology)
+                        .into_iter()
+                        .map(|(v, _)| Some(v))
+                        .collect(),
+                    None => vec![None],
+                };
+                let mut tried_domains = Vec::new();
+                let mut remaining = members;
+                let mut done = false;
+                for value in scopes {
+                    let base: Vec<(&str, &str)> = match (&required, &value) {
+                        (Some(t), Some(v)) => vec![(&**t, v.as_str())],
+                        _ => Vec::new(),
                     };
-                    if fits {
+                    if !spec.preferred_topology.is_empty() {
+                        let in_base: Vec<Arc<NodeInfo>> = ls
+                            .snapshot
+                            .nodes()
+                            .iter()
+                            .filter(|n| base.iter().all(|(k, v)| n.label(k) == Some(*v)))
+                            .cloned()
+                            .collect();
+                        let preferred =
+                            preferred_domains(&in_base, &spec.preferred_topology, &remaining);
+                        for (key, v) in &preferred {
+                            let mut scope = base.clone();
+                            scope.push((&**key, v.as_str()));
+                            let a = self.place(&fwk, remaining, &scope, target, ls);
+                            if fits(&a) {
+                                attempt = a;
+                                remaining = Vec::new();
+                                done = true;
+                                break;
+                            }
+                            remaining = self.undo(&fwk, a);
+                            self.cache.update_snapshot(&mut ls.snapshot);
+                        }
+                        if done {
+                            break;
+                        }
+                    }
+                    let a = self.place(&fwk, remaining, &base, target, ls);
+                    if fits(&a) || required.is_none() {
                         attempt = a;
                         remaining = Vec::new();
                         break;
                     }
-                    tried_domains.push(format!("{value}: {}/{target} fit", a.placed.len()));
+                    tried_domains.push(format!(
+                        "{}: {}/{target} fit",
+                        value.as_deref().unwrap_or_default(),
+                        a.placed.len()
+                    ));
                     plugins.extend(a.plugins.iter().copied());
                     pending.extend(a.pending.iter().copied());
                     remaining = self.undo(&fwk, a);
                     self.cache.update_snapshot(&mut ls.snapshot);
                 }
-                if !remaining.is_empty() {
+                if let (Some(topology), false) = (&required, remaining.is_empty()) {
                     attempt.first_failure = Some(format!(
                         "no single {topology} domain fits the group (required by annotation {}){}",
                         convoy_api::pod_group::REQUIRED_TOPOLOGY_ANNOTATION,
@@ -160,8 +207,6 @@ impl Scheduler {
                     ));
                     attempt.not_tried = remaining;
                 }
-            } else {
-                attempt = self.place(&fwk, members, None, target, ls);
             }
         }
         plugins.extend(attempt.plugins.iter().copied());
@@ -309,14 +354,14 @@ impl Scheduler {
     }
 
     /// Places `members` one after another against the loop's snapshot
-    /// (restricted to the nodes whose label `scope.0` has value `scope.1`,
-    /// if given), assuming and reserving each, refreshing the snapshot in
+    /// (restricted to the nodes that have every label `(key, value)` of
+    /// `scope`), assuming and reserving each, refreshing the snapshot in
     /// between; stops trying once `target` is out of reach.
     fn place(
         &self,
         fwk: &Framework,
         members: Vec<QueuedPodInfo>,
-        scope: Option<(&str, &str)>,
+        scope: &[(&str, &str)],
         target: usize,
         ls: &mut LoopState,
     ) -> Attempt {
@@ -333,18 +378,17 @@ impl Scheduler {
             state.skip_post_filter = true;
             let pod = m.pod_info.clone();
             let scoped: Vec<Arc<NodeInfo>>;
-            let nodes = match scope {
-                None => ls.snapshot.nodes(),
-                Some((key, value)) => {
-                    scoped = ls
-                        .snapshot
-                        .nodes()
-                        .iter()
-                        .filter(|n| n.label(key) == Some(value))
-                        .cloned()
-                        .collect();
-                    &scoped
-                }
+            let nodes = if scope.is_empty() {
+                ls.snapshot.nodes()
+            } else {
+                scoped = ls
+                    .snapshot
+                    .nodes()
+                    .iter()
+                    .filter(|n| scope.iter().all(|(k, v)| n.label(k) == Some(*v)))
+                    .cloned()
+                    .collect();
+                &scoped
             };
             let r = fwk.schedule_pod(
                 &mut state,

@@ -401,6 +401,76 @@ async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
     scheduler.cache().check_invariants().unwrap();
 }
 
+/// Multi-level topology: a group requires one block (upstream's
+/// `schedulingConstraints.topology`, or the annotation for
+/// scheduler-plugins' API) and prefers one rack, then one NVLink domain
+/// (`convoy.dev/preferred-topology`). Two blocks of two racks of two NVLink
+/// domains of two nodes (one member per node). It lands in the narrowest
+/// level that holds it whole: two members in one NVLink domain, three in
+/// one rack, and five, which no rack holds, anywhere in one block.
+#[tokio::test]
+async fn a_group_lands_in_the_narrowest_preferred_domain_that_holds_it() {
+    for api in APIS {
+        let mut nodes = Vec::new();
+        for i in 0..16 {
+            nodes.push(
+                NodeBuilder::new(&format!("n{i:02}"))
+                    .cpu("1")
+                    .label("block", &format!("b{}", i / 8))
+                    .label("rack", &format!("r{}", i / 4))
+                    .label("nvlink", &format!("d{}", i / 2))
+                    .build(),
+            );
+        }
+        let labels: std::collections::BTreeMap<String, (String, String, String)> = (0..16)
+            .map(|i| {
+                (
+                    format!("n{i:02}"),
+                    (format!("b{}", i / 8), format!("r{}", i / 4), format!("d{}", i / 2)),
+                )
+            })
+            .collect();
+        let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
+        let sink = Arc::new(Groups::default());
+        let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
+        for (group, size) in [("two", 2), ("three", 3), ("five", 5)] {
+            let mut g = group_json(api, group, size);
+            g["metadata"]["annotations"] = json!({"convoy.dev/preferred-topology": "rack,nvlink"});
+            match api {
+                PodGroupApi::XK8s => {
+                    g["metadata"]["annotations"]["convoy.dev/required-topology"] = json!("block");
+                }
+                PodGroupApi::Upstream => {
+                    g["spec"]["schedulingConstraints"] = json!({"topology": [{"key": "block"}]});
+                }
+            }
+            cluster.apply_pod_group(&g).unwrap();
+            for i in 0..size {
+                cluster.add_pod(member(api, group, &format!("{group}-{i}"), "800m")).unwrap();
+            }
+            scheduler.run_until_idle(&mut updates, &clock).await;
+            let on: Vec<&(String, String, String)> = cluster
+                .pods()
+                .iter()
+                .filter(|p| p.metadata.name.as_deref().unwrap().starts_with(&format!("{group}-")))
+                .filter_map(|p| p.spec.as_ref().unwrap().node_name.clone())
+                .map(|n| &labels[&n])
+                .collect();
+            assert_eq!(on.len(), size as usize, "{api:?} {group}: not all bound");
+            let distinct = |f: fn(&(String, String, String)) -> &String| {
+                on.iter().map(|l| f(l)).collect::<std::collections::BTreeSet<_>>().len()
+            };
+            assert_eq!(distinct(|l| &l.0), 1, "{api:?} {group}: blocks {on:?}");
+            match size {
+                2 => assert_eq!(distinct(|l| &l.2), 1, "{api:?} {group}: NVLink domains {on:?}"),
+                3 => assert_eq!(distinct(|l| &l.1), 1, "{api:?} {group}: racks {on:?}"),
+                _ => {}
+            }
+        }
+        assert_invariant(&cluster);
+    }
+}
+
 /// A group that requires one topology domain (annotation
 /// `convoy.dev/required-topology`) is placed inside one domain or not at
 /// all, even when the cluster as a whole has room.
