@@ -241,7 +241,13 @@ impl Scheduler {
         if success {
             // 4: commit.
             self.gang.record_attempt(&key, true, true, self.clock.now());
-            self.sink.record_group(&group_decision);
+            if barrier || placed.is_empty() {
+                self.sink.record_group(&group_decision);
+            } else {
+                // Reported once every member placed here is bound
+                // (binding_cycle's group_member_bound).
+                self.group_reports.lock().insert(key.clone(), (group_decision, placed.len()));
+            }
             for p in placed {
                 let decision =
                     scheduled_decision(&fwk, &p.qpi, p.result, total, started, Some(key.clone()));
@@ -373,8 +379,8 @@ impl Scheduler {
                 continue;
             }
             let mut state = CycleState::new();
-            // Members preempt nobody one by one (gang preemption as a
-            // unit is not done yet).
+            // Members preempt nobody one by one: the group preempts as one
+            // unit after a failed attempt (preempt_group.rs).
             state.skip_post_filter = true;
             let pod = m.pod_info.clone();
             let scoped: Vec<Arc<NodeInfo>>;

@@ -225,7 +225,25 @@ impl Scheduler {
         let mut decision = decision;
         decision.since_first_attempt = qpi.initial_attempt_timestamp.map(|t| t.elapsed());
         self.sink.record(&decision);
+        self.group_member_bound(&pod, true);
         self.queue.done(&pod.uid);
+    }
+
+    /// A member of a placed group was bound (`true`) or its binding cycle
+    /// failed: the group's report goes out with its last binding, or never
+    /// (the group is tried again and reported then).
+    fn group_member_bound(&self, pod: &PodInfo, bound: bool) {
+        let Some(key) = &pod.group else { return };
+        let mut reports = self.group_reports.lock();
+        let Some((_, left)) = reports.get_mut(key) else { return };
+        *left = left.saturating_sub(1);
+        if !bound {
+            reports.remove(key);
+        } else if *left == 0 {
+            let (decision, _) = reports.remove(key).expect("present");
+            drop(reports);
+            self.sink.record_group(&decision);
+        }
     }
 
     /// Upstream's `handleBindingCycleError`: undo the reservation and
@@ -246,6 +264,7 @@ impl Scheduler {
         let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
         fwk.run_unreserve(&mut state, &pod, &node.clone());
         self.forget(&pod);
+        self.group_member_bound(&pod, false);
         self.fail_after_assume(fwk, qpi, decision, status, true);
         self.queue.binding_released(&pod);
     }

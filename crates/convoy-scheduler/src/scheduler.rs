@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use convoy_api::{
     ActionType, Binder, Clock, ClusterEvent, ClusterObjects, ClusterUpdate, EventObject,
-    EventResource, Handle, PodInfo, PreemptionActuator, Registry, RunningPreemptions,
+    EventResource, GroupKey, Handle, PodInfo, PreemptionActuator, Registry, RunningPreemptions,
 };
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
@@ -20,7 +20,7 @@ use parking_lot::Mutex;
 use rand::SeedableRng;
 use rand::rngs::SmallRng;
 
-use crate::decision::DecisionSink;
+use crate::decision::{DecisionSink, GroupDecision};
 
 /// Upstream's default for how long a pod may stay in the unschedulable pool
 /// before the periodic flush retries it.
@@ -102,6 +102,12 @@ pub struct Scheduler {
     /// Pods whose binding cycle the loop starts next
     /// ([`Scheduler::start_bindings`]).
     pub(crate) bindings: Mutex<Vec<crate::schedule_one::Binding>>,
+    /// Placed groups whose report (log line, Event, status, metrics) waits
+    /// for their members' bindings: the decision and how many bindings are
+    /// still to land. A group is reported placed once they all have, so a
+    /// replica that dies between its decision and its bindings never says
+    /// a group is scheduled.
+    pub(crate) group_reports: Mutex<HashMap<GroupKey, (GroupDecision, usize)>>,
     pub(crate) synced: Arc<AtomicBool>,
     pub(crate) waiting_pods: Arc<WaitingPodsMap>,
     pub(crate) gang: Arc<GangState>,
@@ -257,6 +263,7 @@ impl Scheduler {
             loop_state: Mutex::new(LoopState { snapshot: Snapshot::default(), next_start: 0, rng }),
             binds_in_flight: Arc::new(AtomicUsize::new(0)),
             bindings: Mutex::new(Vec::new()),
+            group_reports: Mutex::new(HashMap::new()),
             synced: Arc::new(AtomicBool::new(false)),
             waiting_pods,
             gang,
