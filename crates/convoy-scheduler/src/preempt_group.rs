@@ -23,14 +23,33 @@
 //!    addition — if the group, placed once more around it, still fits
 //!    (then that placement is kept). Upstream keeps the first placement,
 //!    which may evict a unit another placement would spare.
-//! 5. The remaining units are the victims; each placed member is
+//! 5. **Fewest victims** — Convoy's addition (issue 35; Volcano #5984
+//!    evicted ten pods where one was enough). The reprieve keeps the most
+//!    important units, not the most pods: an important pod whose room
+//!    alone would do is kept while eight small pods go. When the reprieve
+//!    left no PodDisruptionBudget violation, subsets of the units whose
+//!    eviction violates none are tried by fewest pods (up to as many as
+//!    the reprieve evicts), and among as many pods by fewest nodes with a
+//!    victim, then the lower highest priority, then the lower sum of
+//!    priorities (upstream's `pickOneNodeForPreemption` order after its
+//!    PDB criterion), then the less important units; the first whose
+//!    removal lets the group place (the dry run's placement) wins, with
+//!    that placement. PDB-violating units are never traded for fewer
+//!    victims: when the reprieve had to evict one, its answer stands, as
+//!    does it when the search runs out of work (`SEARCH_WORK`).
+//! 6. The remaining units are the victims; each placed member is
 //!    nominated to its node.
 //!
 //! Cost: one group placement over the whole cluster plus, per candidate
 //! unit, one Filter pass per member on its node and, when that fails, one
 //! more group placement; each step copies the
-//! node list (`Arc`s), and a node only when it changes. It runs only for a
-//! gang that does not fit.
+//! node list (`Arc`s), and a node only when it changes. The search of step
+//! 5 adds at most `SEARCH_WORK` (2^18) Filter passes of one member on one
+//! node, a group placement costing members × nodes of them: exhaustive
+//! when the cluster and the victims needed are small (thousands of
+//! placements of a 4-member gang on 5 nodes), a handful of placements on
+//! thousands of nodes, so the whole stays polynomial. It all runs only for a gang that does
+//! not fit.
 
 use std::sync::Arc;
 
@@ -124,6 +143,66 @@ impl Work {
     fn lister(&self) -> NodeList {
         NodeList::new(self.nodes.clone())
     }
+}
+
+/// The work the search for fewer victims may spend, in Filter passes of
+/// one member on one node (a group placement costs members × nodes; listing
+/// one subset costs one): tens of milliseconds on a small cluster, a few
+/// group placements on a large one.
+const SEARCH_WORK: usize = 1 << 18;
+
+/// The search for fewer victims: the group, the snapshot's nodes, and the
+/// work left.
+struct Search<'a> {
+    fwk: &'a Framework,
+    members: &'a [QueuedPodInfo],
+    needed: usize,
+    nodes: &'a [Arc<NodeInfo>],
+    work: usize,
+}
+
+/// How a subset of `units` ranks among those with as many pods: fewer
+/// nodes with a victim, then the lower highest priority, then the lower sum
+/// of the victims' priorities (upstream's `pickOneNodeForPreemption` order
+/// after its PDB criterion).
+fn rank(units: &[Victim], set: &[usize]) -> (usize, i32, i64) {
+    let mut nodes: Vec<&Arc<str>> = set.iter().flat_map(|&i| &units[i].nodes).collect();
+    nodes.sort();
+    nodes.dedup();
+    let highest = set.iter().map(|&i| units[i].priority).max().unwrap_or(i32::MIN);
+    let sum = set.iter().map(|&i| i64::from(units[i].priority) * units[i].pods.len() as i64).sum();
+    (nodes.len(), highest, sum)
+}
+
+/// Every subset of `units` with `pods` pods in all (indices in increasing
+/// order), each step spending one of `work`; `None` when it runs out.
+fn subsets_with(units: &[Victim], pods: usize, work: &mut usize) -> Option<Vec<Vec<usize>>> {
+    fn walk(
+        units: &[Victim],
+        from: usize,
+        left: usize,
+        set: &mut Vec<usize>,
+        out: &mut Vec<Vec<usize>>,
+        work: &mut usize,
+    ) -> Option<()> {
+        if left == 0 {
+            out.push(set.clone());
+            return Some(());
+        }
+        for i in from..units.len() {
+            *work = work.checked_sub(1)?;
+            let n = units[i].pods.len();
+            if n <= left {
+                set.push(i);
+                walk(units, i + 1, left - n, set, out, work)?;
+                set.pop();
+            }
+        }
+        Some(())
+    }
+    let mut out = Vec::new();
+    walk(units, 0, pods, &mut Vec::new(), &mut out, work)?;
+    Some(out)
 }
 
 /// The priority a group preempts at: its `spec.priority` (upstream's API,
@@ -266,6 +345,7 @@ impl Scheduler {
         units.sort_by(more_important_victim);
         let pdbs = self.objects.pod_disruption_budgets();
         let (violating, non_violating) = split_units_by_pdb(&units, &pdbs);
+        let without_pdb = non_violating.clone();
         let mut victims: Vec<Victim> = Vec::new();
         let mut pdb_violations = 0;
         let candidates = violating.into_iter().chain(non_violating.into_iter().map(|u| (u, 0)));
@@ -286,12 +366,56 @@ impl Scheduler {
             pdb_violations += count;
             victims.push(u);
         }
+        // 5) Fewer victims than the reprieve left, if the bounded search
+        // finds them (never at the price of a PDB violation).
+        if pdb_violations == 0 {
+            let most = victims.iter().map(|v| v.pods.len()).sum();
+            let mut search = Search { fwk, members, needed, nodes: &nodes, work: SEARCH_WORK };
+            if let Some((fewer, placed)) = self.fewest_victims(&mut search, &without_pdb, most, ls)
+            {
+                victims = fewer;
+                assignments = placed;
+            }
+        }
         victims.sort_by(more_important_victim);
         GroupPostFilter::Preempt {
             nominations: assignments,
             victims: victims.into_iter().flat_map(|v| v.pods).collect(),
             pdb_violations,
         }
+    }
+
+    /// Step 5 of the module docs: the first subset of `units`, by fewest
+    /// pods (at most `most`) then [`rank`], whose removal lets the group
+    /// place; `None` when none is found before the search's work runs out.
+    fn fewest_victims(
+        &self,
+        s: &mut Search<'_>,
+        units: &[Victim],
+        most: usize,
+        ls: &mut LoopState,
+    ) -> Option<(Vec<Victim>, Assignments)> {
+        // Least important first, so that of two subsets that rank the same
+        // the one listed first (and kept) spares the more important units.
+        let units: Vec<Victim> = units.iter().rev().cloned().collect();
+        let units = &units[..];
+        let placement = (s.members.len() * s.nodes.len()).max(1);
+        let base = Work::new(s.nodes);
+        for pods in 1..=most {
+            let mut subsets = subsets_with(units, pods, &mut s.work)?;
+            subsets.sort_by_cached_key(|set| rank(units, set));
+            for set in subsets {
+                s.work = s.work.checked_sub(placement)?;
+                let mut work = base.clone();
+                for &i in &set {
+                    work.remove(&units[i]);
+                }
+                if let Ok(placed) = self.place_dry(s.fwk, s.members, s.needed, &work, ls) {
+                    return Some((set.into_iter().map(|i| units[i].clone()).collect(), placed));
+                }
+            }
+        }
+        None
     }
 
     /// Places the members against `work` (the group cycle's order and
