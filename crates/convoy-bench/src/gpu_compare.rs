@@ -58,6 +58,14 @@ pub struct Variant {
     pub extended_resource_only: bool,
 }
 
+/// kube-scheduler's gate for upstream's PodGroup topology constraint
+/// (`spec.schedulingConstraints.topology`); a workload that sets it gets
+/// it on testenv's API server too.
+const TOPOLOGY_GATE: &str = "TopologyAwareWorkloadScheduling";
+/// The API server flag of [`TOPOLOGY_GATE`] (merged with testenv's own
+/// `--feature-gates=GenericWorkload=true`).
+const TOPOLOGY_APISERVER_ARGS: &[&str] = &["--feature-gates=TopologyAwareWorkloadScheduling=true"];
+
 /// Why a variant is not run on a workload with DRA devices.
 pub const SKIPPED_FOR_DRA: &str = "skipped: MostAllocated weights nvidia.com/gpu, which DRA \
                                    devices do not use";
@@ -98,6 +106,9 @@ pub struct VariantRun {
     pub error: Option<String>,
     /// Why it was not run.
     pub skipped: Option<String>,
+    /// Bound pods removed by others during the op's window (see
+    /// [`crate::measure::evictions`]).
+    pub evictions: usize,
     /// Its DataItems.
     #[serde(skip)]
     pub items: Vec<DataItem>,
@@ -128,6 +139,7 @@ pub fn run(
                 outcomes: Vec::new(),
                 error: None,
                 skipped: None,
+                evictions: 0,
                 items: Vec::new(),
             };
             if dra && v.extended_resource_only {
@@ -144,7 +156,13 @@ pub fn run(
                     // DRA needs kube-controller-manager's resourceclaim
                     // controller (pods' claims made from templates, and
                     // deleted with their pods).
-                    let options = if dra { Options::WITH_CONTROLLERS } else { Options::API_ONLY };
+                    let mut options =
+                        if dra { Options::WITH_CONTROLLERS } else { Options::API_ONLY };
+                    // Upstream's gang topology constraint is a PodGroup
+                    // field the API server keeps only with the gate on.
+                    if plan.feature_gates.get(TOPOLOGY_GATE) == Some(&true) {
+                        options.apiserver_args = TOPOLOGY_APISERVER_ARGS;
+                    }
                     let env = TestEnv::start_with(options);
                     env.map_err(|e| format!("starting testenv: {e}")).and_then(|env| {
                         // Before the scheduler starts, so that it finds the
@@ -165,6 +183,7 @@ pub fn run(
                 [("Scheduler".to_string(), v.label.clone())].into();
             match windows {
                 Ok(windows) => {
+                    run.evictions = windows.iter().map(|w| w.evictions).sum();
                     for win in &windows {
                         let mut i = data_item(&plan.name, win);
                         i.labels.extend(labels.clone());
@@ -262,6 +281,53 @@ pub fn table(runs: &[VariantRun]) -> String {
         }
     }
     out
+}
+
+/// The gang contention table (`backlog: true` workloads), one row per
+/// variant and workload; empty when no run has contention metrics.
+pub fn contention_table(runs: &[VariantRun]) -> String {
+    let header = [
+        "WORKLOAD",
+        "VARIANT",
+        "GANGS PLACED",
+        "CREATED->BOUND P50 S",
+        "P99 S",
+        "UTIL% MEAN",
+        "UTIL% SAT",
+        "PARTIAL",
+        "DEADLOCKED",
+        "UNPLACED",
+        "EVICTIONS",
+        "DOMAINS AVG/MAX",
+        "BACKFILLED",
+    ];
+    let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
+    for r in runs {
+        let Some(c) = r.outcomes.first().and_then(|o| o.contention.as_ref()) else { continue };
+        let s = |v: Option<f64>| v.map_or("-".into(), |ms| format!("{:.1}", ms / 1e3));
+        rows.push(vec![
+            r.workload.clone(),
+            r.variant.label.clone(),
+            format!("{}/{}", c.gangs_placed, c.gangs),
+            s(c.latency_p50_ms),
+            s(c.latency_p99_ms),
+            format!("{:.1}", c.utilization_mean_pct),
+            c.utilization_saturated_pct.map_or("-".into(), |v| format!("{v:.1}")),
+            c.partial_gangs.to_string(),
+            c.deadlocked_gangs.to_string(),
+            c.unplaced_jobs.to_string(),
+            r.evictions.to_string(),
+            match (c.domains_avg(), c.gang_domains.iter().max()) {
+                (Some(a), Some(m)) => format!("{a:.2}/{m}"),
+                _ => "-".into(),
+            },
+            c.backfilled.to_string(),
+        ]);
+    }
+    if rows.len() == 1 {
+        return String::new();
+    }
+    crate::table::format(&rows, 2)
 }
 
 /// One target of the issue and whether it was met.
@@ -437,9 +503,20 @@ pub fn main(args: GpuArgs) -> ExitCode {
         Err(e) => return fail(e),
     };
     print!("{}", table(&runs));
+    let contention = contention_table(&runs);
+    if !contention.is_empty() {
+        print!("\ngang contention:\n{contention}");
+    }
     let mut verdicts = BTreeMap::new();
     for (tc, w) in select(&config, &opts) {
         let name = format!("{}/{}", tc.name, w.name);
+        let gangs_only = runs
+            .iter()
+            .any(|r| r.workload == name && r.outcomes.iter().any(|o| o.contention.is_some()));
+        if gangs_only {
+            // The fragmentation targets are not this workload's.
+            continue;
+        }
         let v = self::verdicts(&runs, &name);
         for x in &v {
             let word = match x.met {

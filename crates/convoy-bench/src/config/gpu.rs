@@ -134,8 +134,21 @@ pub struct CreateGpuJobsOp {
     #[serde(default)]
     pub collect_metrics: bool,
     /// How long a wave may make no progress while pods that fit are still
-    /// pending before they are refused anyway (default `10s`).
+    /// pending before they are refused anyway (default `10s`). With
+    /// `backlog`, how long a job that fits may stay pending once arrivals
+    /// have stopped before it counts as deadlocked.
     pub stall_timeout: Option<String>,
+    /// A queueing stream instead of a loss system: jobs that do not fit
+    /// wait (nothing is refused), waves arrive every `waveInterval` of
+    /// wall time whatever the scheduler does, a job's lifetime counts from
+    /// the wave in which its last pod was bound, and after the last wave
+    /// the stream drains (no arrivals) until every job was placed or is
+    /// deadlocked. Reports the gang contention metrics (see
+    /// `gpu::backlog`).
+    #[serde(default)]
+    pub backlog: bool,
+    /// Wall time between waves (required with `backlog`, e.g. `500ms`).
+    pub wave_interval: Option<String>,
 }
 
 impl CreateGpuJobsOp {
@@ -185,6 +198,19 @@ impl CreateGpuJobsOp {
         }
         if let Some(d) = &self.stall_timeout {
             parse_duration(d).map_err(|e| format!("{op}.stallTimeout: {e}"))?;
+        }
+        match (self.backlog, &self.wave_interval) {
+            (true, None) => return Err(format!("{op}.waveInterval is required with backlog")),
+            (false, Some(_)) => return Err(format!("{op}.waveInterval needs backlog: true")),
+            (true, Some(d)) => match parse_duration(d) {
+                Ok(d) if !d.is_zero() => {}
+                Ok(_) => return Err(format!("{op}.waveInterval must be positive")),
+                Err(e) => return Err(format!("{op}.waveInterval: {e}")),
+            },
+            (false, None) => {}
+        }
+        if self.backlog && self.gpus_as == GpusAs::DraDevices {
+            return Err(format!("{op}.backlog: not with gpusAs: draDevices"));
         }
         if self.gpus_as == GpusAs::ExtendedResource {
             for (field, v) in

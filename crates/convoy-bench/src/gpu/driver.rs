@@ -38,7 +38,9 @@ use crate::template::{TemplateSource, env_for};
 const CONCURRENCY: usize = 64;
 /// Label naming a pod's job.
 const JOB_LABEL: &str = "convoy-bench/gpu-job";
-/// Label joining a pod to its PodGroup (scheduler-plugins API).
+/// Label joining a pod to its PodGroup (scheduler-plugins API; pods of an
+/// upstream `scheduling.k8s.io` PodGroup name it in
+/// `spec.schedulingGroup.podGroupName` instead).
 const GROUP_LABEL: &str = "scheduling.x-k8s.io/pod-group";
 /// Longest wait for the target's view to show our own creates and deletes.
 pub(crate) const SYNC_TIMEOUT: Duration = Duration::from_secs(60);
@@ -75,18 +77,23 @@ pub(crate) enum DraObject {
 }
 
 /// A job that is running.
-struct Live {
-    end: usize,
-    pods: Vec<String>,
-    group: Option<String>,
+pub(super) struct Live {
+    pub(super) end: usize,
+    pub(super) pods: Vec<String>,
+    pub(super) group: Option<String>,
 }
 
-fn job_name(j: &Job) -> String {
+pub(super) fn job_name(j: &Job) -> String {
     format!("gpu-job-{}", j.index)
 }
 
 /// Renders pod `member` of job `j`.
-fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Result<Pod, String> {
+pub(super) fn render_pod(
+    s: &GpuJobsStep,
+    j: &Job,
+    member: usize,
+    scheduler: &str,
+) -> Result<Pod, String> {
     let mut env = env_for(&Default::default(), j.index, s.jobs);
     env.insert("Gpus".into(), TValue::Int(i64::from(j.shape.gpus)));
     if let Some(c) = j.shape.cpu_milli {
@@ -106,7 +113,14 @@ fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Resul
     }
     meta["labels"][JOB_LABEL] = json!(job_name(j));
     if j.gang {
-        meta["labels"][GROUP_LABEL] = json!(job_name(j));
+        let group = render_group(s, j)?;
+        let upstream =
+            group["apiVersion"].as_str().is_some_and(|v| v.starts_with("scheduling.k8s.io/"));
+        if upstream {
+            v["spec"]["schedulingGroup"] = json!({"podGroupName": job_name(j)});
+        } else {
+            meta["labels"][GROUP_LABEL] = json!(job_name(j));
+        }
     }
     if v["spec"]["schedulerName"].as_str().is_none_or(str::is_empty) {
         v["spec"]["schedulerName"] = json!(scheduler);
@@ -117,7 +131,7 @@ fn render_pod(s: &GpuJobsStep, j: &Job, member: usize, scheduler: &str) -> Resul
     crate::any::typed(v).map_err(|e| format!("pod template: {e}"))
 }
 
-fn render_group(s: &GpuJobsStep, j: &Job) -> Result<Value, String> {
+pub(super) fn render_group(s: &GpuJobsStep, j: &Job) -> Result<Value, String> {
     let t = s.group_template.as_ref().ok_or("podGroupTemplatePath is required with gangs")?;
     let mut env = env_for(&Default::default(), j.index, s.jobs);
     env.insert("Members".into(), TValue::Int(j.pods as i64));
@@ -140,7 +154,7 @@ fn render(t: &TemplateSource, env: &crate::template::Env) -> Result<Value, Strin
     Ok(v)
 }
 
-async fn all<F>(futs: impl IntoIterator<Item = F>) -> Result<(), String>
+pub(super) async fn all<F>(futs: impl IntoIterator<Item = F>) -> Result<(), String>
 where
     F: std::future::Future<Output = Result<(), String>>,
 {
@@ -157,6 +171,9 @@ pub(crate) async fn run_jobs(
     target: &dyn Target,
     scheduler: &str,
 ) -> Result<(), String> {
+    if let Some(interval) = s.backlog {
+        return super::backlog::run(s, target, scheduler, interval).await;
+    }
     let stream = jobs(s.seed, s.jobs, &s.mix, s.gangs.as_ref(), s.mean_lifetime);
     let median_shape = gpu_weighted_median(&s.mix);
     let probe = |shape: PodShape| -> Result<Res, String> {
@@ -195,6 +212,7 @@ pub(crate) async fn run_jobs(
         partial_gangs: 0,
         median: median_shape,
         summary: Summary::default(),
+        contention: None,
     };
     for (wave, chunk) in stream.chunks(s.per_wave).enumerate() {
         // Jobs whose time is up finish.
@@ -263,7 +281,7 @@ pub(crate) async fn run_jobs(
 
 /// Per wave, the GPUs of the jobs that would be running had every job been
 /// placed (a job of wave `w` runs in waves `w..w + lifetime`).
-fn offered_gpus(stream: &[Job], per_wave: usize) -> Vec<i64> {
+pub(super) fn offered_gpus(stream: &[Job], per_wave: usize) -> Vec<i64> {
     let waves = stream.len().div_ceil(per_wave.max(1));
     let mut offered = vec![0i64; waves];
     for (i, j) in stream.iter().enumerate() {
@@ -276,7 +294,7 @@ fn offered_gpus(stream: &[Job], per_wave: usize) -> Vec<i64> {
     offered
 }
 
-async fn end_jobs(
+pub(super) async fn end_jobs(
     s: &GpuJobsStep,
     target: &dyn Target,
     jobs: &[Live],

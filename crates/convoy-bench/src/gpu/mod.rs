@@ -9,12 +9,15 @@
 //!   refuse what could not be placed, end finished jobs), over a small
 //!   target trait implemented for the embedded cluster and an API server;
 //! - [`dra`]: the DeviceClass, ResourceSlices, ResourceClaimTemplates and
-//!   pod claims of `gpusAs: draDevices` (GPUs as DRA devices).
+//!   pod claims of `gpusAs: draDevices` (GPUs as DRA devices);
+//! - [`backlog`]: the queueing stream of `backlog: true` (jobs wait
+//!   instead of being refused) and its gang contention metrics.
 //!
 //! The metrics are computed from the cluster's nodes and pods (and with
 //! DRA devices its ResourceSlices and ResourceClaims), never from the
 //! scheduler, so every scheduler is measured the same way.
 
+pub mod backlog;
 pub mod dra;
 mod driver;
 pub mod metrics;
@@ -80,6 +83,9 @@ pub struct Outcome {
     pub median: stream::PodShape,
     /// The summary of `samples` and `gangs`.
     pub summary: Summary,
+    /// Gang contention metrics (`backlog: true` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contention: Option<backlog::Contention>,
 }
 
 /// A resolved `createGpuJobs`.
@@ -119,6 +125,8 @@ pub struct GpuJobsStep {
     pub collect_metrics: bool,
     /// Stall timeout.
     pub stall_timeout: Duration,
+    /// `backlog: true`: the wall time between waves.
+    pub backlog: Option<Duration>,
     /// Where the outcome goes.
     pub sink: Sink,
 }
@@ -167,6 +175,10 @@ pub fn plan_step(
         stall_timeout: match &o.stall_timeout {
             Some(d) => parse_duration(d)?,
             None => Duration::from_secs(10),
+        },
+        backlog: match (&o.wave_interval, o.backlog) {
+            (Some(d), true) => Some(parse_duration(d)?),
+            _ => None,
         },
         sink: Sink::default(),
     })
@@ -248,6 +260,9 @@ pub fn outcome_items(workload: &str, o: &Outcome) -> Vec<DataItem> {
                 ("Placed", s.gangs_placed as f64),
             ],
         ));
+    }
+    if let Some(c) = &o.contention {
+        items.extend(backlog::items(&item, c));
     }
     items
 }

@@ -34,9 +34,10 @@ impl Target for EmbeddedGpu {
         Box::pin(std::future::ready(Ok(())))
     }
     fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
-        let key =
-            GroupKey { api: PodGroupApi::XK8s, namespace: namespace.into(), name: name.into() };
-        let _ = self.0.delete_pod_group(&key);
+        // Whichever API the group was created in (not found is fine).
+        for api in [PodGroupApi::XK8s, PodGroupApi::Upstream] {
+            let _ = self.0.delete_pod_group(&GroupKey::new(api, &namespace, &name));
+        }
         Box::pin(std::future::ready(Ok(())))
     }
     fn create_dra(&self, obj: DraObject) -> BoxFuture<'_, Result<(), String>> {
