@@ -1,6 +1,7 @@
-//! Convoy's adapter to a real Kubernetes API server, and the only crate in
-//! the workspace that does API IO (the only one depending on `kube`'s
-//! client).
+//! Convoy's adapter to a real Kubernetes API server: the only crate linked
+//! into the scheduler that does API IO. (Outside the scheduler,
+//! `convoy-testenv` and `convoy-bench` use `kube`'s client too, as test
+//! and benchmark clients.)
 //!
 //! - [`connect`]: a [`kube::Client`] from a kubeconfig or the in-cluster
 //!   service account, with a client-go-style QPS/burst limit, and

@@ -1,8 +1,9 @@
 //! Parity with kube-scheduler v1.37.2: upstream's score test tables
 //! (`pkg/scheduler/framework/plugins/noderesources/*_test.go`) ported case
 //! by case, with upstream's fixtures and expected numbers. Cases that need
-//! DRA (DynamicResources is not implemented) or only check args validation
-//! (convoy-config's job) are left out.
+//! DRA extended resources (NodeResourcesFit's DRA path, which Convoy's
+//! NodeResourcesFit does not take: DynamicResources evaluates claims) or
+//! only check args validation (convoy-config's job) are left out.
 
 mod balanced;
 mod fit;
