@@ -47,7 +47,8 @@ test: deps
 	$(CARGO) test --workspace --locked --no-fail-fast
 	@# Started in the background by build-for-tests.sh: waits for it (its lock), or builds it here if that failed.
 	testenv/testenv --version $(OLDEST_K8S) build >/dev/null
-	TESTENV_VERSION=$(OLDEST_K8S) $(CARGO) test -p convoy-scheduler --locked --test versions --test parity
+	@# --workspace, not -p convoy-scheduler: the same features as the build above, so nothing is compiled again.
+	TESTENV_VERSION=$(OLDEST_K8S) $(CARGO) test --workspace --locked --test versions --test parity
 
 ## test-versions: the version suite and score parity on every supported Kubernetes version (builds each; about 7 min per version the first time).
 test-versions:
@@ -55,7 +56,7 @@ test-versions:
 	@set -e; for v in $$(testenv/testenv versions); do \
 	  echo "=== Kubernetes $$v"; \
 	  testenv/testenv --version $$v build >/dev/null; \
-	  TESTENV_VERSION=$$v $(CARGO) test -p convoy-scheduler --locked --test versions --test parity; \
+	  TESTENV_VERSION=$$v $(CARGO) test --workspace --locked --test versions --test parity; \
 	done
 
 ## chaos-chart: the chaos tests with the Helm chart's client and lease settings (qps 50, burst 100, lease 15 s, renew deadline 10 s, retry 2 s) instead of the fast ones.
