@@ -120,11 +120,8 @@ pub fn preferred_domains(
     let free_of = |ns: &[Arc<NodeInfo>]| {
         let mut free = convoy_api::Resource::default();
         for n in ns {
-            for (name, v) in n.allocatable.iter_named() {
-                if name != "pods" {
-                    free.set(name, free.get(name) + v - n.requested.get(name));
-                }
-            }
+            free.add(&n.allocatable);
+            free.sub(&n.requested);
         }
         free
     };
@@ -132,7 +129,7 @@ pub fn preferred_domains(
     let total = free_of(nodes);
     let dominant = need
         .iter_named()
-        .filter(|(name, v)| *name != "pods" && *v > 0)
+        .filter(|(_, v)| *v > 0)
         .max_by(|a, b| {
             let share = |(name, v): &(&str, i64)| *v as f64 / total.get(name).max(1) as f64;
             share(a).total_cmp(&share(b))
@@ -147,10 +144,7 @@ pub fn preferred_domains(
             .into_iter()
             .filter_map(|(value, ns)| {
                 let free = free_of(&ns);
-                let enough = need
-                    .iter_named()
-                    .filter(|(name, _)| *name != "pods")
-                    .all(|(name, v)| v <= free.get(name));
+                let enough = need.iter_named().all(|(name, v)| v <= free.get(name));
                 let room = dominant.as_deref().map_or(0, |d| free.get(d));
                 enough.then_some((room, value))
             })

@@ -69,33 +69,13 @@ fn start_key(pod: &PodInfo) -> i128 {
     pod.start_time().map_or(i128::MAX, |t| t.0.as_nanosecond())
 }
 
-/// Whether `free` holds `unit` (every resource, and one more pod).
+/// Whether `free` holds `unit` (every resource, and its pod).
 fn fits(free: &Resource, unit: &Resource) -> bool {
     free.milli_cpu >= unit.milli_cpu
         && free.memory >= unit.memory
         && free.ephemeral_storage >= unit.ephemeral_storage
-        && free.allowed_pods >= 1
+        && free.allowed_pods >= unit.allowed_pods.max(1)
         && unit.scalar.iter().all(|(k, v)| free.scalar.get(k).copied().unwrap_or(0) >= *v)
-}
-
-fn sub(free: &mut Resource, r: &Resource) {
-    free.milli_cpu -= r.milli_cpu;
-    free.memory -= r.memory;
-    free.ephemeral_storage -= r.ephemeral_storage;
-    free.allowed_pods -= 1;
-    for (k, v) in &r.scalar {
-        *free.scalar.entry(k.clone()).or_default() -= v;
-    }
-}
-
-fn add(free: &mut Resource, r: &Resource) {
-    free.milli_cpu += r.milli_cpu;
-    free.memory += r.memory;
-    free.ephemeral_storage += r.ephemeral_storage;
-    free.allowed_pods += 1;
-    for (k, v) in &r.scalar {
-        *free.scalar.entry(k.clone()).or_default() += v;
-    }
 }
 
 /// The node's offer for members of size `unit`, at most `max` of them;
@@ -119,24 +99,18 @@ fn offer(
         .collect();
     leavers.sort_by_key(|p| (!p.is_terminating(), start_key(p)));
     let mut free = node.allocatable.clone();
-    free.milli_cpu -= node.requested.milli_cpu;
-    free.memory -= node.requested.memory;
-    free.ephemeral_storage -= node.requested.ephemeral_storage;
-    free.allowed_pods -= node.pods.len() as i64;
-    for (k, v) in &node.requested.scalar {
-        *free.scalar.entry(k.clone()).or_default() -= v;
-    }
+    free.sub(&node.requested);
     let mut needed = Vec::new();
     let mut gone = 0;
     while needed.len() < max {
         while !fits(&free, unit) && gone < leavers.len() {
-            add(&mut free, &leavers[gone].requests.requests);
+            free.add(&leavers[gone].requests.requests);
             gone += 1;
         }
         if !fits(&free, unit) {
             break;
         }
-        sub(&mut free, unit);
+        free.sub(unit);
         needed.push(gone);
     }
     (!needed.is_empty()).then(|| Offer { name: node.name_arc().clone(), needed, leavers })
@@ -265,7 +239,7 @@ mod tests {
     }
 
     fn unit(gpus: i64) -> Resource {
-        let mut r = Resource { milli_cpu: 1000, ..Default::default() };
+        let mut r = Resource { milli_cpu: 1000, allowed_pods: 1, ..Default::default() };
         r.set("nvidia.com/gpu", gpus);
         r
     }

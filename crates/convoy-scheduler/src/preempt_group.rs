@@ -207,7 +207,7 @@ fn subsets_with(units: &[Victim], pods: usize, work: &mut usize) -> Option<Vec<V
 
 /// The priority a group preempts at: its `spec.priority` (upstream's API,
 /// as upstream's `PodGroupPriority`), else the highest among its members.
-fn group_priority(spec: &PodGroup, members: &[QueuedPodInfo]) -> i32 {
+pub(crate) fn group_priority(spec: &PodGroup, members: &[QueuedPodInfo]) -> i32 {
     let highest = || members.iter().map(|m| m.pod_info.priority).max().unwrap_or(0);
     spec.priority.unwrap_or_else(highest)
 }

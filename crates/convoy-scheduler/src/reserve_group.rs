@@ -7,6 +7,7 @@
 use convoy_api::{CycleState, GroupKey, NodeInfoLister, PodGroup, QueuedPodInfo, Resource};
 use convoy_framework::Framework;
 
+use crate::preempt_group::group_priority;
 use crate::scheduler::Scheduler;
 
 impl Scheduler {
@@ -22,21 +23,12 @@ impl Scheduler {
         needed: usize,
     ) {
         let Some(first) = members.first() else { return };
-        let priority = spec
-            .priority
-            .unwrap_or_else(|| members.iter().map(|m| m.pod_info.priority).max().unwrap_or(0));
+        let priority = group_priority(spec, members);
         // Every member as large as the largest: the plan may hold a little
         // more than the smaller members need, never less.
         let mut unit = Resource::default();
         for m in members {
-            let r = &m.pod_info.requests.requests;
-            unit.milli_cpu = unit.milli_cpu.max(r.milli_cpu);
-            unit.memory = unit.memory.max(r.memory);
-            unit.ephemeral_storage = unit.ephemeral_storage.max(r.ephemeral_storage);
-            for (k, v) in &r.scalar {
-                let e = unit.scalar.entry(k.clone()).or_default();
-                *e = (*e).max(*v);
-            }
+            unit.max_with(&m.pod_info.requests.requests);
         }
         let previous = self.gang.reserved_for(key);
         let plan = {

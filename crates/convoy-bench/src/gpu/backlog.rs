@@ -169,17 +169,7 @@ pub(crate) async fn run(
     let max_drain =
         longest + (s.stall_timeout.as_secs_f64() / interval.as_secs_f64()).ceil() as usize + 20;
 
-    let mut out = Outcome {
-        namespace: s.namespace.clone(),
-        samples: Vec::new(),
-        gangs: Vec::new(),
-        stalled_waves: 0,
-        accepted_jobs: 0,
-        partial_gangs: 0,
-        median: median_shape,
-        summary: Summary::default(),
-        contention: None,
-    };
+    let mut out = Outcome::empty(&s.namespace, median_shape);
     let mut c = Contention {
         gangs: stream.iter().filter(|j| j.gang).count(),
         arrival_waves: chunks.len(),

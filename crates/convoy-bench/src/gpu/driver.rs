@@ -203,17 +203,7 @@ pub(crate) async fn run_jobs(
     let offered = offered_gpus(&stream, s.per_wave);
     let mut live: Vec<Live> = Vec::new();
     let mut alive: HashSet<String> = HashSet::new();
-    let mut out = Outcome {
-        namespace: s.namespace.clone(),
-        samples: Vec::new(),
-        gangs: Vec::new(),
-        stalled_waves: 0,
-        accepted_jobs: 0,
-        partial_gangs: 0,
-        median: median_shape,
-        summary: Summary::default(),
-        contention: None,
-    };
+    let mut out = Outcome::empty(&s.namespace, median_shape);
     for (wave, chunk) in stream.chunks(s.per_wave).enumerate() {
         // Jobs whose time is up finish.
         let (done, keep): (Vec<Live>, Vec<Live>) = live.into_iter().partition(|l| l.end <= wave);

@@ -88,6 +88,24 @@ pub struct Outcome {
     pub contention: Option<backlog::Contention>,
 }
 
+impl Outcome {
+    /// Nothing measured yet in `namespace`, stranding measured against
+    /// `median`.
+    pub(crate) fn empty(namespace: &str, median: stream::PodShape) -> Self {
+        Self {
+            namespace: namespace.to_string(),
+            samples: Vec::new(),
+            gangs: Vec::new(),
+            stalled_waves: 0,
+            accepted_jobs: 0,
+            partial_gangs: 0,
+            median,
+            summary: Summary::default(),
+            contention: None,
+        }
+    }
+}
+
 /// A resolved `createGpuJobs`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct GpuJobsStep {
