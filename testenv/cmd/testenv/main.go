@@ -209,16 +209,33 @@ func up(args []string) error {
 		_ = stop(e, "etcd")
 		_ = os.RemoveAll(e.path("etcd-data"))
 	}
-	if err := os.WriteFile(e.path("apiserver.port"), []byte(strconv.Itoa(ports[2])), 0o644); err != nil {
-		return err
-	}
 	if err := os.WriteFile(e.path("etcd.url"), []byte(etcdClient), 0o644); err != nil {
 		return err
 	}
-	if err := startAPIServer(e); err != nil {
-		return err
+	// The same race as etcd's: the API server exits at once when its port
+	// was taken (and the probe may then reach whoever took it: another
+	// testenv's API server answers 401 to our token). Try new ports.
+	apiPort := ports[2]
+	for attempt := 1; ; attempt++ {
+		if err := os.WriteFile(e.path("apiserver.port"), []byte(strconv.Itoa(apiPort)), 0o644); err != nil {
+			return err
+		}
+		err := startAPIServer(e)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || pidAlive(e.path("kube-apiserver.pid")) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "testenv up: kube-apiserver exited at start (attempt %d: %v); retrying on a new port\n", attempt, err)
+		_ = stop(e, "kube-apiserver")
+		fresh, err := freePorts(1)
+		if err != nil {
+			return err
+		}
+		apiPort = fresh[0]
 	}
-	if err := writeKubeconfig(e, ports[2]); err != nil {
+	if err := writeKubeconfig(e, apiPort); err != nil {
 		return err
 	}
 	if !apiOnly {
@@ -514,7 +531,14 @@ func processAlive(pid int) bool {
 	return true
 }
 
+// freePorts finds n ports free on loopback. They are drawn at random below
+// Linux's ephemeral range (32768 and up), so no outgoing connection and no
+// test listening on port 0 takes one between this check and the bind of the
+// process it is for; only another testenv drawing the same port can, and
+// the callers retry when a process exits at start. Nor does it hand out a
+// port twice in one run (hollow nodes start many processes that bind late).
 func freePorts(n int) ([]int, error) {
+	const low, high = 20000, 32768
 	var ports []int
 	var ls []net.Listener
 	defer func() {
@@ -522,16 +546,31 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		if tries == 1000 {
+			return nil, fmt.Errorf("no free port in %d-%d after %d tries", low, high-1, tries)
+		}
+		offset, err := rand.Int(rand.Reader, big.NewInt(high-low))
 		if err != nil {
 			return nil, err
 		}
+		port := low + int(offset.Int64())
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken: draw again
+		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
+		handedOut[port] = true
 	}
 	return ports, nil
 }
+
+// handedOut is every port freePorts returned in this run.
+var handedOut = map[int]bool{}
 
 // waitHTTP polls url until it answers 200, and gives up early when the
 // process recorded in DIR/NAME.pid has exited.
