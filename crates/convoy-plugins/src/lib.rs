@@ -4,6 +4,9 @@
 //! read the same; plus Convoy's own [`GpuPlacement`] (GPU fragmentation and
 //! gang topology scoring), registered but enabled only by a profile.
 //!
+//! Code two plugins need lives in [`helper`] (upstream `plugins/helper`):
+//! plugins meet there and never import each other's internals.
+//!
 //! [`registry`] registers every plugin under its upstream name
 //! (`convoy_api::names`). Filter and Score run for hundreds of nodes per pod:
 //! plugins precompute what they need in PreFilter/PreScore into the typed
@@ -40,7 +43,6 @@ pub mod taint_toleration;
 pub mod volume_binding;
 pub mod volume_restrictions;
 pub mod volume_zone;
-pub mod volumes;
 
 pub use default_binder::DefaultBinder;
 pub use default_preemption::DefaultPreemption;

@@ -11,8 +11,8 @@ use convoy_api::{
     NodeInfo, Plugin, PodInfo, QueueingHint, Status, names,
 };
 
+use crate::helper::taint::{NO_SCHEDULE, tolerates_taint};
 use crate::helper::{event_node, event_pod};
-use crate::taint_toleration::{NO_SCHEDULE, tolerates_taint};
 
 /// Reason when the node is unschedulable.
 pub const ERR_REASON_UNSCHEDULABLE: &str = "node(s) were unschedulable";

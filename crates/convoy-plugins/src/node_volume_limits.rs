@@ -30,11 +30,11 @@ use convoy_api::{
     QueueingHint, Status, names,
 };
 
-use crate::helper::{event_pod, pod_was_on_a_node};
-use crate::volumes::{
+use crate::helper::volumes::{
     claim_class, claim_is_for_pod, claim_volume_name, event_csi_node, namespace_of, pod_volumes,
     pvc_not_found, queue_if_pod_uses_claim, uses_claims, volume_claim,
 };
+use crate::helper::{event_pod, pod_was_on_a_node};
 
 /// Reason when the pod's volumes would exceed a driver's limit on the node.
 pub const ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED: &str = "node(s) exceed max volume count";

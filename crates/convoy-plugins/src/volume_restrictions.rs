@@ -14,7 +14,7 @@ use convoy_api::{
 };
 
 use crate::helper::event_pod;
-use crate::volumes::{
+use crate::helper::volumes::{
     claim_has_access_mode, namespace_of, pod_claim_names, pod_volumes, pvc_not_found,
     queue_if_pod_names_claim,
 };

@@ -12,7 +12,7 @@ use convoy_api::{
     QueueingHint, Status, names,
 };
 
-use crate::volumes::{
+use crate::helper::volumes::{
     WAIT_FOR_FIRST_CONSUMER, claim_class, claim_volume_name, event_pv, event_storage_class,
     pod_claim_names, pv_not_found, pvc_not_found, queue_if_pod_names_claim,
     storage_class_not_found,

@@ -14,8 +14,8 @@ use convoy_config::{DefaultPreemptionArgs, PluginArgs};
 use serde_json::json;
 
 use super::*;
+use crate::Fit;
 use crate::helper::testing::handle;
-use crate::node_resources::Fit;
 
 /// The framework's part, for one pod: Fit's PreFilter and Filter, and the
 /// pods nominated to each node.

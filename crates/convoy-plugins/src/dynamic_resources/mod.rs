@@ -51,7 +51,8 @@ use convoy_api::{
 };
 use convoy_config::{DynamicResourcesArgs, PluginArgs};
 
-use crate::node_affinity::selector::{CompiledNodeSelector, NodeView};
+use crate::helper::device_room::DeviceRoom;
+use crate::helper::node_affinity::{CompiledNodeSelector, NodeView};
 use allocator::{AllocateError, ClaimAllocator};
 use cel::SelectorCache;
 use pools::SliceIndex;
@@ -367,20 +368,8 @@ struct PreFilterState {
     scores: bool,
 }
 
-/// A node's own devices (those of its node-local pools, of the drivers the
-/// pod's allocation uses) around the allocation Filter found there: what
-/// GpuPlacement measures fragmentation on for a pod with claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct DeviceRoom {
-    /// Devices on the node.
-    pub capacity: i64,
-    /// Devices no allocated or in-flight claim holds.
-    pub free: i64,
-    /// Devices the pod's allocation takes.
-    pub requested: i64,
-}
-
 impl DeviceRoom {
+    /// The room of `node` around `results`, the allocation Filter found there.
     fn of(
         node: &str,
         pools: &[Arc<pools::Pool>],

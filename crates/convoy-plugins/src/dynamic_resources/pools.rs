@@ -26,7 +26,7 @@ use convoy_api::objects::DeviceId;
 use convoy_api::resource::parse_milli;
 
 use super::cel::{CelDevice, DeviceSelector};
-use crate::node_affinity::selector::{CompiledNodeSelector, NodeView};
+use crate::helper::node_affinity::{CompiledNodeSelector, NodeView};
 
 /// The slices with the DeviceTaintRules applied (upstream's ResourceSlice
 /// tracker, `ListPatchedResourceSlices` and `applyPatches`, v0.37.2): each

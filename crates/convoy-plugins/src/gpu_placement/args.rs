@@ -1,9 +1,10 @@
-//! `GpuPlacementArgs`: the plugin's arguments. The loader decodes them
-//! with serde like every other plugin's (`convoy_config::GpuPlacementArgs`:
-//! unknown fields, types and ranges refused with the field's line and
-//! column); this resolves what the loader cannot check, each problem naming
-//! its field (`GpuPlacementArgs.resourceNames[1]: "cpu" is not an extended
-//! resource name`): extended resource names, and the prior's quantities.
+//! The plugin's arguments, resolved ([`ResolvedGpuPlacementArgs`]) from the
+//! `GpuPlacementArgs` the loader decodes with serde like every other
+//! plugin's (`convoy_config::GpuPlacementArgs`: unknown fields, types and
+//! ranges refused with the field's line and column); resolving checks what
+//! the loader cannot, each problem naming its field
+//! (`GpuPlacementArgs.resourceNames[1]: "cpu" is not an extended resource
+//! name`): extended resource names, and the prior's quantities.
 
 use convoy_config::{GPU_PLACEMENT_ARGS_KIND, PluginArgs, names};
 
@@ -14,41 +15,17 @@ pub use convoy_config::{
     MAX_GPUS_PER_POD,
 };
 
-use super::fragmentation::Shape;
-use crate::node_resources::is_extended_resource_name;
+use super::fragmentation::SizeWeight;
+use crate::helper::resource_names::is_extended_resource_name;
 
 /// The `kind` the args may carry, and the prefix of every error.
 pub const KIND: &str = GPU_PLACEMENT_ARGS_KIND;
 
-/// One entry of the request-size prior.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SizeWeight {
-    /// GPUs per pod (`gpus`), 1..=[`MAX_GPUS_PER_POD`].
-    pub gpus: u32,
-    /// CPU per pod in millicores (`cpu`, a quantity; default 0: fits
-    /// wherever the GPUs do).
-    pub milli_cpu: i64,
-    /// Memory per pod in bytes (`memory`, a quantity; default 0).
-    pub memory: i64,
-    /// Relative weight (`weight`), positive.
-    pub weight: f64,
-}
-
-impl SizeWeight {
-    /// A GPU-only entry.
-    pub fn gpus(gpus: u32, weight: f64) -> Self {
-        Self { gpus, milli_cpu: 0, memory: 0, weight }
-    }
-
-    /// The request shape of the entry.
-    pub fn shape(&self) -> Shape {
-        Shape { gpus: i64::from(self.gpus), milli_cpu: self.milli_cpu, memory: self.memory }
-    }
-}
-
-/// The plugin's arguments, defaulted and validated.
+/// The plugin's arguments, defaulted and validated: `convoy_config::GpuPlacementArgs`
+/// resolved (resource names checked, the prior's quantities parsed), the
+/// form the plugin runs with.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GpuPlacementArgs {
+pub struct ResolvedGpuPlacementArgs {
     /// `resourceNames`: the extended resources counted as GPUs, default
     /// `["nvidia.com/gpu"]`. A pod's GPU request is its request of the first
     /// of these it asks for.
@@ -80,13 +57,13 @@ pub struct GpuPlacementArgs {
     pub gpu_memory_weight: u32,
 }
 
-impl Default for GpuPlacementArgs {
+impl Default for ResolvedGpuPlacementArgs {
     fn default() -> Self {
         Self::resolve(&convoy_config::GpuPlacementArgs::default()).expect("the defaults resolve")
     }
 }
 
-impl GpuPlacementArgs {
+impl ResolvedGpuPlacementArgs {
     /// The args of the plugin's factory: `None` gives the defaults; the
     /// loader's `PluginArgs::GpuPlacement`, or raw JSON args built in code
     /// (`PluginArgs::Other`, decoded by the loader's decoder), are resolved;

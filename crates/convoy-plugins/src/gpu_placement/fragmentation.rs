@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::sync::Arc;
 
-use super::args::{MAX_GPUS_PER_POD, SizeWeight};
+use convoy_config::MAX_GPUS_PER_POD;
 
 /// How much an exact fit is preferred among placements of equal
 /// fragmentation: a best-fit tie-break, in expected GPUs per GPU left over
@@ -72,6 +72,33 @@ impl Shape {
             milli_cpu: up(self.milli_cpu, CPU_GRAIN_MILLI),
             memory: up(self.memory, MEMORY_GRAIN),
         }
+    }
+}
+
+/// One entry of the request-size prior (the args' `requestSizePrior`):
+/// a request shape and its weight.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SizeWeight {
+    /// GPUs per pod (`gpus`), 1..=[`MAX_GPUS_PER_POD`].
+    pub gpus: u32,
+    /// CPU per pod in millicores (`cpu`, a quantity; default 0: fits
+    /// wherever the GPUs do).
+    pub milli_cpu: i64,
+    /// Memory per pod in bytes (`memory`, a quantity; default 0).
+    pub memory: i64,
+    /// Relative weight (`weight`), positive.
+    pub weight: f64,
+}
+
+impl SizeWeight {
+    /// A GPU-only entry.
+    pub fn gpus(gpus: u32, weight: f64) -> Self {
+        Self { gpus, milli_cpu: 0, memory: 0, weight }
+    }
+
+    /// The request shape of the entry.
+    pub fn shape(&self) -> Shape {
+        Shape { gpus: i64::from(self.gpus), milli_cpu: self.milli_cpu, memory: self.memory }
     }
 }
 

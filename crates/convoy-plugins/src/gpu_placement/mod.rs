@@ -41,10 +41,11 @@ use convoy_api::{
 };
 use convoy_config::PluginArgs;
 
-use crate::dynamic_resources::{DeviceRoom, device_room};
+use crate::dynamic_resources::device_room;
+use crate::helper::device_room::DeviceRoom;
 
-pub use args::{CpuOnlyPods, GpuPlacementArgs, SizeWeight};
-pub use fragmentation::{RequestSizeLearner, Shape, SizeDistribution};
+pub use args::{CpuOnlyPods, ResolvedGpuPlacementArgs};
+pub use fragmentation::{RequestSizeLearner, Shape, SizeDistribution, SizeWeight};
 pub use topology::{GroupPlacement, domain_of};
 
 /// The scale of the per-node score before normalization (basis points).
@@ -62,7 +63,7 @@ fn gpus_in(r: &convoy_api::Resource, name: &str) -> i64 {
 /// The GpuPlacement plugin.
 #[derive(Debug)]
 pub struct GpuPlacement {
-    args: GpuPlacementArgs,
+    args: ResolvedGpuPlacementArgs,
     learner: Mutex<RequestSizeLearner>,
 }
 
@@ -104,11 +105,11 @@ impl GpuPlacement {
     /// `None` gives the defaults). Errors name the field
     /// (`GpuPlacementArgs.resourceNames[1]: "cpu" is not an extended resource name`).
     pub fn new(args: Option<&PluginArgs>) -> Result<Self, String> {
-        Ok(Self::from_args(GpuPlacementArgs::from_plugin_args(args)?))
+        Ok(Self::from_args(ResolvedGpuPlacementArgs::from_plugin_args(args)?))
     }
 
     /// Builds the plugin from decoded args.
-    pub fn from_args(args: GpuPlacementArgs) -> Self {
+    pub fn from_args(args: ResolvedGpuPlacementArgs) -> Self {
         let learner = RequestSizeLearner::new(
             &args.request_size_prior,
             args.prior_weight,

@@ -273,12 +273,15 @@ fn gpu_memory_prefers_the_tightest_sufficient_gpu() {
 
 #[test]
 fn args_decode_with_defaults_and_every_field() {
-    assert_eq!(GpuPlacementArgs::from_plugin_args(None).unwrap(), GpuPlacementArgs::default());
     assert_eq!(
-        GpuPlacementArgs::from_json(&serde_json::Value::Null).unwrap(),
-        GpuPlacementArgs::default()
+        ResolvedGpuPlacementArgs::from_plugin_args(None).unwrap(),
+        ResolvedGpuPlacementArgs::default()
     );
-    let args = GpuPlacementArgs::from_json(&json!({
+    assert_eq!(
+        ResolvedGpuPlacementArgs::from_json(&serde_json::Value::Null).unwrap(),
+        ResolvedGpuPlacementArgs::default()
+    );
+    let args = ResolvedGpuPlacementArgs::from_json(&json!({
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "GpuPlacementArgs",
         "resourceNames": ["nvidia.com/gpu", "amd.com/gpu"],
@@ -418,7 +421,7 @@ fn args_errors_name_the_field() {
     ];
     let mut failures = Vec::new();
     for (args, want) in cases {
-        match GpuPlacementArgs::from_json(&args) {
+        match ResolvedGpuPlacementArgs::from_json(&args) {
             Err(err) if err.starts_with(want) => {}
             other => failures.push(format!("{args}: {other:?}\n  want: {want}")),
         }

@@ -24,8 +24,8 @@ use convoy_api::{
 
 use super::counts::{NodeValues, TopologyCounts};
 use super::domains::{NodeRows, RowHint};
-use super::memo::{Memos, Sink};
-use super::{InterPodAffinity, pod_matches_all, term_matches};
+use super::memo::Sink;
+use super::{InterPodAffinity, Memos, pod_matches_all, term_matches};
 
 /// Reason when an existing pod's required anti-affinity rejects the pod.
 pub const ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH: &str =

@@ -42,9 +42,7 @@ use smallvec::SmallVec;
 use convoy_api::{NodeInfo, NodeInfoLister};
 
 use super::counts::{KeyArray, TopologyCounts};
-use super::domains::{RowsMemo, Topology};
-use super::filtering::{ExistingKey, IncomingKey};
-use super::scoring::ScoreKey;
+use super::domains::Topology;
 
 /// Entries kept per kind of count; the least recently used is dropped.
 pub(super) const ENTRIES: usize = 4;
@@ -58,10 +56,6 @@ const UNSEEN: u64 = 0;
 
 /// Generations compared at once before looking at single positions.
 const RUN: usize = 32;
-
-/// Values of one key that may be stale before everything is rebuilt, beyond
-/// twice the number of nodes (few in tests, so that they rebuild).
-const STALE_SLACK: usize = if cfg!(test) { 0 } else { 1024 };
 
 /// One topology key's count at one node's value.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -315,44 +309,8 @@ impl<K> Memo<K> {
         e
     }
 
-    fn heap_bytes(&self) -> usize {
+    pub(super) fn heap_bytes(&self) -> usize {
         self.entries.iter().map(Entry::heap_bytes).sum::<usize>()
             + self.entries.capacity() * size_of::<Entry<K>>()
-    }
-}
-
-/// Everything the plugin keeps between cycles.
-#[derive(Debug, Default)]
-pub(super) struct Memos {
-    pass: u64,
-    pub(super) topology: Topology,
-    /// Every node's value ids.
-    pub(super) rows: RowsMemo,
-    /// Existing pods' required anti-affinity the incoming pod matches.
-    pub(super) existing_anti_affinity: Memo<ExistingKey>,
-    /// Existing pods matching the incoming pod's required terms.
-    pub(super) incoming: Memo<IncomingKey>,
-    /// PreScore's sums.
-    pub(super) score: Memo<ScoreKey>,
-}
-
-impl Memos {
-    /// Starts a PreFilter or PreScore over `nodes` nodes; returns the pass
-    /// number. Drops everything when stale topology values pile up.
-    pub(super) fn begin(&mut self, nodes: usize) -> u64 {
-        if self.topology.too_large(nodes, STALE_SLACK) {
-            *self = Self { pass: self.pass, ..Self::default() };
-        }
-        self.pass += 1;
-        self.pass
-    }
-
-    /// Approximate heap bytes held.
-    pub(super) fn heap_bytes(&self) -> usize {
-        self.topology.heap_bytes()
-            + self.rows.heap_bytes()
-            + self.existing_anti_affinity.heap_bytes()
-            + self.incoming.heap_bytes()
-            + self.score.heap_bytes()
     }
 }

@@ -74,6 +74,11 @@ use convoy_api::{
 };
 use convoy_config::{InterPodAffinityArgs, PluginArgs};
 
+use domains::{RowsMemo, Topology};
+use filtering::{ExistingKey, IncomingKey};
+use memo::Memo;
+use scoring::ScoreKey;
+
 pub use filtering::{
     ERR_REASON_AFFINITY_RULES_NOT_MATCH, ERR_REASON_ANTI_AFFINITY_RULES_NOT_MATCH,
     ERR_REASON_EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
@@ -86,7 +91,7 @@ pub struct InterPodAffinity {
     objects: Arc<ClusterObjects>,
     /// Per-node counts kept between cycles (cycles run one at a time; the
     /// lock is for `Sync`).
-    memos: Mutex<memo::Memos>,
+    memos: Mutex<Memos>,
     resolved: Mutex<Resolved>,
 }
 
@@ -111,10 +116,10 @@ impl InterPodAffinity {
     }
 
     /// The memo, emptied if a panic left it half updated.
-    fn memos(&self) -> MutexGuard<'_, memo::Memos> {
+    fn memos(&self) -> MutexGuard<'_, Memos> {
         self.memos.lock().unwrap_or_else(|e: PoisonError<_>| {
             let mut m = e.into_inner();
-            *m = memo::Memos::default();
+            *m = Memos::default();
             self.memos.clear_poison();
             m
         })
@@ -236,6 +241,48 @@ impl Plugin for InterPodAffinity {
     }
     fn as_score(self: Arc<Self>) -> Option<Arc<dyn ScorePlugin>> {
         Some(self)
+    }
+}
+
+/// Values of one key that may be stale before everything is rebuilt, beyond
+/// twice the number of nodes (few in tests, so that they rebuild).
+const STALE_SLACK: usize = if cfg!(test) { 0 } else { 1024 };
+
+/// Everything the plugin keeps between cycles: the memos of its three
+/// kinds of counts (the mechanism is in `memo`; the keys belong to the
+/// phase that counts, `filtering` and `scoring`).
+#[derive(Debug, Default)]
+struct Memos {
+    pass: u64,
+    topology: Topology,
+    /// Every node's value ids.
+    rows: RowsMemo,
+    /// Existing pods' required anti-affinity the incoming pod matches.
+    existing_anti_affinity: Memo<ExistingKey>,
+    /// Existing pods matching the incoming pod's required terms.
+    incoming: Memo<IncomingKey>,
+    /// PreScore's sums.
+    score: Memo<ScoreKey>,
+}
+
+impl Memos {
+    /// Starts a PreFilter or PreScore over `nodes` nodes; returns the pass
+    /// number. Drops everything when stale topology values pile up.
+    fn begin(&mut self, nodes: usize) -> u64 {
+        if self.topology.too_large(nodes, STALE_SLACK) {
+            *self = Self { pass: self.pass, ..Self::default() };
+        }
+        self.pass += 1;
+        self.pass
+    }
+
+    /// Approximate heap bytes held.
+    fn heap_bytes(&self) -> usize {
+        self.topology.heap_bytes()
+            + self.rows.heap_bytes()
+            + self.existing_anti_affinity.heap_bytes()
+            + self.incoming.heap_bytes()
+            + self.score.heap_bytes()
     }
 }
 

@@ -23,8 +23,8 @@ use convoy_api::{
 
 use super::counts::{NodeValues, TopologyCounts};
 use super::domains::{NodeRows, RowHint};
-use super::memo::{Memos, Sink};
-use super::{InterPodAffinity, term_matches};
+use super::memo::Sink;
+use super::{InterPodAffinity, Memos, term_matches};
 
 const NO_STATE: &str =
     "failed to read \"PreScoreInterPodAffinity\" from cycleState: PreScore did not run";

@@ -13,8 +13,6 @@
 //! Selectors are compiled once per cycle (PreFilter/PreScore) into the
 //! `CycleState`; Filter and Score only match.
 
-pub mod selector;
-
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::NodeAffinity as NodeAffinitySpec;
@@ -26,11 +24,11 @@ use convoy_api::{
 };
 use convoy_config::PluginArgs;
 
-use crate::helper::{default_normalize_score, event_node};
-use selector::{
+use crate::helper::node_affinity::{
     CompiledNodeSelector, NodeView, PreferredTerms, RequiredNodeAffinity, required_node_names,
     required_terms,
 };
+use crate::helper::{default_normalize_score, event_node};
 
 /// Reason when the pod's nodeSelector or required affinity does not match.
 pub const ERR_REASON_POD: &str = "node(s) didn't match Pod's node affinity/selector";

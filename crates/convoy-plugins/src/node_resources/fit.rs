@@ -23,9 +23,11 @@ use convoy_api::{
 };
 use convoy_config::{NodeResourcesFitArgs, PluginArgs, ScoringStrategyType};
 
-use super::requested_to_capacity_ratio::Shape;
+use super::requested_to_capacity_ratio;
 use super::resource_allocation::{ResourceAllocationScorer, Values};
-use super::{is_extended_resource_name, is_scalar_resource_name, least_allocated, most_allocated};
+use super::{least_allocated, most_allocated};
+use crate::helper::resource_names::{is_extended_resource_name, is_scalar_resource_name};
+use crate::helper::shape_score::Shape;
 use crate::helper::{event_node_arc, event_pod, pod_was_on_a_node};
 
 /// Reason when the node has no room for one more pod.
@@ -166,7 +168,9 @@ impl Fit {
         match &self.strategy {
             Strategy::LeastAllocated => least_allocated::score(requested, allocatable, w),
             Strategy::MostAllocated => most_allocated::score(requested, allocatable, w),
-            Strategy::RequestedToCapacityRatio(shape) => shape.score(requested, allocatable, w),
+            Strategy::RequestedToCapacityRatio(shape) => {
+                requested_to_capacity_ratio::score(shape, requested, allocatable, w)
+            }
         }
     }
 }

@@ -12,7 +12,7 @@ use convoy_api::resource::{CPU, EPHEMERAL_STORAGE, MEMORY, fit_scoring_requests}
 use convoy_api::{NodeInfo, PodInfo};
 use convoy_config::ResourceSpec;
 
-use super::is_scalar_resource_name;
+use crate::helper::resource_names::is_scalar_resource_name;
 
 /// Per-resource values, inline for the common handful of resources.
 pub type Values = SmallVec<[i64; 4]>;

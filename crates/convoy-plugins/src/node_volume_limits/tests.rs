@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::*;
 use crate::helper::testing::pod_obj;
-use crate::volumes::testing::*;
+use crate::helper::volumes::testing::*;
 
 const EBS: &str = "ebs.csi.aws.com";
 const GCE: &str = "pd.csi.storage.gke.io";

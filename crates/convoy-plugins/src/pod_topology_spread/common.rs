@@ -13,8 +13,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use convoy_api::labels::{Labels, no_labels};
 use convoy_api::{ClusterObjects, NodeInfo, PodInfo, Selector};
 
-use crate::node_affinity::selector::{NodeView, RequiredNodeAffinity};
-use crate::taint_toleration::find_untolerated_no_schedule_taint;
+use crate::helper::node_affinity::{NodeView, RequiredNodeAffinity};
+use crate::helper::taint::find_untolerated_no_schedule_taint;
 
 /// `kubernetes.io/hostname`: counted per node at Score time.
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";

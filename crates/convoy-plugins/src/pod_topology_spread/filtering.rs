@@ -16,7 +16,7 @@ use super::{
     DO_NOT_SCHEDULE, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread,
 };
-use crate::node_affinity::selector::RequiredNodeAffinity;
+use crate::helper::node_affinity::RequiredNodeAffinity;
 
 /// Upstream's "no domain yet" count (`math.MaxInt32`).
 const MAX_MATCH_NUM: i64 = i32::MAX as i64;

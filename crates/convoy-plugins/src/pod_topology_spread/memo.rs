@@ -22,7 +22,7 @@ use convoy_api::{NodeInfo, NodeInfoLister, PodInfo, Selector};
 use super::common::{
     AddressHasher, Constraint, Domains, count_pods_match_selector, has_all_keys, node_labels,
 };
-use crate::node_affinity::selector::RequiredNodeAffinity;
+use crate::helper::node_affinity::RequiredNodeAffinity;
 
 /// How many memos the plugin keeps (least recently used evicted): enough
 /// for a few templates alternating, each in PreFilter and PreScore.

@@ -14,7 +14,7 @@ use super::common::{
 };
 use super::memo::{Counts, Purpose, Request, View};
 use super::{PodTopologySpread, SCHEDULE_ANYWAY};
-use crate::node_affinity::selector::RequiredNodeAffinity;
+use crate::helper::node_affinity::RequiredNodeAffinity;
 
 /// What PreScore computes for Score: per soft constraint, the matching pods
 /// per domain over all nodes and the weight.

@@ -14,8 +14,8 @@ use convoy_api::labels::Selector;
 use convoy_api::objects::volumes::ANN_SELECTED_NODE;
 use convoy_api::resource::parse_value;
 
-use crate::node_affinity::selector::CompiledNodeSelector;
-use crate::volumes::{namespace_of, pv_affinity_matches, pv_node_affinity};
+use crate::helper::node_affinity::CompiledNodeSelector;
+use crate::helper::volumes::{namespace_of, pv_affinity_matches, pv_node_affinity};
 
 /// Reason when no PV matches a delayed claim and it cannot be provisioned
 /// on the node (upstream `ErrReasonBindConflict`).

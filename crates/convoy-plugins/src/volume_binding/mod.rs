@@ -42,8 +42,8 @@ use convoy_api::{
 };
 use convoy_config::{PluginArgs, VolumeBindingArgs};
 
-use crate::node_affinity::selector::CompiledNodeSelector;
-use crate::volumes::{
+use crate::helper::node_affinity::CompiledNodeSelector;
+use crate::helper::volumes::{
     WAIT_FOR_FIRST_CONSUMER, claim_class, claim_is_for_pod, claim_is_fully_bound,
     claim_volume_name, event_csi_driver, event_csi_node, event_csi_storage_capacity,
     event_storage_class, namespace_of, pod_volumes, pv_affinity_matches, pv_node_affinity,
@@ -67,7 +67,7 @@ pub mod scorer;
 
 pub use binder::{ERR_REASON_BIND_CONFLICT, ERR_REASON_NOT_ENOUGH_SPACE};
 
-use crate::node_resources::requested_to_capacity_ratio::Shape;
+use crate::helper::shape_score::Shape;
 use assume::AssumeCache;
 use binder::{
     Candidate, Capacities, Classes, DelayedClaim, PodVolumes, StorageCapacity, Supply,

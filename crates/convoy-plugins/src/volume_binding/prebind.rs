@@ -9,7 +9,7 @@ use convoy_api::{Binder, ClaimRef, ClusterObjects, Status, VolumeWrite};
 use k8s_openapi::api::core::v1::PersistentVolume;
 
 use super::binder::{DynamicProvision, PodVolumes, StaticBinding};
-use crate::volumes::{
+use crate::helper::volumes::{
     claim_is_fully_bound, claim_volume_name, pv_affinity_matches, pv_node_affinity, pv_not_found,
     pvc_not_found,
 };

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::node_resources::requested_to_capacity_ratio::Shape;
+use crate::helper::shape_score::Shape;
 
 use super::binder::PodVolumes;
 

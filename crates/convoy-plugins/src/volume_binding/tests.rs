@@ -7,7 +7,7 @@ use convoy_api::{ClusterObject, NodeList};
 use serde_json::json;
 
 use super::*;
-use crate::volumes::testing::*;
+use crate::helper::volumes::testing::*;
 
 const WAIT_SC: &str = "wait-sc";
 const IMMEDIATE_SC: &str = "immediate-sc";

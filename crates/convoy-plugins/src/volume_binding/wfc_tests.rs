@@ -12,7 +12,7 @@ use convoy_api::{BindError, ClaimRef, ClusterObject, NodeList, VolumeWrite};
 use serde_json::{Value, json};
 
 use super::*;
-use crate::volumes::testing::*;
+use crate::helper::volumes::testing::*;
 
 const WAIT: &str = "waitClass";
 const WAIT_PROVISIONER: &str = "waitClassWithProvisioner";

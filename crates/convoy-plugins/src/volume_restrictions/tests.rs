@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::helper::testing::pod_obj;
-use crate::volumes::testing::*;
+use crate::helper::volumes::testing::*;
 
 /// A short description of a status: `Code: message`.
 fn show(s: &Status) -> String {

@@ -7,7 +7,7 @@ use convoy_api::{ClusterObject, NodeList};
 use serde_json::json;
 
 use super::*;
-use crate::volumes::testing::*;
+use crate::helper::volumes::testing::*;
 
 fn pv(name: &str, labels: serde_json::Value) -> ClusterObject {
     obj_pv(pv_json(json!({"metadata": {"name": name, "labels": labels}})))

@@ -10,7 +10,7 @@ use convoy_api::{NodeInfo, NodeInfoLister, NodeList, PodInfo};
 use super::super::common::{Constraint, LABEL_TOPOLOGY_ZONE as ZONE};
 use super::super::memo::{MemoKey, Memos, Purpose, Request};
 use super::*;
-use crate::node_affinity::selector::RequiredNodeAffinity;
+use crate::helper::node_affinity::RequiredNodeAffinity;
 
 const HOST: &str = super::super::LABEL_HOSTNAME;
 

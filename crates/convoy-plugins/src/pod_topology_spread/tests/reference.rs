@@ -14,7 +14,7 @@ use super::super::{
     DO_NOT_SCHEDULE, ERR_REASON_CONSTRAINTS_NOT_MATCH, ERR_REASON_NODE_LABEL_NOT_MATCH,
     PodTopologySpread, SCHEDULE_ANYWAY,
 };
-use crate::node_affinity::selector::RequiredNodeAffinity;
+use crate::helper::node_affinity::RequiredNodeAffinity;
 
 const MAX_MATCH_NUM: i64 = i32::MAX as i64;
 

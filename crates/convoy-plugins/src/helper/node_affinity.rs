@@ -1,5 +1,11 @@
-//! Compiled node selectors (upstream `component-helpers/scheduling/corev1/nodeaffinity`):
-//! parsed once per cycle, then matched against many nodes without allocating.
+//! Compiled node selectors (upstream `component-helpers/scheduling/corev1/nodeaffinity`
+//! and `plugins/helper/node_affinity.go`): parsed once per cycle, then
+//! matched against many nodes without allocating.
+//!
+//! Shared by NodeAffinity (its Filter and Score), PodTopologySpread (which
+//! nodes count toward a spread, `nodeAffinityPolicy: Honor`), VolumeBinding
+//! and [`volumes`](super::volumes) (a PersistentVolume's node affinity) and
+//! DynamicResources (the node selectors of ResourceSlices and allocations).
 
 use std::collections::BTreeMap;
 

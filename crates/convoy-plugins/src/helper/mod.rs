@@ -1,5 +1,31 @@
-//! Helpers shared by the plugins (upstream `plugins/helper`): score
-//! normalization and access to the objects carried by cluster events.
+//! Code two or more plugins need (upstream `plugins/helper`): plugins meet
+//! here and never import each other's internals.
+//!
+//! This module itself holds score normalization (every normalizing Score
+//! plugin) and access to the objects cluster events carry (every plugin's
+//! queueing hints). The submodules, each saying who uses it:
+//!
+//! - [`node_affinity`]: compiled node selectors and required node affinity
+//!   (NodeAffinity, PodTopologySpread, VolumeBinding, DynamicResources and
+//!   [`volumes`]).
+//! - [`taint`]: toleration matching (TaintToleration, NodeUnschedulable,
+//!   PodTopologySpread).
+//! - [`volumes`]: claims, PersistentVolumes and their events (the volume
+//!   plugins: VolumeBinding, VolumeRestrictions, VolumeZone,
+//!   NodeVolumeLimits).
+//! - [`resource_names`]: extended and scalar resource names
+//!   (NodeResourcesFit, NodeResourcesBalancedAllocation, GpuPlacement).
+//! - [`shape_score`]: piecewise-linear scoring shapes (NodeResourcesFit,
+//!   VolumeBinding).
+//! - [`device_room`]: the devices around a node's DRA allocation, which
+//!   DynamicResources computes and GpuPlacement scores on.
+
+pub mod device_room;
+pub mod node_affinity;
+pub mod resource_names;
+pub mod shape_score;
+pub mod taint;
+pub mod volumes;
 
 use std::sync::Arc;
 

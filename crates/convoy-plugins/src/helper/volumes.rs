@@ -3,6 +3,9 @@
 //! NotFound texts, v1.37.2): which claim a volume uses, whether a claim is
 //! bound, its class, a PersistentVolume's node affinity, and the objects
 //! volume events carry.
+//!
+//! Used by VolumeBinding, VolumeRestrictions, VolumeZone and
+//! NodeVolumeLimits; `testing` holds the volume fixtures of their tests.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -14,7 +17,7 @@ use convoy_api::objects::volumes::{ANN_BIND_COMPLETED, ANN_STORAGE_CLASS};
 use convoy_api::{ClusterObject, EventObject, PodInfo, QueueingHint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::node_affinity::selector::{CompiledNodeSelector, NodeView};
+use crate::helper::node_affinity::{CompiledNodeSelector, NodeView};
 
 /// `volumeBindingMode` of a class whose claims are bound when a pod using
 /// them is scheduled.
