@@ -75,6 +75,25 @@ pub struct Decision {
     pub group: Option<GroupKey>,
 }
 
+/// The decision recorded for a pod that cannot even enter the queue (an
+/// unreadable spec): it stays pending, and the reason names the field.
+pub fn invalid_pod_decision(e: &convoy_api::InvalidPod) -> Decision {
+    Decision {
+        pod: e.pod.clone(),
+        uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
+        profile: Arc::from(""),
+        outcome: Outcome::Unschedulable { message: format!("invalid pod: {}", e.message) },
+        evaluated: 0,
+        feasible: 0,
+        total: 0,
+        rejected: BTreeMap::new(),
+        attempt: 0,
+        latency: std::time::Duration::ZERO,
+        since_first_attempt: None,
+        group: None,
+    }
+}
+
 /// How a group attempt ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GroupOutcome {

@@ -2,9 +2,13 @@
 //! pieces into a running scheduler and hosts the `convoy-scheduler` binary.
 //!
 //! - [`scheduler`]: one queue and one cache shared by the profiles'
-//!   frameworks, fed by a stream of cluster updates from any adapter;
+//!   frameworks, and how they are built;
+//! - [`handlers`]: how each cluster update from an adapter changes the
+//!   cache and the queue;
 //! - [`schedule_one`]: the scheduling cycle, top to bottom (and
 //!   `preempt.rs`: what a preemption leads to);
+//! - [`schedule_group`]: the cycle of a whole PodGroup, one function per
+//!   step (with `preempt_group.rs` and `reserve_group.rs`);
 //! - [`run`]: the production loop and the simulation driver;
 //! - [`decision`]: how every decision is explained;
 //! - [`conflicts`]: other schedulers and kubelets that disagree with
@@ -19,6 +23,7 @@ pub mod app;
 pub mod auth;
 pub mod conflicts;
 pub mod decision;
+pub mod handlers;
 pub mod http;
 pub mod metrics;
 pub mod options;

@@ -51,7 +51,7 @@ pub const MAX_NOMINATION_WRITES: usize = 64;
 
 /// `status.nominatedNodeName` as the pod object carries it.
 pub(crate) fn status_nomination(pod: &PodInfo) -> Option<&str> {
-    crate::scheduler::nomination(&pod.pod)
+    crate::handlers::nomination(&pod.pod)
 }
 
 impl Scheduler {
@@ -279,6 +279,20 @@ impl Scheduler {
             }
             in_flight.fetch_sub(1, Ordering::AcqRel);
         });
+    }
+
+    /// Preemptions that held their preemptors too long after their API
+    /// calls (a victim's event was lost): their preemptors are released.
+    pub(crate) fn release_expired_preemptions(&self) {
+        let expired = self.running_preemptions.expire();
+        if !expired.is_empty() {
+            tracing::warn!(
+                preemptors = ?expired.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "preemptions released {}s after their API calls without seeing every victim terminate",
+                convoy_api::RunningPreemptions::MAX_HOLD.as_secs()
+            );
+            self.queue.activate(expired.iter());
+        }
     }
 }
 

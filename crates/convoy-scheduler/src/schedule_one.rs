@@ -26,24 +26,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use convoy_api::{CycleState, InvalidPod, PodInfo, QueuedPodInfo, Status};
-use convoy_framework::{Framework, PermitWait, ScheduleError, ScheduleResult};
+use convoy_api::{CycleState, PodInfo, QueuedPodInfo, Status};
+use convoy_framework::{Framework, ScheduleError, ScheduleResult};
 use convoy_queue::Failure;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 
 use crate::decision::{Decision, Outcome};
-use crate::scheduler::Scheduler;
-
-/// A pod assumed, reserved and permitted (or waiting at Permit), whose
-/// binding cycle the loop has not started yet.
-pub(crate) struct Binding {
-    fwk: Arc<Framework>,
-    qpi: QueuedPodInfo,
-    state: CycleState,
-    wait: Option<PermitWait>,
-    decision: Decision,
-}
+use crate::scheduler::{Binding, Scheduler};
 
 impl Scheduler {
     /// Schedules one pod popped from the queue. Returns once the pod is
@@ -122,21 +112,20 @@ impl Scheduler {
             self.fail_after_assume(&fwk, qpi, decision, s, false);
             return;
         }
-        self.permit_and_bind(fwk, qpi, state, decision);
+        self.permit_and_bind(fwk, qpi, state, node, decision);
     }
 
     /// Steps 5 (Permit) and 6 (binding task) for a pod assumed and
-    /// reserved on the node of its `decision`.
+    /// reserved on `node` (the node of its `decision`).
     pub(crate) fn permit_and_bind(
         self: &Arc<Self>,
         fwk: Arc<Framework>,
         qpi: QueuedPodInfo,
         mut state: CycleState,
+        node: Arc<str>,
         decision: Decision,
     ) {
         let pod = qpi.pod_info.clone();
-        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
-        let node = node.clone();
         let wait = match fwk.run_permit(&mut state, &pod, &node) {
             Ok(w) => w,
             Err(s) => {
@@ -149,7 +138,7 @@ impl Scheduler {
 
         // 6: binding cycle, asynchronously, in the loop's next batch.
         self.binds_in_flight.fetch_add(1, Ordering::AcqRel);
-        self.bindings.lock().push(Binding { fwk, qpi, state, wait, decision });
+        self.bindings.lock().push(Binding { fwk, qpi, state, wait, node, decision });
     }
 
     /// Starts the binding cycles of the pods scheduled since the last call,
@@ -167,7 +156,7 @@ impl Scheduler {
             let mut running: FuturesUnordered<_> = batch
                 .into_iter()
                 .map(|b| async {
-                    this.binding_cycle(b.fwk, b.qpi, b.state, b.wait, b.decision).await;
+                    this.binding_cycle(b).await;
                     this.binds_in_flight.fetch_sub(1, Ordering::AcqRel);
                 })
                 .collect();
@@ -175,28 +164,23 @@ impl Scheduler {
         });
     }
 
-    async fn binding_cycle(
-        self: &Arc<Self>,
-        fwk: Arc<Framework>,
-        qpi: QueuedPodInfo,
-        state: CycleState,
-        wait: Option<PermitWait>,
-        decision: Decision,
-    ) {
+    /// Upstream's `bindingCycle`: waits at Permit if a plugin asked to,
+    /// checks the node once more, then PreBind, Bind and PostBind; a
+    /// failure undoes the reservation and requeues the pod.
+    async fn binding_cycle(self: &Arc<Self>, binding: Binding) {
+        let Binding { fwk, qpi, state, wait, node, decision } = binding;
         let pod = qpi.pod_info.clone();
-        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
-        let node = node.clone();
         if let Some(wait) = wait {
             let s = wait.wait().await;
             if !s.is_success() {
-                self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+                self.binding_cycle_failed(&fwk, qpi, state, &node, decision, s);
                 return;
             }
         }
         // Fencing: a replica that lost its lease starts no write.
         if self.is_fenced() {
             let s = Status::error("this replica lost its lease: the binding is not sent");
-            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+            self.binding_cycle_failed(&fwk, qpi, state, &node, decision, s);
             return;
         }
         // The freshest view of the node, just before the binding call:
@@ -210,14 +194,14 @@ impl Scheduler {
         if let Some(why) = taken {
             // No plugin named: any cluster event retries it.
             let s = Status::unschedulable(why);
-            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+            self.binding_cycle_failed(&fwk, qpi, state, &node, decision, s);
             return;
         }
         let shared = Arc::new(state);
         let s = fwk.run_bind(shared.clone(), pod.clone(), node.clone()).await;
         let state = Arc::try_unwrap(shared).unwrap_or_else(|s| (*s).clone());
         if !s.is_success() {
-            self.binding_cycle_failed(&fwk, qpi, state, decision, s);
+            self.binding_cycle_failed(&fwk, qpi, state, &node, decision, s);
             return;
         }
         self.cache.finish_binding(&pod);
@@ -257,12 +241,12 @@ impl Scheduler {
         fwk: &Framework,
         qpi: QueuedPodInfo,
         mut state: CycleState,
+        node: &str,
         decision: Decision,
         status: Status,
     ) {
         let pod = qpi.pod_info.clone();
-        let Outcome::Scheduled { node, .. } = &decision.outcome else { unreachable!() };
-        fwk.run_unreserve(&mut state, &pod, &node.clone());
+        fwk.run_unreserve(&mut state, &pod, node);
         self.forget(&pod);
         self.group_member_bound(&pod, false);
         self.fail_after_assume(fwk, qpi, decision, status, true);
@@ -405,23 +389,4 @@ pub(crate) fn scheduled_decision(
 
 pub(crate) fn uid_of(pod: &PodInfo) -> Option<Arc<str>> {
     (!pod.uid.is_empty()).then(|| pod.uid.clone())
-}
-
-/// The decision recorded for a pod that cannot even enter the queue (an
-/// unreadable spec): it stays pending, and the reason names the field.
-pub fn invalid_pod_decision(e: &InvalidPod) -> Decision {
-    Decision {
-        pod: e.pod.clone(),
-        uid: (!e.uid.is_empty()).then(|| e.uid.clone()),
-        profile: Arc::from(""),
-        outcome: Outcome::Unschedulable { message: format!("invalid pod: {}", e.message) },
-        evaluated: 0,
-        feasible: 0,
-        total: 0,
-        rejected: BTreeMap::new(),
-        attempt: 0,
-        latency: std::time::Duration::ZERO,
-        since_first_attempt: None,
-        group: None,
-    }
 }
