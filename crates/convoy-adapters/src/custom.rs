@@ -18,8 +18,8 @@ use kube::core::DynamicResourceScope;
 use kube::runtime::watcher::{self, Event};
 
 use crate::discovery::DiscoveryHandle;
+use crate::translator::Watched;
 use crate::versioned::{KindItem, api_resource, kind_stream};
-use crate::watch::Watched;
 
 /// A watched custom resource and the kind it was registered as.
 #[derive(Debug, Clone)]

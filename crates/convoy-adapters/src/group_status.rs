@@ -8,13 +8,26 @@
 //!   `False`/`Unschedulable` with the group's message while it does not fit.
 //! - `scheduling.x-k8s.io/v1alpha1`: `status` as scheduler-plugins'
 //!   PodGroup controller keeps it ([`xk8s_status`]), from the member pods.
+//!
+//! Also where each API's PodGroups live ([`api_resource`]), which both the
+//! writer and the watch ([`crate::pod_groups`]) address.
 
-use convoy_api::GroupKey;
+use convoy_api::{GroupKey, PodGroupApi};
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, GroupVersionKind};
 use serde_json::{Map, Value, json};
 
 /// The condition type of upstream's PodGroup.
 pub const INITIALLY_SCHEDULED: &str = "PodGroupInitiallyScheduled";
+
+/// The `ApiResource` of an API's PodGroup (plural `podgroups`).
+pub fn api_resource(api: PodGroupApi) -> ApiResource {
+    let (group, version) = api.api_version().split_once('/').expect("group/version");
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(group, version, "PodGroup"),
+        "podgroups",
+    )
+}
 
 /// One group attempt, as the status writer needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

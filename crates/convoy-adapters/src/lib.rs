@@ -43,6 +43,7 @@ pub mod pods;
 pub mod preemption;
 mod rate;
 pub mod status;
+mod translator;
 pub mod trim;
 mod versioned;
 pub mod watch;

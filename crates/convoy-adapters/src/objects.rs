@@ -37,8 +37,8 @@ use kube::api::Api;
 use kube::runtime::watcher;
 
 use crate::discovery::DiscoveryHandle;
+use crate::translator::{Translator, Watched};
 use crate::versioned::{KindItem, kind_stream, typed_watch};
-use crate::watch::{Translator, Watched};
 
 macro_rules! watched_object {
     ($($ty:ty),*) => {$(

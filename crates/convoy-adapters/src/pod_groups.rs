@@ -25,22 +25,17 @@ use std::sync::Arc;
 use convoy_api::apis::ApiInfo;
 use convoy_api::{ClusterUpdate, GroupKey, PodGroup, PodGroupApi};
 use futures::stream::{BoxStream, StreamExt};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, TypeMeta};
+use kube::api::{Api, DynamicObject, TypeMeta};
 use kube::runtime::watcher::{self, Event};
 
 use crate::discovery::DiscoveryHandle;
 use crate::status::StatusWriter;
+use crate::translator::Watched;
 use crate::versioned::{KindItem, kind_stream};
-use crate::watch::Watched;
 
-/// The `ApiResource` of an API's PodGroup (plural `podgroups`).
-pub fn api_resource(api: PodGroupApi) -> ApiResource {
-    let (group, version) = api.api_version().split_once('/').expect("group/version");
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(group, version, "PodGroup"),
-        "podgroups",
-    )
-}
+/// Where an API's PodGroups live; defined in [`crate::group_status`], which the
+/// status writer shares, and kept at this path for callers.
+pub use crate::group_status::api_resource;
 
 /// The API of a PodGroup object, from its `apiVersion`.
 fn api_of(obj: &DynamicObject) -> Option<PodGroupApi> {

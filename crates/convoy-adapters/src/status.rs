@@ -45,8 +45,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::events::EventRecorder;
-use crate::group_status::{GroupReport, initially_scheduled, xk8s_status};
-use crate::pod_groups::api_resource;
+use crate::group_status::{GroupReport, api_resource, initially_scheduled, xk8s_status};
 use crate::rate::TokenBucket;
 
 /// The `reportingController` of Convoy's events.

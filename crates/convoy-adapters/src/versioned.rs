@@ -22,7 +22,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
 
 use crate::discovery::DiscoveryHandle;
-use crate::watch::Watched;
+use crate::translator::Watched;
 
 /// What the watch of one optional API yields.
 #[allow(clippy::large_enum_variant, reason = "the watcher's own events are this size")]

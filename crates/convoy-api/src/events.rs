@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 
+use crate::pod_fields::unevaluated_fields;
 use crate::pod_info::PodInfo;
 
 /// What kind of object an event is about.
@@ -263,6 +264,23 @@ impl ClusterEventWithHint {
     ) -> Self {
         Self { event: ClusterEvent::new(resource, action), hint: Some(Arc::new(hint)) }
     }
+}
+
+/// The queueing hint of [`UNEVALUATED_FIELDS`](crate::pod_fields::UNEVALUATED_FIELDS)
+/// (pods the framework refuses for fields Convoy does not evaluate) for an
+/// update of the pod itself: retry only if the fields it uses that Convoy does not evaluate
+/// changed (volumes, claims and these container fields are immutable, so in
+/// practice a refused pod waits for its deletion, or the periodic flush).
+pub fn unevaluated_fields_hint(
+    _pod: &PodInfo,
+    old: Option<&EventObject>,
+    new: Option<&EventObject>,
+) -> QueueingHint {
+    let uses = |o: Option<&EventObject>| match o {
+        Some(EventObject::Pod(p)) => p.spec.as_ref().map(unevaluated_fields),
+        _ => None,
+    };
+    if uses(old) == uses(new) { QueueingHint::Skip } else { QueueingHint::Queue }
 }
 
 #[cfg(test)]

@@ -18,14 +18,12 @@
 
 use k8s_openapi::api::core::v1::{Container, PodSpec, Volume};
 
-use crate::events::{EventObject, QueueingHint};
 use crate::names::*;
-use crate::pod_info::PodInfo;
 
 /// The name under which the framework records a refusal (in the pod's
 /// unschedulable plugins, for the queue): not a plugin, no plugin can make
 /// such a pod schedulable. Its only registered event is an update of the
-/// pod itself that changes what it uses (see [`requeue_hint`]).
+/// pod itself that changes what it uses (see [`unevaluated_fields_hint`](crate::events::unevaluated_fields_hint)).
 pub const UNEVALUATED_FIELDS: &str = "UnevaluatedFields";
 
 /// An annotation the API adapter sets, in memory only (it is never
@@ -551,22 +549,6 @@ pub fn refusal_message<'a>(paths: impl IntoIterator<Item = &'a str>) -> String {
         n => format!("{} and {} more", paths[..NAMED].join(", "), n - NAMED),
     };
     format!("pod uses {list}, which this scheduler does not evaluate yet")
-}
-
-/// The queueing hint of [`UNEVALUATED_FIELDS`] for an update of the pod
-/// itself: retry only if the fields it uses that Convoy does not evaluate
-/// changed (volumes, claims and these container fields are immutable, so in
-/// practice a refused pod waits for its deletion, or the periodic flush).
-pub fn requeue_hint(
-    _pod: &PodInfo,
-    old: Option<&EventObject>,
-    new: Option<&EventObject>,
-) -> QueueingHint {
-    let uses = |o: Option<&EventObject>| match o {
-        Some(EventObject::Pod(p)) => p.spec.as_ref().map(unevaluated_fields),
-        _ => None,
-    };
-    if uses(old) == uses(new) { QueueingHint::Skip } else { QueueingHint::Queue }
 }
 
 #[cfg(test)]

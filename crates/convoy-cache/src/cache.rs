@@ -10,20 +10,11 @@ use parking_lot::Mutex;
 
 use crate::error::Result;
 use crate::snapshot::Snapshot;
-use crate::state::State;
+use crate::state::{ExpiredPod, State};
 
 /// How long an assumed pod whose binding finished may wait for the watch to
 /// confirm it before it expires (upstream's default, 30 s).
 pub const DEFAULT_ASSUMED_POD_TTL: Duration = Duration::from_secs(30);
-
-/// An assumed pod removed by [`Cache::cleanup_expired_assumed_pods`].
-#[derive(Debug, Clone)]
-pub struct ExpiredPod {
-    /// The pod as it was assumed.
-    pub pod: Arc<PodInfo>,
-    /// The node it was assumed on.
-    pub node: Arc<str>,
-}
 
 /// The scheduler's view of the cluster: every node, and every pod assigned to
 /// a node (by any scheduler) or assumed by this one.

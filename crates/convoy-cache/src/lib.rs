@@ -71,10 +71,11 @@ mod node_tree;
 mod snapshot;
 mod state;
 
-pub use cache::{Cache, DEFAULT_ASSUMED_POD_TTL, ExpiredPod};
+pub use cache::{Cache, DEFAULT_ASSUMED_POD_TTL};
 pub use error::{CacheError, Result};
 pub use node_tree::{LABEL_REGION, LABEL_REGION_BETA, LABEL_ZONE, LABEL_ZONE_BETA, zone_key};
 pub use snapshot::Snapshot;
+pub use state::ExpiredPod;
 
 #[cfg(test)]
 mod tests;

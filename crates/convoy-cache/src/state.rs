@@ -8,9 +8,18 @@ use std::time::Instant;
 use convoy_api::{ImageStates, NodeInfo, PodInfo, next_generation};
 use k8s_openapi::api::core::v1::Node;
 
-use crate::cache::ExpiredPod;
 use crate::error::{CacheError, Result};
 use crate::node_tree::{NodeTree, zone_key};
+
+/// An assumed pod removed by
+/// [`Cache::cleanup_expired_assumed_pods`](crate::Cache::cleanup_expired_assumed_pods).
+#[derive(Debug, Clone)]
+pub struct ExpiredPod {
+    /// The pod as it was assumed.
+    pub pod: Arc<PodInfo>,
+    /// The node it was assumed on.
+    pub node: Arc<str>,
+}
 
 #[derive(Debug)]
 pub(crate) struct NodeEntry {

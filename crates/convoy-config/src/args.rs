@@ -6,12 +6,10 @@ use std::fmt;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 
+use crate::args_meta::{api_version, expect_str};
 use crate::gpu_args::{GpuPlacementArgs, GpuPlacementArgsRaw};
 use crate::names;
 use crate::spread_args::PodTopologySpreadArgs;
-
-/// `apiVersion` that plugin args may carry.
-const ARGS_API_VERSION: &str = "kubescheduler.config.k8s.io/v1";
 
 /// Arguments of one plugin, as its factory receives them.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -822,23 +820,6 @@ struct SpreadArgsRaw {
     kind: (),
     default_constraints: Option<Vec<crate::spread_args::DefaultConstraint>>,
     defaulting_type: crate::spread_args::DefaultingType,
-}
-
-pub(crate) fn expect_str<'de, D: Deserializer<'de>>(
-    d: D,
-    field: &str,
-    want: &str,
-) -> Result<(), D::Error> {
-    let got = String::deserialize(d)?;
-    if got == want {
-        Ok(())
-    } else {
-        Err(de::Error::custom(format!("{field} must be {want:?}, got {got:?}")))
-    }
-}
-
-pub(crate) fn api_version<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    expect_str(d, "apiVersion", ARGS_API_VERSION)
 }
 
 fn kind_fit<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use crate::args::{self, PluginArgs};
-use crate::defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, merge_plugin_set, names};
+use crate::defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, merge_plugin_set};
 use crate::error::{ConfigError, Problem, Problems, decode_problem, join_path};
+use crate::names;
 use crate::raw::{RawArgs, RawConfig, RawPluginRef, RawProfile, TypeMeta};
 use crate::types::{EXTENSION_POINTS, PluginRef, PluginSet, Plugins, Profile, SchedulerConfig};
 use crate::{API_VERSION, DEFAULT_SCHEDULER_NAME, KIND, KnownPlugins};

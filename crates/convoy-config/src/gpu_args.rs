@@ -141,7 +141,7 @@ impl GpuPlacementArgs {
 #[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub(crate) struct GpuPlacementArgsRaw {
-    #[serde(deserialize_with = "crate::args::api_version")]
+    #[serde(deserialize_with = "crate::args_meta::api_version")]
     #[allow(dead_code)]
     api_version: (),
     #[serde(deserialize_with = "kind")]
@@ -168,7 +168,7 @@ pub(crate) struct GpuPlacementArgsRaw {
 }
 
 fn kind<'de, D: Deserializer<'de>>(d: D) -> Result<(), D::Error> {
-    crate::args::expect_str(d, "kind", GPU_PLACEMENT_ARGS_KIND)
+    crate::args_meta::expect_str(d, "kind", GPU_PLACEMENT_ARGS_KIND)
 }
 
 /// Distinct non-empty strings.

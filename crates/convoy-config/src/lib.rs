@@ -14,11 +14,13 @@
 //! by the caller through [`KnownPlugins`].
 
 mod args;
+mod args_meta;
 mod build;
 mod defaults;
 mod duration;
 mod error;
 mod gpu_args;
+pub mod names;
 pub mod other_args;
 mod raw;
 mod spread_args;
@@ -34,7 +36,7 @@ pub use args::{
     NodeResourcesFitArgs, PluginArgs, RequestedToCapacityRatioParam, ResourceSpec, ScoringStrategy,
     ScoringStrategyType, UtilizationShapePoint, VolumeBindingArgs,
 };
-pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point, names};
+pub use defaults::{UPSTREAM_ONLY_DEFAULTS, default_multi_point};
 pub use duration::{format_go_duration, parse_go_duration};
 pub use error::{ConfigError, Problem};
 pub use gpu_args::{

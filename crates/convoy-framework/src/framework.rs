@@ -10,7 +10,7 @@ use convoy_api::{
     Handle, NodeInfo, NodeInfoLister, NodeToStatus, PermitPlugin, Plugin, PodInfo, PodNominator,
     PostBindPlugin, PostFilterContext, PostFilterPlugin, PostFilterResult, PreBindPlugin,
     PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueSortPlugin, Registry,
-    ReservePlugin, ScorePlugin, Status, pod_fields,
+    ReservePlugin, ScorePlugin, Status, events, pod_fields,
 };
 use convoy_config::{PluginSet, Profile};
 
@@ -190,7 +190,7 @@ impl Framework {
             vec![ClusterEventWithHint::with_hint(
                 EventResource::UnscheduledPod,
                 ActionType::UPDATE,
-                pod_fields::requeue_hint,
+                events::unevaluated_fields_hint,
             )],
         );
         Ok(Self {

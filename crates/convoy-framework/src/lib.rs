@@ -9,7 +9,8 @@
 pub mod algorithm;
 pub mod framework;
 pub mod metrics;
-mod runner;
+mod nominations;
+mod post_filter;
 pub mod waiting_pods;
 
 pub use algorithm::{

@@ -36,6 +36,7 @@
 
 mod active;
 mod backoff;
+mod config;
 mod heap;
 mod in_flight;
 mod metrics;
@@ -46,10 +47,11 @@ mod state;
 mod store;
 mod unschedulable;
 
+pub use config::{
+    DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_IN_UNSCHEDULABLE, QueueConfig,
+};
 pub use metrics::{IncomingCount, IncomingEvent, PendingCounts, QueueKind};
 pub use nominator::Nominator;
 pub use profiles::ProfileQueueing;
-pub use queue::{
-    DEFAULT_INITIAL_BACKOFF, DEFAULT_MAX_BACKOFF, DEFAULT_MAX_IN_UNSCHEDULABLE, Failure,
-    QueueConfig, SchedulingQueue,
-};
+pub use queue::SchedulingQueue;
+pub use state::Failure;

@@ -1,95 +1,20 @@
 //! [`SchedulingQueue`]: the public face of the queue, one lock around the
 //! state machine plus a [`Notify`] that wakes `pop`.
 
-use std::collections::HashMap;
 use std::pin::pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use convoy_api::{
-    ActionType, Clock, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, QueueSortPlugin,
-    QueuedPodInfo,
+    ActionType, ClusterEvent, EventObject, EventResource, PodInfo, PodKey, QueuedPodInfo,
 };
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use crate::config::QueueConfig;
 use crate::metrics::{IncomingCount, IncomingEvent, PendingCounts, QueueKind};
 use crate::nominator::Nominator;
-use crate::profiles::ProfileQueueing;
-use crate::state::State;
-
-/// Upstream's default `podInitialBackoffSeconds`.
-pub const DEFAULT_INITIAL_BACKOFF: Duration = Duration::from_secs(1);
-/// Upstream's default `podMaxBackoffSeconds`.
-pub const DEFAULT_MAX_BACKOFF: Duration = Duration::from_secs(10);
-/// Upstream's default `podMaxInUnschedulablePodsDuration`.
-pub const DEFAULT_MAX_IN_UNSCHEDULABLE: Duration = Duration::from_secs(5 * 60);
-
-/// How to build a [`SchedulingQueue`].
-pub struct QueueConfig {
-    /// Where time comes from.
-    pub clock: Arc<dyn Clock>,
-    /// The QueueSort plugin (the same in every profile).
-    pub less: Arc<dyn QueueSortPlugin>,
-    /// Per scheduler name (profile): PreEnqueue plugins and registered
-    /// events. Pods of other scheduler names get neither.
-    pub profiles: HashMap<String, ProfileQueueing>,
-    /// Backoff after the first failed attempt (`podInitialBackoffSeconds`);
-    /// zero disables backoff.
-    pub initial_backoff: Duration,
-    /// Longest backoff (`podMaxBackoffSeconds`).
-    pub max_backoff: Duration,
-    /// How long a pod may stay in the unschedulable pool before the
-    /// periodic flush retries it (`podMaxInUnschedulablePodsDuration`).
-    pub max_in_unschedulable: Duration,
-    /// The pods nominated to nodes (shared with the frameworks, which
-    /// count them in Filter).
-    pub nominator: Arc<Nominator>,
-    /// When activeQ is empty, pop the pod of backoffQ whose backoff ends
-    /// first instead of waiting (upstream's `SchedulerPopFromBackoffQ`
-    /// feature, on by default since v1.33). Default `true`.
-    pub pop_from_backoff: bool,
-}
-
-impl QueueConfig {
-    /// A configuration with upstream's default durations and no profiles.
-    pub fn new(clock: Arc<dyn Clock>, less: Arc<dyn QueueSortPlugin>) -> Self {
-        Self {
-            clock,
-            less,
-            profiles: HashMap::new(),
-            initial_backoff: DEFAULT_INITIAL_BACKOFF,
-            max_backoff: DEFAULT_MAX_BACKOFF,
-            max_in_unschedulable: DEFAULT_MAX_IN_UNSCHEDULABLE,
-            nominator: Arc::new(Nominator::new()),
-            pop_from_backoff: true,
-        }
-    }
-}
-
-impl std::fmt::Debug for QueueConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("QueueConfig")
-            .field("less", &self.less.name())
-            .field("profiles", &self.profiles)
-            .field("initial_backoff", &self.initial_backoff)
-            .field("max_backoff", &self.max_backoff)
-            .field("max_in_unschedulable", &self.max_in_unschedulable)
-            .finish_non_exhaustive()
-    }
-}
-
-/// How a scheduling attempt failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Failure {
-    /// Plugins rejected the pod (Unschedulable, UnschedulableAndUnresolvable
-    /// or Pending); the rejecting plugins are in the pod's
-    /// `unschedulable_plugins` and `pending_plugins`.
-    Unschedulable,
-    /// An internal error: the pod is retried after its backoff, whatever
-    /// the events.
-    Error,
-}
+use crate::state::{Failure, State};
 
 /// The scheduling queue, shared (`Arc`) between the event handlers and the
 /// scheduling loop. See the crate documentation for the life of a pod.

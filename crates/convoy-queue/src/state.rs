@@ -16,12 +16,24 @@ use convoy_api::{
 
 use crate::active::ActiveQ;
 use crate::backoff::{BackoffQ, backoff_expiry};
+use crate::config::QueueConfig;
 use crate::in_flight::InFlight;
 use crate::metrics::{IncomingCount, IncomingCounters, IncomingEvent, PendingCounts, QueueKind};
 use crate::profiles::{Profiles, Strategy, pod_update_event};
 use crate::store::{Entry, Loc, Store};
 use crate::unschedulable::Pool;
-use crate::{Failure, QueueConfig};
+
+/// How a scheduling attempt failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// Plugins rejected the pod (Unschedulable, UnschedulableAndUnresolvable
+    /// or Pending); the rejecting plugins are in the pod's
+    /// `unschedulable_plugins` and `pending_plugins`.
+    Unschedulable,
+    /// An internal error: the pod is retried after its backoff, whatever
+    /// the events.
+    Error,
+}
 
 /// Everything the lock protects.
 pub(crate) struct State {

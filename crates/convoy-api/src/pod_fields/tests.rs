@@ -4,6 +4,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::events::{EventObject, QueueingHint, unevaluated_fields_hint};
+use crate::pod_info::PodInfo;
 
 fn spec(json: Value) -> PodSpec {
     serde_json::from_value(json).expect("valid pod spec")
@@ -274,7 +276,7 @@ fn an_update_requeues_only_when_the_unevaluated_fields_change() {
     let info = PodInfo::new(pvc.clone()).unwrap();
     let hint = |old: &Arc<Pod>, new: &Arc<Pod>| {
         let (old, new) = (EventObject::Pod(old.clone()), EventObject::Pod(new.clone()));
-        requeue_hint(&info, Some(&old), Some(&new))
+        unevaluated_fields_hint(&info, Some(&old), Some(&new))
     };
     assert_eq!(hint(&pvc, &Arc::new(labelled)), QueueingHint::Skip);
     assert_eq!(hint(&pvc, &none), QueueingHint::Queue);

@@ -867,6 +867,15 @@ const NANO: i128 = 1_000_000_000;
 /// `resource.Quantity` keeps; finer digits round up, away from zero, as
 /// upstream's parser does). Values beyond ±1.7e29 units, which upstream keeps
 /// as arbitrary-precision decimals, are refused as too large.
+///
+/// Not parsed with convoy-api's `resource::parse_milli`, on purpose: CEL's
+/// `quantity()` must give what upstream's `resource.Quantity` gives, and
+/// that parser, built for pod requests, differs in ways CEL expressions can
+/// see: it keeps thousandths, not billionths (`quantity("1n")` would equal
+/// `quantity("1m")`, and `quantity("1n").sign()` is 1 here), it holds an
+/// `i64` of thousandths (up to ~9.2e15 units, where DRA capacities may be
+/// larger), it accepts surrounding whitespace, which `ParseQuantity` refuses,
+/// and its error messages are not upstream's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Quantity {
     nanos: i128,

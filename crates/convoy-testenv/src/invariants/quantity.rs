@@ -1,5 +1,11 @@
 //! Resource quantities as exact integers (billionths of the unit), and a
 //! pod's effective requests, for the over-commit check.
+//!
+//! Deliberately independent of the scheduler's own code
+//! (`convoy_api::resource::parse_milli`, `convoy_api::resource::pod_requests`):
+//! the checker is an oracle for the scheduler's results, so a bug in what it
+//! checks must not be copied into the check. convoy-testenv depends on no
+//! Convoy crate for the same reason.
 
 use std::collections::BTreeMap;
 
@@ -7,6 +13,10 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// A Kubernetes quantity (`"500m"`, `"1.5Gi"`, `"2e3"`, `"8"`) in
 /// billionths of its unit, rounded up; `None` when it does not parse.
+///
+/// An independent oracle, not a copy to merge: written apart from
+/// convoy-api's `parse_milli` (which the scheduler counts with) so that the
+/// invariant checker does not share the parser whose results it checks.
 pub fn parse_nano(q: &str) -> Option<i128> {
     let q = q.trim();
     let split = q

@@ -1,13 +1,11 @@
-//! What the cycle needs for preemption: the pods nominated to nodes (which
-//! Filter counts, and the node a pod is nominated to, which it tries
-//! first), the PostFilter phase, and the [`FilterRunner`] a PostFilter
-//! plugin gets for one cycle: the profile's PreFilter extensions and the
-//! cycle's Filter plugins, with the pods nominated to each node counted
-//! (upstream's `Handle` methods of the same names).
+//! The PostFilter phase (preemption) of a cycle that found no node, and the
+//! [`FilterRunner`] a PostFilter plugin gets for that cycle: the profile's
+//! PreFilter extensions and the cycle's Filter plugins, with the pods
+//! nominated to each node counted (upstream's `Handle` methods of the same
+//! names).
 
 use std::sync::Arc;
 
-use convoy_api::preemption::terminating_by_preemption;
 use convoy_api::{
     CycleState, FilterPlugin, FilterRunner, NodeInfo, NodeInfoLister, NominatedPods, PodInfo,
     PostFilterContext, Status,
@@ -25,49 +23,6 @@ use crate::metrics::{label, timed};
 const PARALLEL_MIN: usize = 256;
 
 impl Framework {
-    /// The pods nominated to nodes that `pod` must leave room for (equal
-    /// or higher priority, not itself); `None` when there are none, at the
-    /// cost of one atomic load when nothing is nominated.
-    pub(crate) fn nominated_for(&self, pod: &PodInfo) -> Option<NominatedPods> {
-        let nominator = self.nominator.as_ref().filter(|n| !n.is_empty())?;
-        let nominated = nominator.nominated_pods(pod.priority, &pod.uid);
-        (!nominated.is_empty()).then_some(nominated)
-    }
-
-    /// The node `pod` is nominated to, if it is one of `nodes`.
-    pub(crate) fn nominated_node(
-        &self,
-        pod: &PodInfo,
-        snapshot: &dyn NodeInfoLister,
-        nodes: &[Arc<NodeInfo>],
-    ) -> Option<Arc<NodeInfo>> {
-        let nominator = self.nominator.as_ref().filter(|n| !n.is_empty())?;
-        let name = nominator.nominated_node(pod)?;
-        let node = snapshot.get(&name)?;
-        let in_cycle =
-            nodes.len() == snapshot.list().len() || nodes.iter().any(|n| Arc::ptr_eq(n, node));
-        in_cycle.then(|| node.clone())
-    }
-
-    /// Whether `pod`, nominated to `node`, waits there for the victims of
-    /// its preemption: the profile preempts (has PostFilter plugins the
-    /// cycle runs) and the node still holds a lower-priority pod
-    /// terminating because of a preemption (the test of DefaultPreemption's
-    /// `not eligible due to a terminating pod on the nominated node`).
-    pub(crate) fn waits_for_victims(
-        &self,
-        state: &CycleState,
-        pod: &PodInfo,
-        node: &NodeInfo,
-    ) -> bool {
-        !self.post_filter.is_empty()
-            && !state.skip_post_filter
-            && node
-                .pods
-                .iter()
-                .any(|p| p.priority < pod.priority && terminating_by_preemption(&p.pod))
-    }
-
     /// Runs PostFilter (preemption) for a pod that fits nowhere, in the
     /// cycle that [`Framework::schedule_pod`] failed with `diagnosis`
     /// (`state` and `snapshot` as it left them), unless the profile has no
