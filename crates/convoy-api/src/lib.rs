@@ -28,6 +28,12 @@ pub mod pod_info;
 pub mod preemption;
 pub mod resource;
 pub mod status;
+/// Fixture builders for tests and benchmarks (`PodBuilder`, `NodeBuilder`,
+/// `TestRng`, ...). Not part of the plugin API: compiled only for this
+/// crate's own tests or with the `testing` cargo feature, which a crate
+/// enables in its `[dev-dependencies]`:
+/// `convoy-api = { workspace = true, features = ["testing"] }`.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use affinity::{AffinityTerm, PodAffinity, WeightedAffinityTerm};
