@@ -200,9 +200,13 @@ pub struct GangState {
     policy: Mutex<StarvationPolicy>,
     /// Pods the starvation guard turned away, to activate when it lets go.
     held: Mutex<Vec<PodKey>>,
-    /// The reservation plan of the group that starves (or will), if one
-    /// could be made.
-    reservation: Mutex<Option<Reservation>>,
+    /// Each waiting group's reservation plan, if one could be made. Only
+    /// the starving group's is in force; the others are kept so that a
+    /// group's plan only changes when it must (one slot shared by every
+    /// waiting group let each failed attempt replace the starving group's
+    /// plan with another group's, and the starving group was never held
+    /// for).
+    reservations: Mutex<HashMap<GroupKey, Reservation>>,
 }
 
 /// The nodes held for a starving gang, and the pods it waits for there
@@ -238,48 +242,44 @@ impl GangState {
     /// Sets (or, with `None` for `group`, clears) `group`'s reservation
     /// plan.
     pub fn set_reservation(&self, group: &GroupKey, plan: Option<crate::plan::Plan>) {
-        let mut r = self.reservation.lock();
+        let mut r = self.reservations.lock();
         match plan {
             Some(plan) => {
-                *r = Some(Reservation {
-                    group: group.clone(),
-                    nodes: Arc::new(plan.nodes.into_iter().collect()),
-                    waits: plan.waits.into_iter().collect(),
-                })
+                r.insert(
+                    group.clone(),
+                    Reservation {
+                        group: group.clone(),
+                        nodes: Arc::new(plan.nodes.into_iter().collect()),
+                        waits: plan.waits.into_iter().collect(),
+                    },
+                );
             }
             None => {
-                if r.as_ref().is_some_and(|r| &r.group == group) {
-                    *r = None;
-                }
+                r.remove(group);
             }
         }
     }
 
     /// The nodes of `group`'s reservation plan (empty if it has none).
     pub fn reserved_for(&self, group: &GroupKey) -> Arc<HashSet<Arc<str>>> {
-        match &*self.reservation.lock() {
-            Some(r) if &r.group == group => r.nodes.clone(),
-            _ => Arc::default(),
-        }
+        self.reservations.lock().get(group).map(|r| r.nodes.clone()).unwrap_or_default()
     }
 
     /// The reservation in force now: the starving group's plan, if it has
     /// one, with the group's priority and wait.
     pub fn reservation_in_force(&self, now: Instant) -> Option<(Starving, Arc<HashSet<Arc<str>>>)> {
         let s = self.starving(now)?;
-        let nodes = match &*self.reservation.lock() {
-            Some(r) if r.group == s.key => r.nodes.clone(),
-            _ => return None,
-        };
+        let nodes = self.reservations.lock().get(&s.key)?.nodes.clone();
         Some((s, nodes))
     }
 
-    /// A pod left (deleted or finished): the group whose plan waited for it
-    /// last, if this was the last, to try at once.
-    pub fn waited_pod_left(&self, pod: &PodKey) -> Option<GroupKey> {
-        let mut r = self.reservation.lock();
-        let r = r.as_mut()?;
-        (r.waits.remove(pod) && r.waits.is_empty()).then(|| r.group.clone())
+    /// A pod left (deleted or finished): the groups whose plans waited for
+    /// it last, if this was the last, to try at once.
+    pub fn waited_pod_left(&self, pod: &PodKey) -> Vec<GroupKey> {
+        let mut r = self.reservations.lock();
+        r.values_mut()
+            .filter_map(|r| (r.waits.remove(pod) && r.waits.is_empty()).then(|| r.group.clone()))
+            .collect()
     }
 
     /// Remembers a pod the starvation guard turned away.

@@ -296,3 +296,59 @@ fn a_group_whose_api_is_not_served_is_refused_by_name() {
     let (_, s) = p.pre_filter(&mut CycleState::new(), &PodBuilder::new("x").info(), &nodes);
     assert!(s.is_skip(), "nothing starves: Skip");
 }
+
+/// Two gangs waiting at once: the second's failed attempts make its own
+/// plan, which must not replace the starving group's (it did when one slot
+/// held the plan of whichever group failed last: the starving group was then
+/// never held for, and in a stream of gangs none was placed before arrivals
+/// stopped).
+#[test]
+fn another_group_s_plan_does_not_replace_the_starving_group_s() {
+    let state = GangState::new();
+    state.set_policy(StarvationPolicy {
+        threshold: Duration::from_secs(10),
+        max_hold: Duration::from_secs(60),
+    });
+    let clock = FakeClock::new();
+    let named = |name: &str| {
+        Arc::new(
+            PodGroup::from_json(&json!({
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"minMember": 2}
+            }))
+            .unwrap(),
+        )
+    };
+    state.apply_group(named("a"));
+    state.apply_group(named("b"));
+    let a = PodBuilder::new("a-0").pod_group("a").info();
+    let b = PodBuilder::new("b-0").pod_group("b").info();
+    state.pod_upsert(&a);
+    state.pod_upsert(&b);
+    let (ka, kb) = (a.group.clone().unwrap(), b.group.clone().unwrap());
+    let plan = |node: &str, waits: &[&str]| crate::plan::Plan {
+        nodes: vec![Arc::from(node)],
+        waits: waits.iter().map(|w| PodBuilder::new(w).info().key.clone()).collect(),
+    };
+    // a fails first, then b; each makes its plan.
+    state.record_attempt(&ka, false, true, clock.now());
+    state.set_reservation(&ka, Some(plan("n1", &["x"])));
+    clock.advance(Duration::from_secs(1));
+    state.record_attempt(&kb, false, true, clock.now());
+    state.set_reservation(&kb, Some(plan("n2", &["x", "y"])));
+    clock.advance(Duration::from_secs(10));
+    let (starving, nodes) =
+        state.reservation_in_force(clock.now()).expect("a starves with its plan");
+    assert_eq!(starving.key, ka);
+    assert_eq!(nodes.iter().map(|n| &**n).collect::<Vec<_>>(), ["n1"]);
+    assert_eq!(*state.reserved_for(&kb), [Arc::from("n2")].into_iter().collect());
+    // x was the last pod a's plan waited for; b still waits for y.
+    assert_eq!(state.waited_pod_left(&PodBuilder::new("x").info().key), vec![ka.clone()]);
+    assert_eq!(state.waited_pod_left(&PodBuilder::new("y").info().key), vec![kb.clone()]);
+    // a placed: its plan goes, b's stays and is in force once b starves.
+    state.record_attempt(&ka, true, true, clock.now());
+    assert!(state.reserved_for(&ka).is_empty());
+    let (starving, _) = state.reservation_in_force(clock.now()).expect("b starves next");
+    assert_eq!(starving.key, kb);
+}

@@ -162,12 +162,11 @@ impl Scheduler {
         });
     }
 
-    /// A pod left (deleted or finished): its group forgets it, and a
-    /// starving group whose reservation plan waited for it last is tried
-    /// at once (its members' backoff would otherwise delay it).
+    /// A pod left (deleted or finished): its group forgets it, and each
+    /// group whose reservation plan waited for it last is tried at once (its members' backoff would otherwise delay it).
     fn gang_pod_left(&self, pod: &PodInfo) {
         self.gang.pod_removed(pod);
-        if let Some(group) = self.gang.waited_pod_left(&pod.key) {
+        for group in self.gang.waited_pod_left(&pod.key) {
             tracing::debug!(%group, "the pods its reservation plan waited for are gone: trying the group");
             let members = self.gang.pending_members(&group);
             self.queue.activate(&members);
