@@ -86,6 +86,7 @@ impl BalancedAllocation {
 /// `without` are [`balanced_resource_score`] of the node with and without
 /// the pod (each in 50..=100). 75 means no change; 100 the best
 /// improvement, 50 the worst degradation.
+#[inline]
 pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatable: &[i64]) -> i64 {
     let with_pod = balanced_resource_score(requested, allocatable);
     let without_pod = balanced_resource_score(allocated, allocatable);
@@ -95,6 +96,7 @@ pub fn balanced_resource_scorer(requested: &[i64], allocated: &[i64], allocatabl
 /// Upstream `balancedResourceScore` (v1.37.2): `(1 - std) * 100`, truncated,
 /// over the fractions (capped at 1) of the resources with allocatable > 0;
 /// for two resources `std = |f1 - f2| / 2`, for one or none 0.
+#[inline]
 pub fn balanced_resource_score(requested: &[i64], allocatable: &[i64]) -> i64 {
     let fraction = |r: i64, a: i64| (r as f64 / a as f64).min(1.0);
     // Two resources (the default cpu and memory), without the loop: the
