@@ -156,6 +156,14 @@ impl PodBuilder {
         });
         self
     }
+    /// Member of the PodGroup `name` of `api`: [`Self::pod_group`] or
+    /// [`Self::scheduling_group`].
+    pub fn member_of(self, api: crate::PodGroupApi, name: &str) -> Self {
+        match api {
+            crate::PodGroupApi::XK8s => self.pod_group(name),
+            crate::PodGroupApi::Upstream => self.scheduling_group(name),
+        }
+    }
     /// A required pod affinity term: pods labelled `labels` (in this pod's
     /// namespace) in the same `topology_key` domain.
     pub fn pod_affinity(mut self, topology_key: &str, labels: &[(&str, &str)]) -> Self {
@@ -432,5 +440,30 @@ impl TestRng {
     /// One of `items` (not empty).
     pub fn pick<T: Copy>(&mut self, items: &[T]) -> T {
         items[self.below(items.len())]
+    }
+}
+
+/// A gang PodGroup of `api` in namespace `default` (uid `uid-<name>`) that
+/// needs `min` members; an upstream group also carries `priority` in its
+/// spec (a scheduler-plugins group has no priority field).
+pub fn gang_pod_group(
+    api: crate::PodGroupApi,
+    name: &str,
+    min: usize,
+    priority: i32,
+) -> serde_json::Value {
+    let metadata =
+        serde_json::json!({"name": name, "namespace": "default", "uid": format!("uid-{name}")});
+    match api {
+        crate::PodGroupApi::XK8s => serde_json::json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": metadata,
+            "spec": {"minMember": min}
+        }),
+        crate::PodGroupApi::Upstream => serde_json::json!({
+            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
+            "metadata": metadata,
+            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}, "priority": priority}
+        }),
     }
 }

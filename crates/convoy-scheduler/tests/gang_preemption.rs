@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use convoy_api::objects::ClusterObject;
-use convoy_api::testing::{NodeBuilder, PodBuilder};
+use convoy_api::testing::{NodeBuilder, PodBuilder, gang_pod_group};
 use convoy_api::{FakeClock, PodGroupApi};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::{
@@ -83,25 +83,12 @@ impl Env {
     /// A gang of `n` pods (`<name>-<i>`) of `cpu` each at `priority` (an
     /// upstream group's `spec.priority` too).
     fn gang(&self, api: PodGroupApi, name: &str, n: usize, cpu: &str, priority: i32) {
-        let group = match api {
-            PodGroupApi::XK8s => json!({
-                "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-                "spec": {"minMember": n}
-            }),
-            PodGroupApi::Upstream => json!({
-                "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-                "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-                "spec": {"schedulingPolicy": {"gang": {"minCount": n}}, "priority": priority}
-            }),
-        };
-        self.cluster.apply_pod_group(&group).unwrap();
+        self.cluster.apply_pod_group(&gang_pod_group(api, name, n, priority)).unwrap();
         for i in 0..n {
-            let b = PodBuilder::new(&format!("{name}-{i}")).cpu(cpu).priority(priority);
-            let pod = match api {
-                PodGroupApi::XK8s => b.pod_group(name),
-                PodGroupApi::Upstream => b.scheduling_group(name),
-            };
+            let pod = PodBuilder::new(&format!("{name}-{i}"))
+                .cpu(cpu)
+                .priority(priority)
+                .member_of(api, name);
             self.cluster.add_pod(pod.build()).unwrap();
         }
     }

@@ -28,12 +28,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use convoy_api::testing::{NodeBuilder, PodBuilder, TestRng};
+use convoy_api::testing::{NodeBuilder, PodBuilder, TestRng, gang_pod_group};
 use convoy_api::{FakeClock, PodGroupApi};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::LogSink;
 use convoy_scheduler::{Scheduler, SchedulerOptions};
-use serde_json::json;
 
 const CONFIG: &str = "apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
@@ -156,28 +155,6 @@ fn node_name(i: usize) -> String {
     format!("n{i}")
 }
 
-fn group_json(api: PodGroupApi, name: &str, min: usize, priority: i32) -> serde_json::Value {
-    match api {
-        PodGroupApi::XK8s => json!({
-            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"minMember": min}
-        }),
-        PodGroupApi::Upstream => json!({
-            "apiVersion": "scheduling.k8s.io/v1beta1", "kind": "PodGroup",
-            "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}")},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": min}}, "priority": priority}
-        }),
-    }
-}
-
-fn member(api: PodGroupApi, group: &str, b: PodBuilder) -> PodBuilder {
-    match api {
-        PodGroupApi::XK8s => b.pod_group(group),
-        PodGroupApi::Upstream => b.scheduling_group(group),
-    }
-}
-
 /// Runs the scenario on the embedded cluster: the units bound where the
 /// scenario puts them, then the gang, until idle.
 async fn run(s: &Scenario) -> Outcome {
@@ -205,23 +182,25 @@ async fn run(s: &Scenario) -> Outcome {
 
     for u in &s.units {
         if u.gang {
-            cluster.apply_pod_group(&group_json(s.api, &u.name, u.pods.len(), u.priority)).unwrap();
+            cluster
+                .apply_pod_group(&gang_pod_group(s.api, &u.name, u.pods.len(), u.priority))
+                .unwrap();
         }
         for (i, &(n, cpu)) in u.pods.iter().enumerate() {
             let b = PodBuilder::new(&u.pod_name(i))
                 .node(&node_name(n))
                 .cpu(&cpu.to_string())
                 .priority(u.priority);
-            let b = if u.gang { member(s.api, &u.name, b) } else { b };
+            let b = if u.gang { b.member_of(s.api, &u.name) } else { b };
             cluster.add_pod(b.build()).unwrap();
         }
     }
     scheduler.run_until_idle(&mut updates, &clock).await;
 
-    cluster.apply_pod_group(&group_json(s.api, "high", s.members, HIGH)).unwrap();
+    cluster.apply_pod_group(&gang_pod_group(s.api, "high", s.members, HIGH)).unwrap();
     for i in 0..s.members {
         let b = PodBuilder::new(&format!("high-{i}")).cpu(&s.member_cpu.to_string()).priority(HIGH);
-        cluster.add_pod(member(s.api, "high", b).build()).unwrap();
+        cluster.add_pod(b.member_of(s.api, "high").build()).unwrap();
     }
     for _ in 0..6 {
         scheduler.run_until_idle(&mut updates, &clock).await;
