@@ -212,6 +212,13 @@ impl PodInfo {
         self.pod.status.as_ref()?.start_time.as_ref()
     }
 
+    /// The start time as a sortable key: nanoseconds since the epoch, or
+    /// "now" (later than any start) when the pod has not started, as
+    /// upstream's `GetPodStartTime`.
+    pub fn start_key(&self) -> i128 {
+        self.start_time().map_or(i128::MAX, |t| t.0.as_nanosecond())
+    }
+
     /// Whether the pod has `spec.schedulingGates`.
     pub fn is_gated(&self) -> bool {
         self.spec().scheduling_gates.as_ref().is_some_and(|g| !g.is_empty())

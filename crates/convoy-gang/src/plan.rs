@@ -60,13 +60,9 @@ impl Offer {
     /// newest of them (`i128::MIN` when none).
     fn cost(&self, k: usize) -> (usize, i128) {
         let n = self.needed[k - 1];
-        let newest = self.leavers[..n].iter().map(|p| start_key(p)).max().unwrap_or(i128::MIN);
+        let newest = self.leavers[..n].iter().map(|p| p.start_key()).max().unwrap_or(i128::MIN);
         (n, newest)
     }
-}
-
-fn start_key(pod: &PodInfo) -> i128 {
-    pod.start_time().map_or(i128::MAX, |t| t.0.as_nanosecond())
 }
 
 /// Whether `free` holds `unit` (every resource, and its pod).
@@ -97,7 +93,7 @@ fn offer(
         .filter(|p| p.priority <= priority && p.group.as_ref() != Some(own))
         .cloned()
         .collect();
-    leavers.sort_by_key(|p| (!p.is_terminating(), start_key(p)));
+    leavers.sort_by_key(|p| (!p.is_terminating(), p.start_key()));
     let mut free = node.allocatable.clone();
     free.sub(&node.requested);
     let mut needed = Vec::new();

@@ -2,7 +2,6 @@
 //! v1.37.2, with no `OrderedScoreFuncs`).
 
 use super::Candidate;
-use super::victims::start_key;
 
 /// Upstream's criteria, in order; each keeps only the candidates with the
 /// highest score, and the first that leaves one decides:
@@ -43,5 +42,5 @@ pub fn pick_one_node(mut candidates: Vec<Candidate>) -> Candidate {
 /// victims with the highest priority.
 fn earliest_start_of_most_important(c: &Candidate) -> i128 {
     let Some(top) = c.victims.iter().map(|v| v.priority).max() else { return i128::MIN };
-    c.victims.iter().filter(|v| v.priority == top).map(|v| start_key(v)).min().unwrap_or(i128::MIN)
+    c.victims.iter().filter(|v| v.priority == top).map(|v| v.start_key()).min().unwrap_or(i128::MIN)
 }

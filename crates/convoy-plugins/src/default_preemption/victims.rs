@@ -15,17 +15,10 @@ use convoy_api::{CycleState, FilterRunner, GroupKey, NodeInfo, NodeInfoLister, P
 
 use super::{Budgets, NO_VICTIMS};
 
-/// A pod's start time as a sortable key: nanoseconds since the epoch, or
-/// "now" (later than any start) when it has not started, as upstream's
-/// `GetPodStartTime`.
-pub fn start_key(pod: &PodInfo) -> i128 {
-    pod.start_time().map_or(i128::MAX, |t| t.0.as_nanosecond())
-}
-
 /// Upstream `MoreImportantVictim` for single pods: higher priority first,
 /// then the one that started earlier.
 pub fn more_important(a: &PodInfo, b: &PodInfo) -> Ordering {
-    (Reverse(a.priority), start_key(a)).cmp(&(Reverse(b.priority), start_key(b)))
+    (Reverse(a.priority), a.start_key()).cmp(&(Reverse(b.priority), b.start_key()))
 }
 
 /// One preemption unit: a pod, or all running pods of a gang group.
@@ -49,7 +42,7 @@ impl Victim {
 
     /// The earliest start among the unit's pods.
     pub fn earliest_start(&self) -> i128 {
-        self.pods.iter().map(|p| start_key(p)).min().unwrap_or(i128::MAX)
+        self.pods.iter().map(|p| p.start_key()).min().unwrap_or(i128::MAX)
     }
 }
 
