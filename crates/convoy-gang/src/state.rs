@@ -201,11 +201,9 @@ pub struct GangState {
     /// Pods the starvation guard turned away, to activate when it lets go.
     held: Mutex<Vec<PodKey>>,
     /// Each waiting group's reservation plan, if one could be made. Only
-    /// the starving group's is in force; the others are kept so that a
-    /// group's plan only changes when it must (one slot shared by every
-    /// waiting group let each failed attempt replace the starving group's
-    /// plan with another group's, and the starving group was never held
-    /// for).
+    /// the starving group's is in force; each group keeps its own, so
+    /// another group's failed attempt never replaces the starving group's
+    /// plan, and a plan changes only when its own group's attempt must.
     reservations: Mutex<HashMap<GroupKey, Reservation>>,
 }
 
@@ -213,8 +211,6 @@ pub struct GangState {
 /// (see [`crate::plan`]).
 #[derive(Debug, Clone)]
 pub struct Reservation {
-    /// The group.
-    pub group: GroupKey,
     /// The nodes held: no pod of the group's priority or lower outside it
     /// may take them while the group starves.
     pub nodes: Arc<HashSet<Arc<str>>>,
@@ -248,7 +244,6 @@ impl GangState {
                 r.insert(
                     group.clone(),
                     Reservation {
-                        group: group.clone(),
                         nodes: Arc::new(plan.nodes.into_iter().collect()),
                         waits: plan.waits.into_iter().collect(),
                     },
@@ -277,8 +272,10 @@ impl GangState {
     /// it last, if this was the last, to try at once.
     pub fn waited_pod_left(&self, pod: &PodKey) -> Vec<GroupKey> {
         let mut r = self.reservations.lock();
-        r.values_mut()
-            .filter_map(|r| (r.waits.remove(pod) && r.waits.is_empty()).then(|| r.group.clone()))
+        r.iter_mut()
+            .filter_map(|(group, r)| {
+                (r.waits.remove(pod) && r.waits.is_empty()).then(|| group.clone())
+            })
             .collect()
     }
 
