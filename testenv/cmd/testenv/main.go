@@ -324,11 +324,16 @@ func startAPIServer(e *env) error {
 	}
 	port, _ := os.ReadFile(e.path("apiserver.port"))
 	if err := waitHTTP(e, "kube-apiserver", "https://127.0.0.1:"+string(port)+"/readyz", readToken(e)); err != nil {
-		return fmt.Errorf("kube-apiserver did not become ready (see %s): %w", e.path("kube-apiserver.log"), err)
+		log := e.path("kube-apiserver.log")
+		return fmt.Errorf("kube-apiserver did not become ready (see %s): %w\nlast lines of its log:\n%s", log, err, logTail(log, 15))
 	}
 	return nil
 }
 
+// restartAPIServer stops the API server and starts it again on the same
+// port (its clients keep their address). A server that exits at start is
+// started again, up to three times, with its log's last lines on stderr:
+// the restart tests measure Convoy across a restart, not the server's start.
 func restartAPIServer(args []string) error {
 	e, _, err := parseCommon("restart-apiserver", args, nil)
 	if err != nil {
@@ -337,7 +342,29 @@ func restartAPIServer(args []string) error {
 	if err := stop(e, "kube-apiserver"); err != nil {
 		return err
 	}
-	return startAPIServer(e)
+	for attempt := 1; ; attempt++ {
+		err := startAPIServer(e)
+		if err == nil || attempt == 3 || pidAlive(e.path("kube-apiserver.pid")) {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "testenv restart-apiserver: kube-apiserver exited at start (attempt %d): %v\n", attempt, err)
+		_ = stop(e, "kube-apiserver")
+		time.Sleep(time.Second)
+	}
+}
+
+// logTail returns the last n lines of a log file, or a note saying why
+// there are none.
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func down(args []string) error {
