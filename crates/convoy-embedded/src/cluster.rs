@@ -3,7 +3,7 @@
 //! server's `pods/binding` subresource does and binds volumes as the PV
 //! controller would ([`volumes`]).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -44,8 +44,10 @@ struct State {
     nodes: HashMap<Arc<str>, Arc<Node>>,
     pods: HashMap<PodKey, Arc<Pod>>,
     groups: HashMap<GroupKey, Arc<PodGroup>>,
-    /// The [`ClusterObject`]s, by kind and key.
-    objects: HashMap<(&'static str, String), ClusterObject>,
+    /// The [`ClusterObject`]s, by kind and key (ordered, so the objects of
+    /// one kind are a range: admitting a pod reads the PriorityClasses
+    /// without visiting every volume and claim).
+    objects: BTreeMap<(&'static str, String), ClusterObject>,
     /// Pods with `spec.nodeName` set.
     bound: usize,
     /// Last `metadata.resourceVersion` given out.
@@ -92,10 +94,17 @@ impl State {
         self.resource_version.to_string()
     }
 
+    /// The objects of one kind.
+    fn of_kind(&self, kind: &'static str) -> impl Iterator<Item = &ClusterObject> {
+        self.objects
+            .range((kind, String::new())..)
+            .take_while(move |((k, _), _)| *k == kind)
+            .map(|(_, o)| o)
+    }
+
     /// The PriorityClasses held.
     fn priority_classes(&self) -> Vec<PriorityClassInfo> {
-        self.objects
-            .values()
+        self.of_kind("PriorityClass")
             .filter_map(|o| match o {
                 ClusterObject::PriorityClass(pc) => Some(PriorityClassInfo::of(pc)),
                 _ => None,

@@ -230,7 +230,7 @@ impl State {
     /// recorded in its status (upstream `findPodResourceClaim`).
     fn orphan_claim(&self, pod: &Pod, entry: &str) -> Option<Arc<ResourceClaim>> {
         let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
-        self.objects.values().find_map(|o| match o {
+        self.of_kind("ResourceClaim").find_map(|o| match o {
             ClusterObject::ResourceClaim(c)
                 if c.metadata.namespace.as_deref() == Some(ns)
                     && owning_pod(c).is_some_and(|(_, uid)| uid == pod_uid(pod))
