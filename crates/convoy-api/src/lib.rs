@@ -53,7 +53,7 @@ pub use objects::{ClusterObject, ClusterObjects, CustomObject, CustomObjects};
 pub use plugin::*;
 pub use pod_fields::{UnevaluatedField, unevaluated_fields};
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
-pub use pod_info::{HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
+pub use pod_info::{ClaimVolumes, HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
 pub use preemption::{
     FilterRunner, NoActuator, NominatedPods, PodNominator, PostFilterContext, PreemptionActuator,
     PreemptionError, PreemptionGroups, RunningPreemptions,

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_openapi::api::core::v1::{Node, Taint};
 
 use crate::images::{NodeImage, node_images};
-use crate::pod_info::{HostPort, PodInfo};
+use crate::pod_info::{ClaimVolumes, HostPort, PodInfo};
 use crate::resource::Resource;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -52,6 +52,8 @@ pub struct NodeInfo {
     pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
     /// Host ports in use.
     pub used_ports: Vec<HostPort>,
+    /// The sum of the pods' [`ClaimVolumes`].
+    pub claim_volumes: ClaimVolumes,
     /// Bumped on every change (see [`next_generation`]).
     pub generation: u64,
     /// Why the node's allocatable (or capacity) could not be read, if it
@@ -106,6 +108,7 @@ impl NodeInfo {
             pods_with_affinity: Vec::new(),
             pods_with_required_anti_affinity: Vec::new(),
             used_ports: Vec::new(),
+            claim_volumes: ClaimVolumes::default(),
             generation: next_generation(),
             invalid: None,
             taints: Vec::new(),
@@ -185,6 +188,7 @@ impl NodeInfo {
         self.non_zero_requested.milli_cpu += pod.requests.non_zero_milli_cpu;
         self.non_zero_requested.memory += pod.requests.non_zero_memory;
         self.used_ports.extend(pod.host_ports.iter().cloned());
+        self.claim_volumes.add(pod.claim_volumes);
         if pod.affinity.is_some() {
             self.pods_with_affinity.push(pod.clone());
             if pod.has_required_anti_affinity() {
@@ -212,6 +216,7 @@ impl NodeInfo {
         self.requested.sub(&removed.requests.requests);
         self.non_zero_requested.milli_cpu -= removed.requests.non_zero_milli_cpu;
         self.non_zero_requested.memory -= removed.requests.non_zero_memory;
+        self.claim_volumes.sub(removed.claim_volumes);
         for hp in &removed.host_ports {
             if let Some(i) = self.used_ports.iter().position(|u| u == hp) {
                 self.used_ports.swap_remove(i);

@@ -354,7 +354,9 @@ struct Inner {
     pvcs: HashMap<NsName, Arc<PersistentVolumeClaim>>,
     pvs: HashMap<Arc<str>, Arc<PersistentVolume>>,
     storage_classes: HashMap<Arc<str>, Arc<StorageClass>>,
-    csi_nodes: HashMap<Arc<str>, Arc<CSINode>>,
+    /// Read once per node a pod with claims is filtered on (NodeVolumeLimits):
+    /// the fast hasher.
+    csi_nodes: HashMap<Arc<str>, Arc<CSINode>, foldhash::fast::RandomState>,
     csi_drivers: HashMap<Arc<str>, Arc<CSIDriver>>,
     /// Sorted by namespace and name.
     csi_storage_capacities: BTreeMap<NsName, Arc<CSIStorageCapacity>>,
@@ -375,8 +377,8 @@ struct Inner {
 }
 
 /// The store of [`ClusterObject`]s: one writer (the scheduler's event
-/// path), many readers (plugins, once per cycle at most). Reads take a
-/// short read lock and return shared values.
+/// path), many readers (plugins, once per cycle, or once per node for the
+/// CSINodes). Reads take a short read lock and return shared values.
 #[derive(Debug, Default)]
 pub struct ClusterObjects {
     inner: RwLock<Inner>,

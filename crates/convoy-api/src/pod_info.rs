@@ -127,6 +127,54 @@ pub struct PodInfo {
     /// [`pod_fields`](crate::pod_fields)); empty for most pods. The framework
     /// refuses a pending pod that has any; an assigned one counts as usual.
     pub unevaluated: Vec<UnevaluatedField>,
+    /// Its volumes that name a claim (see [`ClaimVolumes`]).
+    pub claim_volumes: ClaimVolumes,
+}
+
+/// What a pod's volumes ask of claims, counted once when the pod is read:
+/// NodeVolumeLimits bounds a node's attached volumes by these sums (kept in
+/// [`NodeInfo`](crate::NodeInfo)) before it looks any claim up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClaimVolumes {
+    /// Volumes with `persistentVolumeClaim` or `ephemeral`: at most one
+    /// attached volume each.
+    pub count: u32,
+    /// Pods (0 or 1 for a pod; a sum on a node) with an `ephemeral` volume
+    /// or a `persistentVolumeClaim` without a name, whose lookups can fail
+    /// on their own (an ephemeral claim owned by another pod, a claim with
+    /// no name): their node's volumes are always counted exactly.
+    pub pods_to_check: u32,
+}
+
+impl ClaimVolumes {
+    /// A pod's.
+    pub fn of(spec: &k8s_openapi::api::core::v1::PodSpec) -> Self {
+        let mut out = Self::default();
+        let mut check = false;
+        for v in spec.volumes.iter().flatten() {
+            if v.ephemeral.is_some() {
+                check = true;
+                out.count += 1;
+            } else if let Some(c) = &v.persistent_volume_claim {
+                check |= c.claim_name.is_empty();
+                out.count += 1;
+            }
+        }
+        out.pods_to_check = u32::from(check);
+        out
+    }
+
+    /// Adds a pod's.
+    pub fn add(&mut self, pod: ClaimVolumes) {
+        self.count = self.count.saturating_add(pod.count);
+        self.pods_to_check = self.pods_to_check.saturating_add(pod.pods_to_check);
+    }
+
+    /// Takes a pod's away.
+    pub fn sub(&mut self, pod: ClaimVolumes) {
+        self.count = self.count.saturating_sub(pod.count);
+        self.pods_to_check = self.pods_to_check.saturating_sub(pod.pods_to_check);
+    }
 }
 
 /// A pod whose spec cannot be scheduled as written; names the field.
@@ -162,6 +210,7 @@ impl PodInfo {
             group: crate::pod_group::group_key_of(&pod),
             affinity,
             unevaluated: unevaluated_pod_fields(&pod),
+            claim_volumes: ClaimVolumes::of(spec),
             pod,
         })
     }

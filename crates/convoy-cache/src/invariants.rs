@@ -74,6 +74,11 @@ impl State {
             if ports != n.used_ports.len() {
                 return Err(format!("node {name}: used ports do not match its pods"));
             }
+            let mut claims = convoy_api::ClaimVolumes::default();
+            n.pods.iter().for_each(|p| claims.add(p.claim_volumes));
+            if claims != n.claim_volumes {
+                return Err(format!("node {name}: claim volumes do not match its pods"));
+            }
         }
         let images = convoy_api::ImageStates::of(
             self.nodes.values().filter(|e| e.zone.is_some()).map(|e| &e.info.images()[..]),

@@ -70,16 +70,15 @@ impl NodeVolumeLimits {
         Self { objects, random_volume_id_prefix: format!("{:016x}{:016x}", random(), random()) }
     }
 
-    /// Upstream `filterAttachableVolumes`: the CSI volumes of a pod, by
-    /// unique name, with their driver. For the pod being scheduled a
-    /// missing claim is UnschedulableAndUnresolvable; for pods on the node
-    /// it is skipped.
+    /// Upstream `filterAttachableVolumes`: the CSI volumes of a pod, as
+    /// [`Attachable`]s (what a node's CSINode changes is resolved later, by
+    /// [`Attachable::on`]). For the pod being scheduled a missing claim is
+    /// UnschedulableAndUnresolvable; for pods on the node it is skipped.
     fn attachable_volumes(
         &self,
         pod: &Pod,
-        csi_node: Option<&CSINode>,
         new_pod: bool,
-        out: &mut HashMap<String, String>,
+        out: &mut Vec<Attachable>,
     ) -> Result<(), Status> {
         let namespace = namespace_of(&pod.metadata);
         for v in pod_volumes(pod) {
@@ -99,43 +98,30 @@ impl NodeVolumeLimits {
             if ephemeral {
                 claim_is_for_pod(pod, &pvc).map_err(Status::error)?;
             }
-            if let Some((driver, handle)) = self.csi_driver_info(csi_node, &pvc)
-                && !driver.is_empty()
-                && !handle.is_empty()
-            {
-                out.insert(format!("{driver}/{handle}"), driver);
-            }
+            out.extend(self.csi_driver_info(&pvc));
         }
         Ok(())
     }
 
     /// Upstream `getCSIDriverInfo`: the bound PV's CSI driver and handle,
-    /// else the class's.
-    fn csi_driver_info(
-        &self,
-        csi_node: Option<&CSINode>,
-        pvc: &PersistentVolumeClaim,
-    ) -> Option<(String, String)> {
+    /// else the class's; `None` when either is empty.
+    fn csi_driver_info(&self, pvc: &PersistentVolumeClaim) -> Option<Attachable> {
         let pv_name = claim_volume_name(pvc);
         let pv = (!pv_name.is_empty()).then(|| self.objects.pv(pv_name)).flatten();
-        let Some(pv) = pv else { return self.csi_driver_info_from_class(csi_node, pvc) };
+        let Some(pv) = pv else { return self.csi_driver_info_from_class(pvc) };
         let spec = pv.spec.as_ref()?;
         if let Some(csi) = spec.csi.as_ref() {
-            return Some((csi.driver.clone(), csi.volume_handle.clone()));
+            return Attachable::new(&csi.driver, &csi.volume_handle, None);
         }
         // An in-tree PV counts against its CSI driver when the node has
         // migrated its plugin (upstream translates the PV to CSI first).
         let (plugin, handle) = in_tree_volume(spec, pv.metadata.labels.as_ref())?;
         let (_, driver) = MIGRATED_PROVISIONERS.iter().find(|(p, _)| *p == plugin)?;
-        is_csi_migration_on(csi_node, plugin).then(|| (driver.to_string(), handle))
+        Attachable::new(driver, &handle, Some(plugin))
     }
 
     /// Upstream `getCSIDriverInfoFromSC`.
-    fn csi_driver_info_from_class(
-        &self,
-        csi_node: Option<&CSINode>,
-        pvc: &PersistentVolumeClaim,
-    ) -> Option<(String, String)> {
+    fn csi_driver_info_from_class(&self, pvc: &PersistentVolumeClaim) -> Option<Attachable> {
         let class_name = claim_class(pvc);
         if class_name.is_empty() {
             return None;
@@ -146,12 +132,58 @@ impl NodeVolumeLimits {
         let handle = format!("{}-{namespace}/{name}", self.random_volume_id_prefix);
         let provisioner = class.provisioner.as_str();
         match MIGRATED_PROVISIONERS.iter().find(|(p, _)| *p == provisioner) {
-            Some((in_tree, driver)) => {
-                is_csi_migration_on(csi_node, in_tree).then(|| (driver.to_string(), handle))
-            }
-            None => Some((provisioner.to_string(), handle)),
+            Some((in_tree, driver)) => Attachable::new(driver, &handle, Some(in_tree)),
+            None => Attachable::new(provisioner, &handle, None),
         }
     }
+}
+
+/// A CSI volume a pod attaches, as far as it is known without the node:
+/// its driver and unique name (`<driver>/<handle>`), and the in-tree plugin
+/// it was translated from, if any (it counts only on a node whose CSINode
+/// says that plugin is migrated).
+#[derive(Debug, Clone)]
+struct Attachable {
+    unique: String,
+    driver_len: usize,
+    in_tree: Option<&'static str>,
+}
+
+impl Attachable {
+    /// `None` when the driver or handle is empty (upstream skips those).
+    fn new(driver: &str, handle: &str, in_tree: Option<&'static str>) -> Option<Self> {
+        if driver.is_empty() || handle.is_empty() {
+            return None;
+        }
+        Some(Self { unique: format!("{driver}/{handle}"), driver_len: driver.len(), in_tree })
+    }
+
+    fn driver(&self) -> &str {
+        &self.unique[..self.driver_len]
+    }
+
+    /// The volume's unique name and driver on a node with this CSINode,
+    /// or `None` when it does not count there (an in-tree volume whose
+    /// plugin the node has not migrated).
+    fn on(&self, csi_node: Option<&CSINode>) -> Option<(&str, &str)> {
+        match self.in_tree {
+            Some(plugin) if !is_csi_migration_on(csi_node, plugin) => None,
+            _ => Some((&self.unique, self.driver())),
+        }
+    }
+}
+
+/// The new pod's volumes on one node: `(unique name, driver)` (inline: a
+/// Filter call allocates nothing for a pod with a few claims).
+type NewVolumes<'a> = smallvec::SmallVec<[(&'a str, &'a str); 4]>;
+
+/// What PreFilter computes once for the pod being scheduled: its volumes,
+/// or the error every node would report, and for each driver whether its
+/// CSIDriver sets `preventPodSchedulingIfMissing`.
+#[derive(Debug)]
+struct PreFilterState {
+    volumes: Result<Vec<Attachable>, Status>,
+    must_be_listed: Vec<(String, bool)>,
 }
 
 /// A PV's in-tree source as upstream's `csi-translation-lib` (v1.37.2)
@@ -254,28 +286,90 @@ impl Plugin for NodeVolumeLimits {
 }
 
 impl NodeVolumeLimits {
-    /// Upstream `checkCSIDriverOnNode`: false only when the driver's
-    /// CSIDriver sets `preventPodSchedulingIfMissing` and the node's
-    /// CSINode (if any) does not list the driver.
-    fn driver_installed(&self, driver: &str, csi_node: Option<&CSINode>) -> bool {
-        let Some(d) = self.objects.csi_driver(driver) else { return true };
-        if d.spec.prevent_pod_scheduling_if_missing != Some(true) {
-            return true;
-        }
-        csi_node.is_some_and(|n| n.spec.drivers.iter().any(|x| x.name == driver))
+    /// The pod's volumes and, for each of their drivers, whether its
+    /// CSIDriver sets `preventPodSchedulingIfMissing` (upstream
+    /// `checkCSIDriverOnNode` reads the CSIDriver for every node; it does not
+    /// depend on the node).
+    fn pre_filter_state(&self, pod: &PodInfo) -> PreFilterState {
+        let mut volumes = Vec::new();
+        let volumes = self.attachable_volumes(&pod.pod, true, &mut volumes).map(|()| volumes);
+        let mut drivers: Vec<&str> = volumes.iter().flatten().map(Attachable::driver).collect();
+        drivers.sort_unstable();
+        drivers.dedup();
+        let must_be_listed = drivers
+            .into_iter()
+            .map(|d| {
+                let prevent = self
+                    .objects
+                    .csi_driver(d)
+                    .is_some_and(|c| c.spec.prevent_pod_scheduling_if_missing == Some(true));
+                (d.to_string(), prevent)
+            })
+            .collect();
+        PreFilterState { volumes, must_be_listed }
     }
+
+    /// Upstream's count of the volumes attached to the node, after a cheap
+    /// bound: the node's pods name [`NodeInfo::claim_volumes`] claims, each
+    /// at most one attached volume. When that bound plus the new volumes of
+    /// each driver fits its limit, no claim needs to be looked up. A node
+    /// with a pod whose own lookups can fail (see
+    /// [`ClaimVolumes::pods_to_check`](convoy_api::ClaimVolumes)) is always
+    /// counted exactly, so that it fails as upstream's does.
+    fn exceeds_limits(
+        &self,
+        node: &NodeInfo,
+        csi_node: Option<&CSINode>,
+        new_volumes: &mut NewVolumes<'_>,
+    ) -> Result<bool, Status> {
+        let bound = i64::from(node.claim_volumes.count);
+        let exact_needed = node.claim_volumes.pods_to_check > 0;
+        let over = |attached: &dyn Fn(&str) -> i64, new_volumes: &[(&str, &str)]| {
+            new_volumes.iter().any(|(_, driver)| {
+                limit_of(csi_node, driver).is_some_and(|limit| {
+                    let new = new_volumes.iter().filter(|(_, d)| d == driver).count() as i64;
+                    attached(driver) + new > limit
+                })
+            })
+        };
+        if !exact_needed && !over(&|_| bound, new_volumes) {
+            return Ok(false);
+        }
+        let mut attached = Vec::new();
+        for p in &node.pods {
+            self.attachable_volumes(&p.pod, false, &mut attached)?;
+        }
+        let mut attached: Vec<(&str, &str)> =
+            attached.iter().filter_map(|a| a.on(csi_node)).collect();
+        attached.sort_unstable();
+        attached.dedup();
+        new_volumes.retain(|v| attached.binary_search(v).is_err());
+        let count = |driver: &str| attached.iter().filter(|(_, d)| *d == driver).count() as i64;
+        Ok(over(&count, new_volumes))
+    }
+}
+
+/// Upstream `getVolumeLimits`: a driver's `allocatable.count` in the
+/// node's CSINode.
+fn limit_of(csi_node: Option<&CSINode>, driver: &str) -> Option<i64> {
+    let d = csi_node?.spec.drivers.iter().find(|d| d.name == driver)?;
+    Some(i64::from(d.allocatable.as_ref()?.count?))
 }
 
 impl PreFilterPlugin for NodeVolumeLimits {
     /// Skip unless the pod uses a claim (`persistentVolumeClaim` or
-    /// `ephemeral`).
+    /// `ephemeral`); else resolves the pod's claims once for every node.
     fn pre_filter(
         &self,
-        _state: &mut CycleState,
+        state: &mut CycleState,
         pod: &PodInfo,
         _nodes: &dyn NodeInfoLister,
     ) -> (Option<PreFilterResult>, Status) {
-        if uses_claims(&pod.pod) { (None, Status::success()) } else { (None, Status::skip()) }
+        if !uses_claims(&pod.pod) {
+            return (None, Status::skip());
+        }
+        state.write(self.pre_filter_state(pod));
+        (None, Status::success())
     }
 }
 
@@ -285,55 +379,53 @@ impl FilterPlugin for NodeVolumeLimits {
     /// UnschedulableAndUnresolvable `looking up PVC <ns>/<name>: ...` when
     /// a claim of the pod is missing; Error when an ephemeral volume's
     /// claim is not the pod's.
-    fn filter(&self, _state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+    fn filter(&self, state: &CycleState, pod: &PodInfo, node: &NodeInfo) -> Status {
+        let computed;
+        let pre = match state.read::<PreFilterState>() {
+            Some(pre) => pre,
+            None => {
+                computed = self.pre_filter_state(pod);
+                &computed
+            }
+        };
+        let volumes = match &pre.volumes {
+            Ok(volumes) => volumes,
+            Err(status) => return status.clone(),
+        };
         let csi_node = self.objects.csi_node(node.name());
         let csi_node = csi_node.as_deref();
-        let mut new_volumes = HashMap::new();
-        if let Err(s) = self.attachable_volumes(&pod.pod, csi_node, true, &mut new_volumes) {
-            return s;
-        }
+        let mut new_volumes: NewVolumes<'_> =
+            volumes.iter().filter_map(|v| v.on(csi_node)).collect();
         if new_volumes.is_empty() {
             return Status::success();
         }
+        new_volumes.sort_unstable();
+        new_volumes.dedup();
         // Upstream `checkCSIDriverOnNode`, for each new volume's driver (in
         // name order; upstream's map order is random when several fail).
-        let mut drivers: Vec<&str> = new_volumes.values().map(String::as_str).collect();
-        drivers.sort_unstable();
-        drivers.dedup();
-        for driver in drivers {
-            if !self.driver_installed(driver, csi_node) {
+        for (driver, prevent) in &pre.must_be_listed {
+            let used = new_volumes.iter().any(|(_, d)| d == driver);
+            let listed =
+                || csi_node.is_some_and(|n| n.spec.drivers.iter().any(|x| x.name == *driver));
+            if used && *prevent && !listed() {
                 return Status::unschedulable(format!(
                     "{driver} CSI driver is not installed on the node"
                 ));
             }
         }
-        let limits = volume_limits(csi_node);
-        if limits.is_empty() {
+        // No limit on the node: nothing to count (upstream returns before
+        // walking the node's pods).
+        let has_limits = csi_node.is_some_and(|c| {
+            c.spec.drivers.iter().any(|d| d.allocatable.as_ref().is_some_and(|a| a.count.is_some()))
+        });
+        if !has_limits {
             return Status::success();
         }
-        let mut attached = HashMap::new();
-        for p in &node.pods {
-            if let Err(s) = self.attachable_volumes(&p.pod, csi_node, false, &mut attached) {
-                return s;
-            }
+        match self.exceeds_limits(node, csi_node, &mut new_volumes) {
+            Ok(true) => Status::unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED),
+            Ok(false) => Status::success(),
+            Err(status) => status,
         }
-        let mut attached_count: HashMap<&str, i64> = HashMap::new();
-        for (unique, driver) in &attached {
-            new_volumes.remove(unique);
-            *attached_count.entry(driver).or_default() += 1;
-        }
-        let mut new_count: HashMap<&str, i64> = HashMap::new();
-        for driver in new_volumes.values() {
-            *new_count.entry(driver).or_default() += 1;
-        }
-        for (driver, count) in new_count {
-            if let Some(limit) = limits.get(driver)
-                && attached_count.get(driver).copied().unwrap_or(0) + count > *limit
-            {
-                return Status::unschedulable(ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED);
-            }
-        }
-        Status::success()
     }
 }
 

@@ -294,6 +294,31 @@ fn csi_limits() {
     }
 }
 
+/// Far under the limit, a node is still counted exactly when a pod on it
+/// has an ephemeral volume: a claim that pod does not own fails the node
+/// with upstream's error, as the full count would.
+#[test]
+fn a_foreign_ephemeral_claim_on_the_node_fails_it_under_the_limit() {
+    let mut objs = objects(&[EBS], EBS);
+    objs.push(csi_node_with(&[EBS], Some(39)));
+    objs.push(ephemeral_claim("abc", "12345", "xyz", false));
+    let plugin = NodeVolumeLimits::new(store(objs));
+    let mut node = NodeBuilder::new(NODE).info();
+    node.add_pod(ephemeral_pod().node(NODE).info());
+    let pod = claims_pod("p", &["csi-ebs.csi.aws.com-0"]).info();
+    let mut state = CycleState::new();
+    plugin.pre_filter(&mut state, &pod, &NodeList::default());
+    let s = plugin.filter(&state, &pod, &node);
+    assert_eq!(
+        format!("{:?}: {}", s.code(), s.message()),
+        "Error: PVC test/abc-xyz was not created for pod test/abc (pod is not owner)"
+    );
+    // Without that pod, the bound alone passes the node.
+    let mut node = NodeBuilder::new(NODE).info();
+    node.add_pod(claims_pod("q", &["csi-ebs.csi.aws.com-1"]).node(NODE).info());
+    assert!(plugin.filter(&state, &pod, &node).is_success());
+}
+
 /// An ephemeral volume of a pod on the node counts against the limit.
 #[test]
 fn existing_ephemeral_pods_keep_their_claims() {
