@@ -25,6 +25,7 @@ pub mod plugin;
 pub mod pod_fields;
 pub mod pod_group;
 pub mod pod_info;
+pub mod pod_list;
 pub mod preemption;
 pub mod resource;
 pub mod status;
@@ -54,6 +55,7 @@ pub use plugin::*;
 pub use pod_fields::{UnevaluatedField, unevaluated_fields};
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};
 pub use pod_info::{ClaimVolumes, HostPort, InvalidPod, PodInfo, PodKey, Protocol, QueuedPodInfo};
+pub use pod_list::PodList;
 pub use preemption::{
     FilterRunner, NoActuator, NominatedPods, PodNominator, PostFilterContext, PreemptionActuator,
     PreemptionError, PreemptionGroups, RunningPreemptions,

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Taint};
 
 use crate::images::{NodeImage, node_images};
 use crate::pod_info::{ClaimVolumes, HostPort, PodInfo};
+use crate::pod_list::PodList;
 use crate::resource::Resource;
 
 static GENERATION: AtomicU64 = AtomicU64::new(1);
@@ -42,14 +43,15 @@ pub struct NodeInfo {
     pub requested: Resource,
     /// Sum of the "non-zero" requests (CPU and memory), used for scoring.
     pub non_zero_requested: Resource,
-    /// Pods assigned to the node.
-    pub pods: Vec<Arc<PodInfo>>,
+    /// Pods assigned to the node (shared between copies of the node info;
+    /// see [`PodList`]).
+    pub pods: PodList,
     /// The pods among `pods` with pod affinity or anti-affinity of any kind
     /// (upstream `PodsWithAffinity`).
-    pub pods_with_affinity: Vec<Arc<PodInfo>>,
+    pub pods_with_affinity: PodList,
     /// The pods among `pods` with required pod anti-affinity (upstream
     /// `PodsWithRequiredAntiAffinity`).
-    pub pods_with_required_anti_affinity: Vec<Arc<PodInfo>>,
+    pub pods_with_required_anti_affinity: PodList,
     /// Host ports in use.
     pub used_ports: Vec<HostPort>,
     /// The sum of the pods' [`ClaimVolumes`].
@@ -104,9 +106,9 @@ impl NodeInfo {
             allocatable: Resource::default(),
             requested: Resource::default(),
             non_zero_requested: Resource::default(),
-            pods: Vec::new(),
-            pods_with_affinity: Vec::new(),
-            pods_with_required_anti_affinity: Vec::new(),
+            pods: PodList::new(),
+            pods_with_affinity: PodList::new(),
+            pods_with_required_anti_affinity: PodList::new(),
             used_ports: Vec::new(),
             claim_volumes: ClaimVolumes::default(),
             generation: next_generation(),
@@ -200,17 +202,21 @@ impl NodeInfo {
     }
 
     /// Removes a pod by UID (or by key when UIDs are empty); returns it.
+    ///
+    /// The pod held is usually the very one given (a confirmed or forgotten
+    /// assumed pod), added lately: the list is searched from its end by
+    /// address first, which reads no pod, then by UID.
     pub fn remove_pod(&mut self, pod: &PodInfo) -> Option<Arc<PodInfo>> {
         let same = |p: &Arc<PodInfo>| {
             if pod.uid.is_empty() || p.uid.is_empty() { p.key == pod.key } else { p.uid == pod.uid }
         };
-        let idx = self.pods.iter().position(same)?;
-        let removed = self.pods.swap_remove(idx);
+        let removed = match self.pods.remove_last_where(|p| std::ptr::eq(&**p, pod)) {
+            Some(p) => p,
+            None => self.pods.remove_last_where(same)?,
+        };
         if removed.affinity.is_some() {
             for list in [&mut self.pods_with_affinity, &mut self.pods_with_required_anti_affinity] {
-                if let Some(i) = list.iter().position(|p| Arc::ptr_eq(p, &removed)) {
-                    list.swap_remove(i);
-                }
+                list.remove_last_where(|p| Arc::ptr_eq(p, &removed));
             }
         }
         self.requested.sub(&removed.requests.requests);

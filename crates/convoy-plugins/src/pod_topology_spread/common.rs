@@ -5,13 +5,12 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use convoy_api::labels::{Labels, no_labels};
-use convoy_api::{ClusterObjects, NodeInfo, PodInfo, Selector};
+use convoy_api::{ClusterObjects, NodeInfo, PodInfo, PodList, Selector};
 
 use crate::helper::node_affinity::{NodeView, RequiredNodeAffinity};
 use crate::helper::taint::find_untolerated_no_schedule_taint;
@@ -162,7 +161,7 @@ fn parse_group_version(s: &str) -> Option<(&str, &str)> {
 
 /// Upstream `countPodsMatchSelector`: pods of namespace `ns`, not
 /// terminating, that the selector matches; 0 for a selector of everything.
-pub fn count_pods_match_selector(pods: &[Arc<PodInfo>], selector: &Selector, ns: &str) -> i64 {
+pub fn count_pods_match_selector(pods: &PodList, selector: &Selector, ns: &str) -> i64 {
     if selector.is_everything() || selector.is_nothing() {
         return 0;
     }
