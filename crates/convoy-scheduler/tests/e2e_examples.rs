@@ -26,7 +26,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, ensure};
 use common::*;
@@ -300,6 +300,23 @@ async fn kueue_admits_a_job_into_one_rack_and_convoy_places_it_there() -> Result
         format!("\n--- kueue ---\n{}", lines[lines.len().saturating_sub(30)..].join("\n"))
     };
 
+    // Kueue counts the fillers (pods it does not manage) once its non-TAS
+    // usage controller runs; a Job admitted before that may be given a
+    // rack the fillers already fill (seen once in CI: rack-0, and Convoy
+    // rightly found no room on node-0). Wait for that controller's
+    // workers, then for it to read the pods.
+    let started = Instant::now();
+    while !std::fs::read_to_string(&kueue_log).unwrap_or_default().lines().any(|l| {
+        l.contains("\"logger\":\"tas-non-tas-usage-controller\"") && l.contains("Starting workers")
+    }) {
+        ensure!(
+            started.elapsed() < Duration::from_secs(60),
+            "Kueue's non-TAS usage controller did not start{}",
+            kueue_tail()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
     apply(&cp, "queued", "kueue-queues.yaml")?;
     apply(&cp, "queued", "kueue-job.yaml")?;
     let workers =
