@@ -294,18 +294,28 @@ fn csi_limits() {
     }
 }
 
+/// The plugin with an EBS limit of `limit` on [`NODE`], that node holding
+/// [`ephemeral_pod`] (its claim owned by it or not), and a pod with one
+/// EBS claim to place.
+fn ephemeral_pod_on_the_node(
+    limit: i32,
+    owned: bool,
+) -> (NodeVolumeLimits, NodeInfo, std::sync::Arc<PodInfo>) {
+    let mut objs = objects(&[EBS], EBS);
+    objs.push(csi_node_with(&[EBS], Some(limit)));
+    objs.push(ephemeral_claim("abc", "12345", "xyz", owned));
+    let plugin = NodeVolumeLimits::new(store(objs));
+    let mut node = NodeBuilder::new(NODE).info();
+    node.add_pod(ephemeral_pod().node(NODE).info());
+    (plugin, node, claims_pod("p", &["csi-ebs.csi.aws.com-0"]).info())
+}
+
 /// Far under the limit, a node is still counted exactly when a pod on it
 /// has an ephemeral volume: a claim that pod does not own fails the node
 /// with upstream's error, as the full count would.
 #[test]
 fn a_foreign_ephemeral_claim_on_the_node_fails_it_under_the_limit() {
-    let mut objs = objects(&[EBS], EBS);
-    objs.push(csi_node_with(&[EBS], Some(39)));
-    objs.push(ephemeral_claim("abc", "12345", "xyz", false));
-    let plugin = NodeVolumeLimits::new(store(objs));
-    let mut node = NodeBuilder::new(NODE).info();
-    node.add_pod(ephemeral_pod().node(NODE).info());
-    let pod = claims_pod("p", &["csi-ebs.csi.aws.com-0"]).info();
+    let (plugin, node, pod) = ephemeral_pod_on_the_node(39, false);
     let mut state = CycleState::new();
     plugin.pre_filter(&mut state, &pod, &NodeList::default());
     let s = plugin.filter(&state, &pod, &node);
@@ -322,13 +332,7 @@ fn a_foreign_ephemeral_claim_on_the_node_fails_it_under_the_limit() {
 /// An ephemeral volume of a pod on the node counts against the limit.
 #[test]
 fn existing_ephemeral_pods_keep_their_claims() {
-    let mut objs = objects(&[EBS], EBS);
-    objs.push(csi_node_with(&[EBS], Some(1)));
-    objs.push(ephemeral_claim("abc", "12345", "xyz", true));
-    let plugin = NodeVolumeLimits::new(store(objs));
-    let mut node = NodeBuilder::new(NODE).info();
-    node.add_pod(ephemeral_pod().node(NODE).info());
-    let pod = claims_pod("p", &["csi-ebs.csi.aws.com-0"]).info();
+    let (plugin, node, pod) = ephemeral_pod_on_the_node(1, true);
     assert_eq!(
         plugin.filter(&CycleState::new(), &pod, &node).message(),
         ERR_REASON_MAX_VOLUME_COUNT_EXCEEDED
