@@ -50,7 +50,7 @@ pub use images::{ImageStateSummary, ImageStates, NodeImage};
 pub use labels::{Labels, Selector};
 pub use lister::{NodeInfoLister, NodeList};
 pub use node_info::{KUBELET_REJECTED_TAINT, NodeInfo, borrowed, next_generation};
-pub use objects::{ClusterObject, ClusterObjects, CustomObject, CustomObjects};
+pub use objects::{ClusterObject, CustomObject, ObjectLister};
 pub use plugin::*;
 pub use pod_fields::{UnevaluatedField, unevaluated_fields};
 pub use pod_group::{GroupKey, InvalidPodGroup, PodGroup, PodGroupApi};

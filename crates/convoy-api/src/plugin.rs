@@ -18,7 +18,7 @@ use crate::cycle_state::CycleState;
 use crate::events::ClusterEventWithHint;
 use crate::lister::NodeInfoLister;
 use crate::node_info::NodeInfo;
-use crate::objects::ClusterObjects;
+use crate::objects::ObjectLister;
 use crate::pod_info::{PodInfo, QueuedPodInfo};
 use crate::preemption::PostFilterContext;
 use crate::status::Status;
@@ -545,7 +545,7 @@ pub struct Handle {
     pub profile: Arc<str>,
     /// The other watched objects (namespaces, selectors, budgets,
     /// PriorityClasses, the volume kinds), shared by every profile.
-    pub objects: Arc<ClusterObjects>,
+    pub objects: Arc<dyn ObjectLister>,
     /// Which running pods preemption takes together (gangs); `None`: every
     /// pod is a victim alone.
     pub groups: Option<Arc<dyn crate::preemption::PreemptionGroups>>,
@@ -659,7 +659,7 @@ impl Registry {
     /// it (in the first of `api.readable` the server serves, as discovery
     /// finds it; never waiting for it), `simulate` loads its objects from a
     /// cluster file, and plugins read them through
-    /// [`ClusterObjects::custom`] in their [`Handle`]. A change of one is
+    /// [`ObjectLister::custom_objects`] in their [`Handle`]. A change of one is
     /// an [`EventResource::Custom`](crate::EventResource::Custom) event.
     pub fn watch_kind(&mut self, api: crate::apis::ApiInfo) -> &mut Self {
         if !self.kinds.contains(&api) {

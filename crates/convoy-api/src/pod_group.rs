@@ -193,7 +193,7 @@ impl PodGroup {
     /// `resourceClaims`, more than one topology constraint, and any spec
     /// field this version does not know. `priorityClassName` without
     /// `spec.priority` is refused too: the API server's admission resolves
-    /// it (the embedded cluster does the same, [`crate::objects::admit_pod_group_priority`]),
+    /// it (the embedded cluster does the same, `convoy_embedded::admission::admit_pod_group_priority`),
     /// so its absence means the priority is unknown. `workloadRef` is read
     /// by no scheduler decision (upstream's neither) and is accepted.
     /// `disruptionMode` `single` (the API server's default) and `all` are

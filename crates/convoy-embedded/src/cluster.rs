@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use convoy_api::objects::{PriorityClassInfo, admit_priority};
+use convoy_api::objects::PriorityClassInfo;
+
+use crate::admission::{admit_pod_group_priority, admit_priority};
 use convoy_api::{
     ApiInfo, BindError, Binder, ClaimWrite, ClusterObject, ClusterUpdate, CustomObject, GroupKey,
     PodGroup, PodInfo, PodKey, PreemptionActuator, PreemptionError, VolumeWrite,
@@ -194,7 +196,7 @@ impl EmbeddedCluster {
             for mut g in objects.pod_groups {
                 // `parse_objects` has already admitted them and refused
                 // unreadable PodGroups.
-                let _ = convoy_api::objects::admit_pod_group_priority(&mut g.object, &classes);
+                let _ = admit_pod_group_priority(&mut g.object, &classes);
                 let Ok(pg) = PodGroup::from_json(&g.object) else { continue };
                 let pg = Arc::new(pg);
                 s.groups.insert(pg.key.clone(), pg.clone());
@@ -236,7 +238,7 @@ impl EmbeddedCluster {
     ) -> Result<Arc<PodGroup>, ClusterError> {
         let mut s = self.state.lock();
         let mut object = object.clone();
-        convoy_api::objects::admit_pod_group_priority(&mut object, &s.priority_classes())
+        admit_pod_group_priority(&mut object, &s.priority_classes())
             .map_err(|e| ClusterError::Invalid(format!("PodGroup: {e}")))?;
         let mut pg =
             PodGroup::from_json(&object).map_err(|e| ClusterError::Invalid(e.to_string()))?;

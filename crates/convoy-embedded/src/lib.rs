@@ -27,6 +27,7 @@
 //! the YAML/JSON crates (`serde-saphyr`, `serde_json`,
 //! `serde_path_to_error`). Never on a Kubernetes client.
 
+pub mod admission;
 pub mod cluster;
 pub mod create;
 pub mod load;

@@ -705,7 +705,7 @@ impl Loader<'_> {
         for i in 0..self.objects.pod_groups.len() {
             let pg = &mut self.objects.pod_groups[i];
             let key = format!("{}/{}", pg.namespace, pg.name);
-            let admitted = convoy_api::objects::admit_pod_group_priority(&mut pg.object, &classes)
+            let admitted = crate::admission::admit_pod_group_priority(&mut pg.object, &classes)
                 .and_then(|()| {
                     convoy_api::PodGroup::from_json(&pg.object).map(drop).map_err(|e| e.message)
                 });
@@ -718,7 +718,7 @@ impl Loader<'_> {
         for i in 0..self.objects.pods.len() {
             let pod = &mut self.objects.pods[i];
             let Some(spec) = pod.spec.as_mut() else { continue };
-            if let Err(message) = convoy_api::objects::admit_priority(spec, &classes) {
+            if let Err(message) = crate::admission::admit_priority(spec, &classes) {
                 let key = PodKey::of(pod).to_string();
                 let (doc, item) =
                     self.seen.get(&(Kind::Pod, key.clone())).copied().unwrap_or((0, None));

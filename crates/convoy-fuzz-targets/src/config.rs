@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use convoy_api::{BindError, Binder, ClusterObjects, Handle, PodInfo, Registry, WaitingPods};
+use convoy_api::{BindError, Binder, Handle, PodInfo, Registry, WaitingPods};
 use convoy_config::{KnownPlugins, PluginArgs, SchedulerConfig};
 use convoy_gang::GangSchedulingArgs;
+use convoy_objects::ClusterObjects;
 
 /// Loads the input as a configuration file. An accepted configuration is
 /// summarised (`check-config`), and every plugin a profile enables or

@@ -26,10 +26,9 @@ use std::time::Duration;
 use std::collections::HashSet;
 
 use convoy_api::{
-    ActionType, Clock, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
-    EventResource, FilterPlugin, NodeInfo, NodeInfoLister, PermitPlugin, Plugin, PodInfo,
-    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Status,
-    WaitingPods,
+    ActionType, Clock, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
+    NodeInfo, NodeInfoLister, ObjectLister, PermitPlugin, Plugin, PodInfo, PreEnqueuePlugin,
+    PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, Status, WaitingPods,
 };
 
 use crate::args::GangSchedulingArgs;
@@ -49,7 +48,7 @@ pub struct GangScheduling {
     waiting: Arc<dyn WaitingPods>,
     clock: Arc<dyn Clock>,
     /// Which PodGroup APIs the server serves (every one, unless given).
-    objects: Option<Arc<ClusterObjects>>,
+    objects: Option<Arc<dyn ObjectLister>>,
 }
 
 impl std::fmt::Debug for GangScheduling {
@@ -72,9 +71,9 @@ impl GangScheduling {
     }
 
     /// Reads which PodGroup APIs the server serves from `objects`
-    /// ([`ClusterObjects::served_apis`]): a member of a group whose API is
+    /// ([`ObjectLister::served_apis`]): a member of a group whose API is
     /// not served is refused by name instead of waiting for its group.
-    pub fn serving(mut self, objects: Arc<ClusterObjects>) -> Self {
+    pub fn serving(mut self, objects: Arc<dyn ObjectLister>) -> Self {
         self.objects = Some(objects);
         self
     }

@@ -268,7 +268,8 @@ fn status_counts_follow_every_change() {
 #[test]
 fn a_group_whose_api_is_not_served_is_refused_by_name() {
     use convoy_api::apis::POD_GROUPS_X_K8S;
-    use convoy_api::{ClusterObjects, NodeList, ServedApis, Serving};
+    use convoy_api::{NodeList, ServedApis, Serving};
+    use convoy_objects::ClusterObjects;
     let state = GangState::new();
     let clock = FakeClock::new();
     let waiting = Arc::new(Waiting::default());

@@ -142,16 +142,17 @@ fn pod_topology_spread(c: &mut Criterion) {
     ));
     for (name, template) in shapes {
         for fresh in [false, true] {
+            let objects = Arc::new(convoy_objects::ClusterObjects::new());
+            objects.apply(&rs);
             let handle = Handle {
                 binder: Arc::new(NoBinder),
                 waiting_pods: Arc::new(NoWaiting),
                 profile: Arc::from("convoy-scheduler"),
-                objects: Arc::new(convoy_api::ClusterObjects::new()),
+                objects,
                 groups: None,
                 running_preemptions: Default::default(),
                 dra_stats: Default::default(),
             };
-            handle.objects.apply(&rs);
             let mut c = cluster();
             let kept = PodTopologySpread::new(None, &handle).unwrap();
             let pod = template.clone().info();

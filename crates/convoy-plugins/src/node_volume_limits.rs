@@ -25,8 +25,8 @@ use k8s_openapi::api::storage::v1::CSINode;
 
 use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
-    FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
+    ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
+    NodeInfo, NodeInfoLister, ObjectLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
     QueueingHint, Status, names,
 };
 
@@ -54,7 +54,7 @@ const MIGRATED_PROVISIONERS: &[(&str, &str)] = &[
 /// The NodeVolumeLimits plugin (upstream's CSI limits plugin).
 #[derive(Debug)]
 pub struct NodeVolumeLimits {
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     /// Prefixes the handles made up for unbound claims, so they cannot
     /// equal a real one (upstream: 32 random characters).
     random_volume_id_prefix: String,
@@ -63,7 +63,7 @@ pub struct NodeVolumeLimits {
 impl NodeVolumeLimits {
     /// The plugin, reading claims, volumes, classes and CSINodes from
     /// `objects`.
-    pub fn new(objects: Arc<ClusterObjects>) -> Self {
+    pub fn new(objects: Arc<dyn ObjectLister>) -> Self {
         use std::hash::{BuildHasher, RandomState};
         // Two randomly keyed hashes: 32 hex digits no real handle starts with.
         let random = || RandomState::new().hash_one(0u8);

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, Volume};
 
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
-    FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterExtensions, PreFilterPlugin,
+    ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
+    NodeInfo, NodeInfoLister, ObjectLister, Plugin, PodInfo, PreFilterExtensions, PreFilterPlugin,
     PreFilterResult, QueueingHint, Status, names,
 };
 
@@ -31,12 +31,12 @@ const READ_WRITE_ONCE_POD: &str = "ReadWriteOncePod";
 /// The VolumeRestrictions plugin.
 #[derive(Debug)]
 pub struct VolumeRestrictions {
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
 }
 
 impl VolumeRestrictions {
     /// The plugin, reading claims from `objects`.
-    pub fn new(objects: Arc<ClusterObjects>) -> Self {
+    pub fn new(objects: Arc<dyn ObjectLister>) -> Self {
         Self { objects }
     }
 }

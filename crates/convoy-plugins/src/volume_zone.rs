@@ -7,8 +7,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::PersistentVolume;
 
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, CycleState, EventObject, EventResource,
-    FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
+    ActionType, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
+    NodeInfo, NodeInfoLister, ObjectLister, Plugin, PodInfo, PreFilterPlugin, PreFilterResult,
     QueueingHint, Status, names,
 };
 
@@ -36,12 +36,12 @@ const TOPOLOGY_LABELS: [&str; 4] = [LABEL_BETA_ZONE, LABEL_BETA_REGION, LABEL_ZO
 /// The VolumeZone plugin.
 #[derive(Debug)]
 pub struct VolumeZone {
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
 }
 
 impl VolumeZone {
     /// The plugin, reading claims, volumes and classes from `objects`.
-    pub fn new(objects: Arc<ClusterObjects>) -> Self {
+    pub fn new(objects: Arc<dyn ObjectLister>) -> Self {
         Self { objects }
     }
 }

@@ -626,7 +626,7 @@ impl Scheduler {
         // publishes the devices, there is nothing to compare.
         let reports = |r: &str| info.allocatable.scalar.contains_key(r);
         let views =
-            convoy_plugins::dynamic_resources::views::class_devices(&self.objects, node, reports);
+            convoy_plugins::dynamic_resources::views::class_devices(&*self.objects, node, reports);
         let mut reported = self.device_views.reported.lock();
         for v in views {
             let allocatable = info.allocatable.get(&v.resource);

@@ -53,6 +53,7 @@
 
 use std::sync::Arc;
 
+use convoy_api::ObjectLister;
 use convoy_api::preemption::GROUP_DOMAIN;
 use convoy_api::preemption::terminating_by_preemption;
 use convoy_api::{

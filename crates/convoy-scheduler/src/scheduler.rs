@@ -11,13 +11,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use convoy_api::{
-    Binder, Clock, ClusterObjects, CycleState, GroupKey, Handle, PreemptionActuator, QueuedPodInfo,
-    Registry, RunningPreemptions,
+    Binder, Clock, CycleState, GroupKey, Handle, PreemptionActuator, QueuedPodInfo, Registry,
+    RunningPreemptions,
 };
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
 use convoy_framework::{Framework, FrameworkOptions, PermitWait, WaitingPodsMap};
 use convoy_gang::{GangSchedulingArgs, GangState};
+use convoy_objects::ClusterObjects;
 use convoy_queue::{Nominator, ProfileQueueing, QueueConfig, SchedulingQueue};
 use k8s_openapi::api::core::v1::Pod;
 use parking_lot::Mutex;

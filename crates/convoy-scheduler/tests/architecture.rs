@@ -78,8 +78,11 @@ fn architecture_md_states_the_crate_dependencies_as_they_are() {
         let exempt = name == "convoy-config" || name == "convoy-testenv" || name == "convoy-api";
         assert!(exempt || d.contains("convoy-api"), "{name} does not depend on convoy-api");
     }
-    // "The queue, the cache, the embedded cluster and the adapters use nothing else of Convoy's."
-    for name in ["convoy-queue", "convoy-cache", "convoy-embedded", "convoy-adapters"] {
+    // "The queue, the cache, the object store, the embedded cluster and the adapters use
+    // nothing else of Convoy's."
+    for name in
+        ["convoy-queue", "convoy-cache", "convoy-objects", "convoy-embedded", "convoy-adapters"]
+    {
         assert_eq!(convoy(&deps[name]), set(&["convoy-api"]), "{name}");
     }
     // "The framework, the plugins, the gang crate and the binary also read convoy-config."

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use convoy_api::FakeClock;
+use convoy_api::ObjectLister;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::LogSink;

@@ -41,7 +41,7 @@ use std::time::Duration;
 use convoy_api::objects::DisruptionBudget;
 use convoy_api::preemption::terminating_by_preemption;
 use convoy_api::{
-    ClusterObjects, Code, CycleState, Handle, NodeInfo, NodeToStatus, Plugin, PodInfo,
+    Code, CycleState, Handle, NodeInfo, NodeToStatus, ObjectLister, Plugin, PodInfo,
     PostFilterContext, PostFilterPlugin, PostFilterResult, PreEnqueuePlugin, PreemptionGroups,
     RunningPreemptions, Status, names,
 };
@@ -80,7 +80,7 @@ pub struct Candidate {
 #[derive(Debug)]
 pub struct DefaultPreemption {
     args: DefaultPreemptionArgs,
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     groups: Option<Arc<dyn PreemptionGroups>>,
     running: Arc<RunningPreemptions>,
 }

@@ -15,7 +15,8 @@ use serde_json::json;
 
 use super::*;
 use crate::Fit;
-use crate::helper::testing::handle;
+use crate::helper::testing::{handle, handle_on};
+use convoy_objects::ClusterObjects;
 
 /// The framework's part, for one pod: Fit's PreFilter and Filter, and the
 /// pods nominated to each node.
@@ -118,15 +119,16 @@ impl Case {
     }
 
     fn run(&self) -> (Option<PostFilterResult>, Status) {
-        let h = handle();
+        let store = Arc::new(ClusterObjects::new());
         for (i, pdb) in self.pdbs.iter().enumerate() {
             let mut v = pdb.clone();
             v["metadata"]["name"] = json!(format!("pdb-{i}"));
             v["metadata"]["namespace"] = json!("default");
-            h.objects.apply(&ClusterObject::PodDisruptionBudget(Arc::new(
+            store.apply(&ClusterObject::PodDisruptionBudget(Arc::new(
                 serde_json::from_value(v).unwrap(),
             )));
         }
+        let h = handle_on(store);
         let args = PluginArgs::DefaultPreemption(self.args.clone());
         let plugin = DefaultPreemption::new(Some(&args), &h).unwrap();
         let fit = Arc::new(Fit::new(None).unwrap());

@@ -44,8 +44,8 @@ use k8s_openapi::api::resource::v1::{AllocationResult, ResourceClaim};
 use convoy_api::objects::dra::claim_devices;
 use convoy_api::objects::{DeviceId, DraStats};
 use convoy_api::{
-    ActionType, Binder, ClaimWrite, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
-    EventResource, FilterPlugin, NodeInfo, NodeInfoLister, NodeToStatus, Plugin, PodInfo,
+    ActionType, Binder, ClaimWrite, ClusterEventWithHint, CycleState, EventObject, EventResource,
+    FilterPlugin, NodeInfo, NodeInfoLister, NodeToStatus, ObjectLister, Plugin, PodInfo,
     PostFilterContext, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
     PreFilterPlugin, PreFilterResult, QueueingHint, ReservePlugin, ScorePlugin, Status, names,
 };
@@ -87,7 +87,7 @@ type IndexVersion = (u64, u64);
 
 /// The DynamicResources plugin.
 pub struct DynamicResources {
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     binder: Arc<dyn Binder>,
     args: DynamicResourcesArgs,
     selectors: SelectorCache,
@@ -169,7 +169,7 @@ impl DynamicResources {
     /// configuration; `None`: upstream's defaults).
     pub fn new(
         args: Option<&PluginArgs>,
-        objects: Arc<ClusterObjects>,
+        objects: Arc<dyn ObjectLister>,
         binder: Arc<dyn Binder>,
     ) -> Result<Self, String> {
         Self::with_stats(args, objects, binder, Arc::default())
@@ -179,7 +179,7 @@ impl DynamicResources {
     /// scheduler's metrics read).
     pub fn with_stats(
         args: Option<&PluginArgs>,
-        objects: Arc<ClusterObjects>,
+        objects: Arc<dyn ObjectLister>,
         binder: Arc<dyn Binder>,
         stats: Arc<DraStats>,
     ) -> Result<Self, String> {

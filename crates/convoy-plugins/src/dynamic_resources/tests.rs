@@ -13,6 +13,7 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use serde_json::{Value, json};
 
 use super::*;
+use convoy_objects::ClusterObjects;
 
 const DRIVER: &str = "gpu.example.com";
 const CLASS: &str = "gpu";

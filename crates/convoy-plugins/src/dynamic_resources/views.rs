@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use convoy_api::ClusterObjects;
+use convoy_api::ObjectLister;
 
 use super::cel::{CelDevice, DeviceSelector};
 
@@ -30,7 +30,7 @@ pub struct ClassDevices {
 /// fails to compile or to evaluate counts the device out. Cheap when no
 /// class is wanted: the slices are read only then.
 pub fn class_devices(
-    objects: &ClusterObjects,
+    objects: &dyn ObjectLister,
     node: &str,
     wanted: impl Fn(&str) -> bool,
 ) -> Vec<ClassDevices> {
@@ -80,6 +80,7 @@ pub fn class_devices(
 #[cfg(test)]
 mod tests {
     use convoy_api::ClusterObject;
+    use convoy_objects::ClusterObjects;
     use serde_json::json;
 
     use super::*;

@@ -191,13 +191,19 @@ pub(crate) mod testing {
         }
     }
 
-    /// A handle whose binder always succeeds.
+    /// A handle whose binder always succeeds, on an empty object store.
     pub(crate) fn handle() -> Handle {
+        handle_on(Arc::default())
+    }
+
+    /// A handle whose binder always succeeds, reading `objects` (a store
+    /// the test fills).
+    pub(crate) fn handle_on(objects: Arc<convoy_objects::ClusterObjects>) -> Handle {
         Handle {
             binder: Arc::new(FixedBinder(Ok(()))),
             waiting_pods: Arc::new(NoWaiting),
             profile: Arc::from("convoy-scheduler"),
-            objects: Arc::new(convoy_api::ClusterObjects::new()),
+            objects,
             groups: None,
             running_preemptions: Default::default(),
             dra_stats: Default::default(),

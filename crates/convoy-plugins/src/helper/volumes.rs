@@ -237,8 +237,9 @@ pub fn event_csi_storage_capacity(obj: Option<&EventObject>) -> Option<&CSIStora
 pub(crate) mod testing {
     use std::sync::Arc;
 
+    use convoy_api::ClusterObject;
     use convoy_api::testing::PodBuilder;
-    use convoy_api::{ClusterObject, ClusterObjects};
+    use convoy_objects::ClusterObjects;
     use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Volume};
     use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
     use serde_json::{Value, json};

@@ -35,7 +35,7 @@
 use std::sync::Arc;
 
 use convoy_api::{
-    ClusterObjects, CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo,
+    CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, ObjectLister, Plugin, PodInfo,
     PreScorePlugin, ScorePlugin, Status, names,
 };
 
@@ -49,13 +49,13 @@ pub const MAX_CONTAINER_THRESHOLD: i64 = 1000 * MB;
 #[derive(Debug, Default, Clone)]
 pub struct ImageLocality {
     /// Where the server's version is read (1.37's behaviour without it).
-    objects: Option<Arc<ClusterObjects>>,
+    objects: Option<Arc<dyn ObjectLister>>,
 }
 
 impl ImageLocality {
     /// Counts image volumes as the server's version does, read from
-    /// `objects` ([`ClusterObjects::served_apis`]) once per cycle.
-    pub fn following(objects: Arc<ClusterObjects>) -> Self {
+    /// `objects` ([`ObjectLister::served_apis`]) once per cycle.
+    pub fn following(objects: Arc<dyn ObjectLister>) -> Self {
         Self { objects: Some(objects) }
     }
 

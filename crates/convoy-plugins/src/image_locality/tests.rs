@@ -4,6 +4,7 @@ use serde_json::{Value, json};
 use convoy_api::NodeList;
 
 use super::*;
+use convoy_objects::ClusterObjects;
 
 /// Upstream `makeImageNode`: a node whose status lists these images
 /// (names, size in MiB).

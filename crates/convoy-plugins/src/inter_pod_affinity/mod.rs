@@ -18,7 +18,7 @@
 //! Pods are taken from the snapshot as they are: assumed (not yet bound)
 //! and terminating pods count, as upstream. The incoming pod's
 //! `namespaceSelector` is resolved through the watched Namespaces
-//! ([`ClusterObjects`]); existing pods' terms are matched against the labels
+//! ([`ObjectLister`]); existing pods' terms are matched against the labels
 //! of the incoming pod's namespace. `matchLabelKeys`/`mismatchLabelKeys`
 //! are not read here: the API server merges them into `labelSelector` when
 //! the pod is created (the embedded cluster does the same).
@@ -69,7 +69,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use convoy_api::labels::{Labels, Selector, no_labels};
 use convoy_api::{
-    ActionType, AffinityTerm, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin,
+    ActionType, AffinityTerm, ClusterEventWithHint, EventResource, FilterPlugin, ObjectLister,
     Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
 };
 use convoy_config::{InterPodAffinityArgs, PluginArgs};
@@ -88,7 +88,7 @@ pub use filtering::{
 #[derive(Debug)]
 pub struct InterPodAffinity {
     args: InterPodAffinityArgs,
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     /// Per-node counts kept between cycles (cycles run one at a time; the
     /// lock is for `Sync`).
     memos: Mutex<Memos>,
@@ -98,7 +98,7 @@ pub struct InterPodAffinity {
 impl InterPodAffinity {
     /// Builds the plugin from `InterPodAffinityArgs` (None: the defaults)
     /// and the cluster's Namespaces.
-    pub fn new(args: Option<&PluginArgs>, objects: Arc<ClusterObjects>) -> Result<Self, String> {
+    pub fn new(args: Option<&PluginArgs>, objects: Arc<dyn ObjectLister>) -> Result<Self, String> {
         let args = match args {
             None => InterPodAffinityArgs::default(),
             Some(PluginArgs::InterPodAffinity(a)) => a.clone(),

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use convoy_api::{
-    ClusterObjects, CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, Plugin, PodInfo,
+    CycleState, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, ObjectLister, Plugin, PodInfo,
     PreScorePlugin, ScorePlugin, Status, names,
 };
 use convoy_config::{NodeResourcesBalancedAllocationArgs, PluginArgs};
@@ -26,7 +26,7 @@ use super::resource_allocation::{ResourceAllocationScorer, Values};
 pub struct BalancedAllocation {
     scorer: ResourceAllocationScorer,
     /// Where the server's version is read (newest formula without it).
-    objects: Option<Arc<ClusterObjects>>,
+    objects: Option<Arc<dyn ObjectLister>>,
 }
 
 /// PreScore state: the pod's request of each balanced resource, and the
@@ -66,8 +66,8 @@ impl BalancedAllocation {
     }
 
     /// Scores with the formula of the server's version, read from
-    /// `objects` ([`ClusterObjects::served_apis`]) once per cycle.
-    pub fn following(mut self, objects: Arc<ClusterObjects>) -> Self {
+    /// `objects` ([`ObjectLister::served_apis`]) once per cycle.
+    pub fn following(mut self, objects: Arc<dyn ObjectLister>) -> Self {
         self.objects = Some(objects);
         self
     }
@@ -240,6 +240,7 @@ impl BalancedAllocation {
 mod tests {
     use convoy_api::testing::{NodeBuilder, PodBuilder};
     use convoy_config::ResourceSpec;
+    use convoy_objects::ClusterObjects;
 
     use super::*;
     use crate::helper::testing::PreScoreOn;

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Toleration, TopologySpreadConstraint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 use convoy_api::labels::{Labels, no_labels};
-use convoy_api::{ClusterObjects, NodeInfo, PodInfo, PodList, Selector};
+use convoy_api::{NodeInfo, ObjectLister, PodInfo, PodList, Selector};
 
 use crate::helper::node_affinity::{NodeView, RequiredNodeAffinity};
 use crate::helper::taint::find_untolerated_no_schedule_taint;
@@ -112,7 +112,7 @@ fn merge_label_set_with_selector(set: &Labels, selector: Selector) -> Selector {
 /// the Services in the pod's namespace that select the pod, plus the
 /// selector of the pod's controller if it is a ReplicationController,
 /// ReplicaSet or StatefulSet. Selects everything when there is none.
-pub fn default_selector(pod: &PodInfo, objects: &ClusterObjects) -> Selector {
+pub fn default_selector(pod: &PodInfo, objects: &dyn ObjectLister) -> Selector {
     let labels = pod.labels();
     let ns = pod.namespace();
     let mut set = Labels::new();

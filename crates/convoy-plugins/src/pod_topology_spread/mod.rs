@@ -87,8 +87,8 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::core::v1::TopologySpreadConstraint;
 
 use convoy_api::{
-    ActionType, ClusterEventWithHint, ClusterObjects, EventResource, FilterPlugin, Handle,
-    NodeInfoLister, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
+    ActionType, ClusterEventWithHint, EventResource, FilterPlugin, Handle, NodeInfoLister,
+    ObjectLister, Plugin, PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin, names,
 };
 use convoy_config::{DefaultingType, PluginArgs, PodTopologySpreadArgs};
 
@@ -119,7 +119,7 @@ struct Inner {
     /// `defaultingType: System`: nodes missing a key are still scored.
     system_defaulted: bool,
     /// Services and controllers, for the default constraints' selector.
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     /// Per-node counts kept between cycles (see [`memo`]).
     memos: Mutex<Memos>,
 }
@@ -217,7 +217,7 @@ impl Inner {
         if !self.default_constraints.iter().any(|c| c.when_unsatisfiable == action) {
             return Ok(Vec::new());
         }
-        let selector = default_selector(pod, &self.objects);
+        let selector = default_selector(pod, &*self.objects);
         if selector.is_everything() {
             return Ok(Vec::new());
         }

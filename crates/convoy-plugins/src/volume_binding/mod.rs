@@ -35,10 +35,9 @@ use convoy_api::objects::volumes::ANN_MIGRATED_PLUGINS;
 use k8s_openapi::api::storage::v1::{CSIDriver, CSIStorageCapacity};
 
 use convoy_api::{
-    ActionType, Binder, ClusterEventWithHint, ClusterObjects, CycleState, EventObject,
-    EventResource, FilterPlugin, NodeInfo, NodeInfoLister, Plugin, PodInfo, PreBindPlugin,
-    PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin,
-    Status, names,
+    ActionType, Binder, ClusterEventWithHint, CycleState, EventObject, EventResource, FilterPlugin,
+    NodeInfo, NodeInfoLister, ObjectLister, Plugin, PodInfo, PreBindPlugin, PreFilterPlugin,
+    PreFilterResult, PreScorePlugin, QueueingHint, ReservePlugin, ScorePlugin, Status, names,
 };
 use convoy_config::{PluginArgs, VolumeBindingArgs};
 
@@ -79,7 +78,7 @@ use prebind::bind_pod_volumes;
 
 /// The VolumeBinding plugin.
 pub struct VolumeBinding {
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     /// Where PreBind writes the bindings.
     binder: Arc<dyn Binder>,
     /// `bindTimeoutSeconds` (PreBind) and `shape` (Score).
@@ -102,7 +101,7 @@ impl std::fmt::Debug for VolumeBinding {
 impl VolumeBinding {
     /// The plugin, reading claims, volumes and classes from `objects` and
     /// writing bindings through `binder`.
-    pub fn new(objects: Arc<ClusterObjects>, binder: Arc<dyn Binder>) -> Self {
+    pub fn new(objects: Arc<dyn ObjectLister>, binder: Arc<dyn Binder>) -> Self {
         let args = VolumeBindingArgs::default();
         Self {
             objects,
@@ -117,7 +116,7 @@ impl VolumeBinding {
     /// `None`: upstream's defaults).
     pub fn with_args(
         args: Option<&PluginArgs>,
-        objects: Arc<ClusterObjects>,
+        objects: Arc<dyn ObjectLister>,
         binder: Arc<dyn Binder>,
     ) -> Result<Self, String> {
         let args = match args {
@@ -552,7 +551,7 @@ impl PreBindPlugin for VolumeBinding {
         let timeout = Duration::from_secs(self.args.bind_timeout_seconds.max(0) as u64);
         Box::pin(async move {
             let status =
-                bind_pod_volumes(&*binder, &objects, volumes, &node, &labels, timeout).await;
+                bind_pod_volumes(&*binder, &*objects, volumes, &node, &labels, timeout).await;
             if status.is_success() {
                 // The watched objects now say what was assumed.
                 assumed.forget(&pod.uid);

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use convoy_api::objects::volumes::ANN_SELECTED_NODE;
-use convoy_api::{Binder, ClaimRef, ClusterObjects, Status, VolumeWrite};
+use convoy_api::{Binder, ClaimRef, ObjectLister, Status, VolumeWrite};
 use k8s_openapi::api::core::v1::PersistentVolume;
 
 use super::binder::{DynamicProvision, PodVolumes, StaticBinding};
@@ -23,7 +23,7 @@ const BIND_POLL_INTERVAL: Duration = Duration::from_millis(100);
 /// `checkBindings` polled until `bindTimeout`).
 pub(super) async fn bind_pod_volumes(
     binder: &dyn Binder,
-    objects: &ClusterObjects,
+    objects: &dyn ObjectLister,
     volumes: PodVolumes,
     node: &str,
     labels: &BTreeMap<String, String>,
@@ -93,7 +93,7 @@ impl Written {
     /// bound volume cannot be reached from the node (`labels`).
     pub(super) fn check(
         &self,
-        objects: &ClusterObjects,
+        objects: &dyn ObjectLister,
         node: &str,
         labels: &BTreeMap<String, String>,
     ) -> Result<bool, String> {

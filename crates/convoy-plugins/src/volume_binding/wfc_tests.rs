@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::helper::volumes::testing::*;
+use convoy_objects::ClusterObjects;
 
 const WAIT: &str = "waitClass";
 const WAIT_PROVISIONER: &str = "waitClassWithProvisioner";
@@ -561,15 +562,15 @@ fn check_reports_undone_bindings() {
         |n: &str| ClaimRef { namespace: "testns".into(), name: n.into(), uid: format!("uid-{n}") };
     let labels = BTreeMap::from([(KEY.to_string(), "node1".to_string())]);
     let w = Written { pvs: vec![("pv-1".into(), "1".into(), claim_ref("c"))], claims: vec![] };
-    assert_eq!(w.check(&o, "node1", &labels), Err("ClaimRef got reset for pv \"pv-1\"".into()));
+    assert_eq!(w.check(&*o, "node1", &labels), Err("ClaimRef got reset for pv \"pv-1\"".into()));
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "1".into())] };
     assert_eq!(
-        w.check(&o, "node1", &labels),
+        w.check(&*o, "node1", &labels),
         Err("selectedNode annotation reset for PVC \"d\"".into())
     );
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "9".into())] };
     assert_eq!(
-        w.check(&o, "node1", &labels),
+        w.check(&*o, "node1", &labels),
         Ok(false),
         "the watched claim is older than the write"
     );
@@ -577,7 +578,7 @@ fn check_reports_undone_bindings() {
     d["metadata"]["annotations"] = json!({"volume.kubernetes.io/selected-node": "node2"});
     o.apply(&obj_pvc(pvc_json(d)));
     let w = Written { pvs: vec![], claims: vec![(claim_ref("d"), "1".into())] };
-    assert_eq!(w.check(&o, "node1", &labels), Err("provisioning failed for PVC \"d\"".into()));
+    assert_eq!(w.check(&*o, "node1", &labels), Err("provisioning failed for PVC \"d\"".into()));
 }
 
 /// Upstream `TestVolumeBinding` "local volumes with close capacity are
@@ -775,11 +776,11 @@ fn check_reports_a_bound_volume_the_node_cannot_reach() {
     let w = Written { pvs: vec![], claims: vec![(claim_ref, "1".into())] };
     let labels = BTreeMap::from([(KEY.to_string(), "node1".to_string())]);
     assert_eq!(
-        w.check(&o, "node1", &labels),
+        w.check(&*o, "node1", &labels),
         Err("pv \"pv-elsewhere\" node affinity doesn't match node \"node1\": no matching \
              NodeSelectorTerms"
             .into())
     );
     let labels = BTreeMap::from([(KEY.to_string(), "node2".to_string())]);
-    assert_eq!(w.check(&o, "node1", &labels), Ok(true));
+    assert_eq!(w.check(&*o, "node1", &labels), Ok(true));
 }

@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex};
 
 use convoy_api::serde::Deserialize;
 use convoy_api::{
-    ActionType, ApiInfo, ClusterEventWithHint, ClusterObjects, CustomObject, CycleState,
-    EventObject, EventResource, FilterPlugin, Handle, MAX_NODE_SCORE, NodeInfo, NodeInfoLister,
+    ActionType, ApiInfo, ClusterEventWithHint, CustomObject, CycleState, EventObject,
+    EventResource, FilterPlugin, Handle, MAX_NODE_SCORE, NodeInfo, NodeInfoLister, ObjectLister,
     Plugin, PluginArgsType, PodInfo, PreFilterPlugin, PreFilterResult, QueueingHint, ScorePlugin,
     Status,
 };
@@ -89,7 +89,7 @@ impl PluginArgsType for GpuHealthArgs {
 /// The plugin.
 pub struct GpuHealth {
     args: GpuHealthArgs,
-    objects: Arc<ClusterObjects>,
+    objects: Arc<dyn ObjectLister>,
     /// The parsed reports and the version of the kind they were parsed at.
     reports: Mutex<(u64, Arc<HashMap<String, i64>>)>,
 }
@@ -113,19 +113,18 @@ fn unhealthy(obj: &CustomObject) -> i64 {
 
 impl GpuHealth {
     /// A plugin reading the reports from `objects`.
-    pub fn new(args: GpuHealthArgs, objects: Arc<ClusterObjects>) -> Self {
+    pub fn new(args: GpuHealthArgs, objects: Arc<dyn ObjectLister>) -> Self {
         Self { args, objects, reports: Mutex::new((u64::MAX, Arc::default())) }
     }
 
     /// Unhealthy GPUs by node, parsed again only when a report changed.
     fn reports(&self) -> Arc<HashMap<String, i64>> {
-        let version = self.objects.custom().version(&GPU_HEALTH);
+        let version = self.objects.custom_version(&GPU_HEALTH);
         let mut cached = self.reports.lock().unwrap_or_else(|e| e.into_inner());
         if cached.0 != version {
             let parsed = self
                 .objects
-                .custom()
-                .list(&GPU_HEALTH)
+                .custom_objects(&GPU_HEALTH)
                 .iter()
                 .map(|r| (r.name().to_string(), unhealthy(r)))
                 .collect();

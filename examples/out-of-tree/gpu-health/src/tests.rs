@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use convoy_api::serde_json::json;
 use convoy_api::testing::{NodeBuilder, PodBuilder};
-use convoy_api::{ClusterObjects, Code, NodeList, ServedApis, Serving};
+use convoy_api::{Code, NodeList, ServedApis, Serving};
+use convoy_objects::ClusterObjects;
 
 use super::*;
 

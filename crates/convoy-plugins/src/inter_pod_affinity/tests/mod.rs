@@ -18,10 +18,11 @@ use serde_json::{Value, json};
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{
-    ClusterObject, ClusterObjects, CycleState, FilterPlugin, NodeInfo, NodeInfoLister, NodeList,
-    PodInfo, PreFilterPlugin, Status,
+    ClusterObject, CycleState, FilterPlugin, NodeInfo, NodeInfoLister, NodeList, PodInfo,
+    PreFilterPlugin, Status,
 };
 use convoy_config::{InterPodAffinityArgs, PluginArgs};
+use convoy_objects::ClusterObjects;
 
 use super::counts::TopologyCounts;
 use super::{

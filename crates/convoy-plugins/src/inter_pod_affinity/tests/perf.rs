@@ -18,9 +18,10 @@ use serde_json::{Value, json};
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{
-    ClusterObject, ClusterObjects, CycleState, FilterPlugin, NodeInfo, NodeInfoLister, NodeList,
-    PodInfo, PreFilterPlugin, PreScorePlugin, ScorePlugin,
+    ClusterObject, CycleState, FilterPlugin, NodeInfo, NodeInfoLister, NodeList, PodInfo,
+    PreFilterPlugin, PreScorePlugin, ScorePlugin,
 };
+use convoy_objects::ClusterObjects;
 
 use super::InterPodAffinity;
 

@@ -16,10 +16,11 @@ use serde_json::{Value, json};
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
 use convoy_api::{
-    ClusterObject, ClusterObjects, Code, CycleState, FilterPlugin, NodeInfo, NodeInfoLister,
-    NodeList, PodInfo, PreFilterExtensions, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
+    ClusterObject, Code, CycleState, FilterPlugin, NodeInfo, NodeInfoLister, NodeList, PodInfo,
+    PreFilterExtensions, PreFilterPlugin, PreScorePlugin, ScorePlugin, Status,
 };
 use convoy_config::{InterPodAffinityArgs, PluginArgs};
+use convoy_objects::ClusterObjects;
 
 use super::InterPodAffinity;
 use super::upstream::{ref_filter_result, ref_scores};

@@ -6,12 +6,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+use convoy_api::ObjectLister;
 use convoy_api::labels::{Labels, Selector, no_labels};
 use convoy_api::{
-    AffinityTerm, ClusterObjects, Code, NodeInfo, NodeInfoLister, NodeList, PodInfo, Status,
-    WeightedAffinityTerm,
+    AffinityTerm, Code, NodeInfo, NodeInfoLister, NodeList, PodInfo, Status, WeightedAffinityTerm,
 };
 use convoy_config::InterPodAffinityArgs;
+use convoy_objects::ClusterObjects;
 
 use super::{AFFINITY, ANTI, EXISTING};
 

@@ -25,7 +25,7 @@ use convoy_config::{DefaultingType, PluginArgs, PodTopologySpreadArgs};
 
 use super::super::{DO_NOT_SCHEDULE as DNS, LABEL_HOSTNAME as HOST, SCHEDULE_ANYWAY as SA};
 use super::*;
-use crate::helper::testing::handle;
+use crate::helper::testing::handle_on;
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 const RACK: &str = "rack";
@@ -281,17 +281,21 @@ struct World {
     /// A placeholder (pods on a node not seen yet), in the list or not.
     placeholder: Option<Arc<NodeInfo>>,
     serial: usize,
+    /// The object store `handle` reads, which the test changes.
+    objects: Arc<convoy_objects::ClusterObjects>,
     handle: Handle,
 }
 
 impl World {
     fn new(seed: u64, n: usize) -> Self {
+        let objects = Arc::new(convoy_objects::ClusterObjects::new());
         let mut w = Self {
             rng: Rng(seed),
             nodes: Vec::new(),
             placeholder: None,
             serial: 0,
-            handle: handle(),
+            objects: objects.clone(),
+            handle: handle_on(objects),
         };
         for _ in 0..n {
             w.add_node();
@@ -301,9 +305,9 @@ impl World {
         }
         for _ in 0..4 {
             let o = random_object(&mut w.rng);
-            w.handle.objects.apply(&o);
+            w.objects.apply(&o);
         }
-        w.handle.objects.apply(&object("ReplicaSet", "web", "default", &[("app", "a")]));
+        w.objects.apply(&object("ReplicaSet", "web", "default", &[("app", "a")]));
         w
     }
 
@@ -410,9 +414,9 @@ impl World {
             _ => {
                 let o = random_object(&mut self.rng);
                 if self.rng.chance(30) {
-                    self.handle.objects.delete(&o);
+                    self.objects.delete(&o);
                 } else {
-                    self.handle.objects.apply(&o);
+                    self.objects.apply(&o);
                 }
             }
         }

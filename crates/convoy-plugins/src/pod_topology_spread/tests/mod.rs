@@ -24,7 +24,8 @@ use convoy_api::{ClusterObject, NodeInfo, NodeList, PodInfo};
 use convoy_config::{PluginArgs, PodTopologySpreadArgs};
 
 use super::PodTopologySpread;
-use crate::helper::testing::handle;
+use crate::helper::testing::{handle, handle_on};
+use convoy_objects::ClusterObjects;
 
 /// `st.MakeLabelSelector().Exists(key)`.
 pub(super) fn exists(key: &str) -> Option<LabelSelector> {
@@ -171,10 +172,11 @@ pub(super) fn plugin_args(
     args: PodTopologySpreadArgs,
     objects: &[ClusterObject],
 ) -> PodTopologySpread {
-    let h = handle();
+    let store = Arc::new(ClusterObjects::new());
     for o in objects {
-        h.objects.apply(o);
+        store.apply(o);
     }
+    let h = handle_on(store);
     PodTopologySpread::new(Some(&PluginArgs::PodTopologySpread(args)), &h).unwrap()
 }
 
