@@ -36,6 +36,7 @@ pub mod status;
 /// `convoy-api = { workspace = true, features = ["testing"] }`.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod writes;
 
 pub use affinity::{AffinityTerm, PodAffinity, WeightedAffinityTerm};
 pub use apis::{ApiInfo, ServedApis, Serving};
@@ -62,6 +63,7 @@ pub use preemption::{
 };
 pub use resource::{PodRequests, Resource};
 pub use status::{Code, Reason, Status};
+pub use writes::{ClaimRef, ClaimWrite, VolumeWrite};
 
 /// Re-export of the Kubernetes object types plugins work with.
 pub use k8s_openapi;
