@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use convoy_api::{
-    Binder, Clock, CycleState, GroupKey, Handle, PreemptionActuator, QueuedPodInfo, Registry,
-    RunningPreemptions,
+    Binder, Clock, CycleState, GroupKey, Handle, PreemptionActuator, QueueSortPlugin,
+    QueuedPodInfo, Registry, RunningPreemptions,
 };
 use convoy_cache::{Cache, Snapshot};
 use convoy_config::SchedulerConfig;
@@ -184,102 +184,47 @@ impl std::fmt::Debug for Scheduler {
 }
 
 impl Scheduler {
-    /// Builds every profile's framework, the queue and the cache.
+    /// Builds every profile's framework, the queue and the cache: (1) the
+    /// state every profile shares (the object store, the gang state, the
+    /// pods waiting at Permit, the nominations, the running preemptions);
+    /// (2) each profile's framework ([`build_profiles`]); (3) the queue,
+    /// sorted by the first profile's QueueSort, and the cache.
     pub fn new(opts: SchedulerOptions) -> Result<Arc<Self>, BuildError> {
         let cfg = &opts.config;
-        let threads = (cfg.parallelism as usize)
-            .min(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-        let pool = if threads > 1 {
-            Some(Arc::new(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .thread_name(|i| format!("convoy-filter-{i}"))
-                    .build()
-                    .map_err(|e| BuildError::Pool(e.to_string()))?,
-            ))
-        } else {
-            None
+        // 1. Shared by every profile.
+        let shared = Shared {
+            objects: Arc::new(ClusterObjects::new()),
+            gang: GangState::new(),
+            waiting_pods: WaitingPodsMap::new(),
+            // The queue keeps it; every profile's Filter reads it.
+            nominator: Arc::new(Nominator::new()),
+            // Filled by `spawn_preemption`, read by DefaultPreemption's PreEnqueue.
+            running_preemptions: Arc::new(RunningPreemptions::new(opts.clock.clone())),
+            dra_stats: Arc::new(convoy_api::objects::DraStats::default()),
+            pool: filter_pool(cfg.parallelism)?,
         };
-        let waiting_pods = WaitingPodsMap::new();
-        // Gang scheduling needs state shared between its plugin and the
-        // group cycle: its factories are bound to this scheduler's state.
-        let gang = GangState::new();
-        let mut registry = opts.registry.clone();
-        convoy_gang::register(&mut registry, gang.clone(), opts.clock.clone());
-        let mut gang_args = HashMap::new();
-        let mut profiles = HashMap::new();
-        let mut queueing = HashMap::new();
-        let mut less = None;
-        let objects = Arc::new(ClusterObjects::new());
-        // The queue keeps it; every profile's Filter reads it.
-        let nominator = Arc::new(Nominator::new());
-        // Filled by `spawn_preemption`, read by DefaultPreemption's PreEnqueue.
-        let running_preemptions = Arc::new(RunningPreemptions::new(opts.clock.clone()));
-        let dra_stats = Arc::new(convoy_api::objects::DraStats::default());
-        for p in &cfg.profiles {
-            let handle = Handle {
-                binder: opts.binder.clone(),
-                waiting_pods: waiting_pods.clone(),
-                profile: Arc::from(p.scheduler_name.as_str()),
-                objects: objects.clone(),
-                groups: Some(gang.clone()),
-                running_preemptions: running_preemptions.clone(),
-                dra_stats: dra_stats.clone(),
-            };
-            let fwk = Framework::new(
-                p,
-                &FrameworkOptions {
-                    registry: registry.clone(),
-                    handle,
-                    waiting_pods: waiting_pods.clone(),
-                    percentage_of_nodes_to_score: cfg.percentage_of_nodes_to_score,
-                    pool: pool.clone(),
-                    metrics: opts.framework_metrics.clone(),
-                    nominator: Some(nominator.clone() as Arc<dyn convoy_api::PodNominator>),
-                },
-            )?;
-            less.get_or_insert_with(|| fwk.queue_sort().clone());
-            let enabled = p.enabled_plugin_names();
-            if let Some(name) = [convoy_gang::NAME, convoy_gang::COSCHEDULING]
-                .into_iter()
-                .find(|n| enabled.contains(n))
-            {
-                let args = GangSchedulingArgs::decode(p.plugin_args.get(name)).map_err(|e| {
-                    BuildError::Gang(format!("profile {:?}: {name}: {e}", p.scheduler_name))
-                })?;
-                if gang_args.is_empty() {
-                    // The guard is cluster-wide, as the capacity it saves is.
-                    gang.set_policy(args.starvation_policy());
-                }
-                gang_args.insert(p.scheduler_name.clone(), args);
-            }
-            queueing.insert(
-                p.scheduler_name.clone(),
-                ProfileQueueing {
-                    pre_enqueue: fwk.pre_enqueue_plugins().to_vec(),
-                    events: fwk.events_to_register().clone(),
-                },
-            );
-            profiles.insert(p.scheduler_name.clone(), Arc::new(fwk));
-        }
+        // 2. The profiles.
+        let built = build_profiles(&opts, &shared)?;
+        // 3. The queue and the cache.
         let queue = Arc::new(SchedulingQueue::new(QueueConfig {
             clock: opts.clock.clone(),
-            less: less.expect("config has at least one profile"),
-            profiles: queueing,
+            less: built.less,
+            profiles: built.queueing,
             initial_backoff: Duration::from_secs(cfg.pod_initial_backoff_seconds),
             max_backoff: Duration::from_secs(cfg.pod_max_backoff_seconds),
             max_in_unschedulable: MAX_IN_UNSCHEDULABLE,
-            nominator,
+            nominator: shared.nominator,
             pop_from_backoff: true,
         }));
         let cache = Arc::new(Cache::new(opts.clock.clone()));
-        let quiet_limit = quiet_limit(Duration::from_secs(cfg.pod_max_backoff_seconds), &gang_args);
+        let quiet_limit =
+            quiet_limit(Duration::from_secs(cfg.pod_max_backoff_seconds), &built.gang_args);
         let rng = match opts.seed {
             Some(s) => SmallRng::seed_from_u64(s),
             None => SmallRng::from_os_rng(),
         };
         Ok(Arc::new(Self {
-            profiles,
+            profiles: built.profiles,
             queue,
             cache,
             sink: opts.sink,
@@ -288,15 +233,15 @@ impl Scheduler {
             bindings: Mutex::new(Vec::new()),
             group_reports: Mutex::new(HashMap::new()),
             synced: Arc::new(AtomicBool::new(false)),
-            waiting_pods,
-            gang,
-            gang_args,
-            objects,
+            waiting_pods: shared.waiting_pods,
+            gang: shared.gang,
+            gang_args: built.gang_args,
+            objects: shared.objects,
             clock: opts.clock,
             actuator: opts.actuator,
             preemptions_in_flight: Arc::new(AtomicUsize::new(0)),
-            running_preemptions,
-            dra_stats,
+            running_preemptions: shared.running_preemptions,
+            dra_stats: shared.dra_stats,
             quiet_limit,
             delay_cache_until_active: cfg.delay_cache_until_active
                 && cfg.leader_election.leader_elect,
@@ -397,4 +342,101 @@ fn quiet_limit(max_backoff: Duration, gang_args: &HashMap<String, GangScheduling
         .saturating_mul(2)
         .max(Duration::from_secs(gang))
         .saturating_add(Duration::from_secs(1))
+}
+
+/// What every profile of one scheduler shares.
+struct Shared {
+    objects: Arc<ClusterObjects>,
+    gang: Arc<GangState>,
+    waiting_pods: Arc<WaitingPodsMap>,
+    nominator: Arc<Nominator>,
+    running_preemptions: Arc<RunningPreemptions>,
+    dra_stats: Arc<convoy_api::objects::DraStats>,
+    /// Filter's and Score's threads; `None` with one thread.
+    pool: Option<Arc<rayon::ThreadPool>>,
+}
+
+/// The profiles, and what the queue needs of them.
+struct BuiltProfiles {
+    profiles: HashMap<String, Arc<Framework>>,
+    queueing: HashMap<String, ProfileQueueing>,
+    /// The gang args of the profiles that enable gang scheduling.
+    gang_args: HashMap<String, GangSchedulingArgs>,
+    /// The first profile's QueueSort (validation made them all the same).
+    less: Arc<dyn QueueSortPlugin>,
+}
+
+/// The thread pool Filter and Score run on: `parallelism` threads, at most
+/// one per core; none for one thread.
+fn filter_pool(parallelism: u32) -> Result<Option<Arc<rayon::ThreadPool>>, BuildError> {
+    let threads = (parallelism as usize)
+        .min(std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    if threads <= 1 {
+        return Ok(None);
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("convoy-filter-{i}"))
+        .build()
+        .map_err(|e| BuildError::Pool(e.to_string()))?;
+    Ok(Some(Arc::new(pool)))
+}
+
+/// Builds each profile's framework on the shared state (gang scheduling's
+/// factories are bound to this scheduler's gang state), and reads the gang
+/// args of those that enable it (the starvation guard is cluster-wide, as
+/// the capacity it saves is: the first profile's policy holds).
+fn build_profiles(opts: &SchedulerOptions, shared: &Shared) -> Result<BuiltProfiles, BuildError> {
+    let mut registry = opts.registry.clone();
+    convoy_gang::register(&mut registry, shared.gang.clone(), opts.clock.clone());
+    let mut profiles = HashMap::new();
+    let mut queueing = HashMap::new();
+    let mut gang_args = HashMap::new();
+    let mut less = None;
+    for p in &opts.config.profiles {
+        let handle = Handle {
+            binder: opts.binder.clone(),
+            waiting_pods: shared.waiting_pods.clone(),
+            profile: Arc::from(p.scheduler_name.as_str()),
+            objects: shared.objects.clone(),
+            groups: Some(shared.gang.clone()),
+            running_preemptions: shared.running_preemptions.clone(),
+            dra_stats: shared.dra_stats.clone(),
+        };
+        let fwk = Framework::new(
+            p,
+            &FrameworkOptions {
+                registry: registry.clone(),
+                handle,
+                waiting_pods: shared.waiting_pods.clone(),
+                percentage_of_nodes_to_score: opts.config.percentage_of_nodes_to_score,
+                pool: shared.pool.clone(),
+                metrics: opts.framework_metrics.clone(),
+                nominator: Some(shared.nominator.clone() as Arc<dyn convoy_api::PodNominator>),
+            },
+        )?;
+        less.get_or_insert_with(|| fwk.queue_sort().clone());
+        let enabled = p.enabled_plugin_names();
+        if let Some(name) =
+            [convoy_gang::NAME, convoy_gang::COSCHEDULING].into_iter().find(|n| enabled.contains(n))
+        {
+            let args = GangSchedulingArgs::decode(p.plugin_args.get(name)).map_err(|e| {
+                BuildError::Gang(format!("profile {:?}: {name}: {e}", p.scheduler_name))
+            })?;
+            if gang_args.is_empty() {
+                shared.gang.set_policy(args.starvation_policy());
+            }
+            gang_args.insert(p.scheduler_name.clone(), args);
+        }
+        queueing.insert(
+            p.scheduler_name.clone(),
+            ProfileQueueing {
+                pre_enqueue: fwk.pre_enqueue_plugins().to_vec(),
+                events: fwk.events_to_register().clone(),
+            },
+        );
+        profiles.insert(p.scheduler_name.clone(), Arc::new(fwk));
+    }
+    let less = less.expect("config has at least one profile");
+    Ok(BuiltProfiles { profiles, queueing, gang_args, less })
 }
