@@ -372,27 +372,44 @@ pub fn terminating_by_preemption(pod: &Pod) -> bool {
 }
 
 /// The pods nominated to each node that a pod being scheduled must leave
-/// room for (those of equal or higher priority; upstream
-/// `addGENominatedPods`), taken once per cycle.
+/// room for (those of equal or higher priority, not itself; upstream
+/// `addGENominatedPods`), taken once per cycle: a view of the nominator's
+/// nominations, shared with it (taking one copies nothing; the nominator
+/// copies its map only if it changes while a cycle holds a view).
 #[derive(Debug, Clone, Default)]
 pub struct NominatedPods {
-    by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
+    /// Every nomination, of any priority, by node, in nomination order.
+    by_node: Arc<HashMap<Arc<str>, Vec<Arc<PodInfo>>>>,
+    /// The priority of the pod being scheduled.
+    priority: i32,
+    /// Its UID (its own nomination does not count).
+    uid: Arc<str>,
 }
 
 impl NominatedPods {
-    /// Adds a nominated pod.
-    pub fn push(&mut self, node: Arc<str>, pod: Arc<PodInfo>) {
-        self.by_node.entry(node).or_default().push(pod);
+    /// The view of `by_node` (every nomination) for a pod of `priority`
+    /// and `uid`.
+    pub fn new(
+        by_node: Arc<HashMap<Arc<str>, Vec<Arc<PodInfo>>>>,
+        priority: i32,
+        uid: Arc<str>,
+    ) -> Self {
+        Self { by_node, priority, uid }
     }
 
-    /// The pods nominated to `node`, if any.
-    pub fn get(&self, node: &str) -> Option<&[Arc<PodInfo>]> {
-        self.by_node.get(node).map(Vec::as_slice)
+    /// The pods nominated to `node` that the pod must leave room for, in
+    /// nomination order.
+    pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
+        self.by_node.get(node).into_iter().flatten().filter(|p| self.counts(p))
     }
 
-    /// Whether no pod is nominated anywhere.
+    /// Whether the pod must leave room for no nominated pod on any node.
     pub fn is_empty(&self) -> bool {
-        self.by_node.is_empty()
+        !self.by_node.values().flatten().any(|p| self.counts(p))
+    }
+
+    fn counts(&self, p: &PodInfo) -> bool {
+        p.priority >= self.priority && *p.uid != *self.uid
     }
 }
 
@@ -411,9 +428,9 @@ pub trait PodNominator: Send + Sync {
     /// The pods nominated to a node, of any priority.
     fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>>;
 
-    /// Every nominated pod with priority `>= min_priority` except the pod
-    /// with UID `except_uid`, by node.
-    fn nominated_pods(&self, min_priority: i32, except_uid: &str) -> NominatedPods;
+    /// The nominated pods `pod` must leave room for (priority at least
+    /// its own, not itself), by node: a view taken once per cycle.
+    fn nominated_pods(&self, pod: &PodInfo) -> NominatedPods;
 }
 
 /// What a PostFilter plugin may run against the profile while it evaluates

@@ -15,7 +15,7 @@ use convoy_api::{
 use rand::Rng;
 use rayon::prelude::*;
 
-use crate::framework::{Framework, PreFilterNarrowing, filter_block, run_filters};
+use crate::framework::{Framework, PreFilterNarrowing, filter_block};
 use crate::metrics::{FrameworkMetrics, label, timed};
 
 /// Upstream `minFeasibleNodesToFind`.
@@ -347,8 +347,8 @@ impl Framework {
         // `evaluateNominatedNode`).
         if let Some(node) = self.nominated_node(pod, snapshot, nodes) {
             let filters = self.active_filters(state);
-            let on_node = nominated.as_ref().and_then(|n| n.get(node.name())).unwrap_or(&[]);
-            let s = self.run_filters_with_nominated(&filters, state, pod, &node, on_node);
+            let s =
+                self.run_filters_with_nominated(&filters, state, pod, &node, nominated.as_ref());
             if s.is_success() {
                 return Ok(ScheduleResult {
                     node: node.name_arc().clone(),
@@ -485,14 +485,13 @@ impl Framework {
         let metrics = self.plugin_metrics(state);
         if pass.nominated.is_some() {
             let order = positions.map(|p| (pass.start + p) % nodes.len());
-            return self.filter_each(state, pod, nodes, order, pass, parallel, metrics);
+            return self.filter_each(state, pod, nodes, order, pass, parallel);
         }
         filter_batched(state, pod, nodes, positions, pass, parallel, metrics)
     }
 
     /// [`filter_range`](Self::filter_range) node by node, each node with
     /// the pods nominated to it and each plugin call timed when sampled.
-    #[allow(clippy::too_many_arguments)]
     fn filter_each(
         &self,
         state: &CycleState,
@@ -501,7 +500,6 @@ impl Framework {
         order: impl Iterator<Item = usize>,
         pass: &Pass<'_>,
         parallel: bool,
-        metrics: Option<&Arc<dyn FrameworkMetrics>>,
     ) -> Chunk {
         let mut c = Chunk { feasible: Vec::new(), rejected: Vec::new(), processed: 0, error: None };
         for i in order {
@@ -512,12 +510,8 @@ impl Framework {
             // Nominated pods cost one lookup per node, and only in cycles
             // where some pod is nominated; the other cycles run the plain
             // filters directly.
-            let s = match pass.nominated.and_then(|n| n.get(node.name())) {
-                None => run_filters(&pass.filters, state, pod, node, metrics),
-                Some(on_node) => {
-                    self.run_filters_with_nominated(&pass.filters, state, pod, node, on_node)
-                }
-            };
+            let s =
+                self.run_filters_with_nominated(&pass.filters, state, pod, node, pass.nominated);
             c.processed += 1;
             if s.is_success() {
                 c.feasible.push(i);
@@ -866,6 +860,7 @@ pub fn count_by_plugin(statuses: &HashMap<Arc<str>, Status>) -> BTreeMap<&'stati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::framework::run_filters;
     use convoy_api::Plugin;
     use convoy_api::testing::{NodeBuilder, PodBuilder};
     use rand::SeedableRng;

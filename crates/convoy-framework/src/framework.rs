@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use convoy_api::{
     ActionType, BindPlugin, ClusterEventWithHint, Code, CycleState, EventResource, FilterPlugin,
-    Handle, NodeInfo, NodeInfoLister, NodeToStatus, PermitPlugin, Plugin, PodInfo, PodNominator,
-    PostBindPlugin, PostFilterContext, PostFilterPlugin, PostFilterResult, PreBindPlugin,
-    PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin, QueueSortPlugin, Registry,
-    ReservePlugin, ScorePlugin, Status, events, pod_fields,
+    Handle, NodeInfo, NodeInfoLister, NodeToStatus, NominatedPods, PermitPlugin, Plugin, PodInfo,
+    PodNominator, PostBindPlugin, PostFilterContext, PostFilterPlugin, PostFilterResult,
+    PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreFilterResult, PreScorePlugin,
+    QueueSortPlugin, Registry, ReservePlugin, ScorePlugin, Status, events, pod_fields,
 };
 use convoy_config::{PluginSet, Profile};
 
@@ -446,7 +446,7 @@ impl Framework {
 
     /// Upstream `RunFilterPluginsWithNominatedPods`, with the pods
     /// nominated to this node that the pod must leave room for (equal or
-    /// higher priority, not itself) given: the filters run on a copy of the
+    /// higher priority, not itself) taken from `nominated`: the filters run on a copy of the
     /// node and the state with them added; if the pod fits, once more on
     /// the node as it is (a filter such as pod affinity must not pass only
     /// thanks to pods that are not there yet). With no such pods, one plain
@@ -457,15 +457,16 @@ impl Framework {
         state: &CycleState,
         pod: &PodInfo,
         node: &NodeInfo,
-        nominated: &[Arc<PodInfo>],
+        nominated: Option<&NominatedPods>,
     ) -> Status {
         let metrics = self.plugin_metrics(state);
-        if nominated.is_empty() {
+        let mut on_node = nominated.into_iter().flat_map(|n| n.on_node(node.name())).peekable();
+        if on_node.peek().is_none() {
             return run_filters(filters, state, pod, node, metrics);
         }
         let mut node_with = node.clone();
         let mut state_with = state.clone();
-        for p in nominated {
+        for p in on_node {
             node_with.add_pod(p.clone());
             let s = self.run_pre_filter_extension_add_pod(&mut state_with, pod, p, &node_with);
             if !s.is_success() {

@@ -16,7 +16,7 @@ impl Framework {
     /// cost of one atomic load when nothing is nominated.
     pub(crate) fn nominated_for(&self, pod: &PodInfo) -> Option<NominatedPods> {
         let nominator = self.nominator.as_ref().filter(|n| !n.is_empty())?;
-        let nominated = nominator.nominated_pods(pod.priority, &pod.uid);
+        let nominated = nominator.nominated_pods(pod);
         (!nominated.is_empty()).then_some(nominated)
     }
 

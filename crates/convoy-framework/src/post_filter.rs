@@ -94,8 +94,7 @@ impl FilterRunner for CycleRunner<'_> {
         pod: &PodInfo,
         node: &NodeInfo,
     ) -> Status {
-        let nominated = self.nominated.and_then(|n| n.get(node.name())).unwrap_or(&[]);
-        self.fwk.run_filters_with_nominated(&self.filters, state, pod, node, nominated)
+        self.fwk.run_filters_with_nominated(&self.filters, state, pod, node, self.nominated)
     }
 
     fn nominated_pods_for_node(&self, node: &str) -> Vec<Arc<PodInfo>> {

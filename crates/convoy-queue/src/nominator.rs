@@ -22,8 +22,9 @@ use parking_lot::RwLock;
 
 #[derive(Debug, Default)]
 struct Inner {
-    /// Pods nominated to each node, in nomination order.
-    by_node: HashMap<Arc<str>, Vec<Arc<PodInfo>>>,
+    /// Pods nominated to each node, in nomination order; shared with the
+    /// cycles' [`NominatedPods`] views (copied on write while one is held).
+    by_node: Arc<HashMap<Arc<str>, Vec<Arc<PodInfo>>>>,
     /// The node each pod (by [`id`]) is nominated to.
     node_of: HashMap<Arc<str>, Arc<str>>,
 }
@@ -51,18 +52,19 @@ fn status_nomination(pod: &PodInfo) -> Option<&str> {
 impl Inner {
     fn remove(&mut self, key: &str) -> Option<(Arc<str>, Arc<PodInfo>)> {
         let node = self.node_of.remove(key)?;
-        let list = self.by_node.get_mut(&node)?;
+        let by_node = Arc::make_mut(&mut self.by_node);
+        let list = by_node.get_mut(&node)?;
         let i = list.iter().position(|p| *id(p) == *key)?;
         let pod = list.remove(i);
         if list.is_empty() {
-            self.by_node.remove(&node);
+            by_node.remove(&node);
         }
         Some((node, pod))
     }
 
     fn insert(&mut self, key: Arc<str>, node: Arc<str>, pod: Arc<PodInfo>) {
         self.node_of.insert(key, node.clone());
-        self.by_node.entry(node).or_default().push(pod);
+        Arc::make_mut(&mut self.by_node).entry(node).or_default().push(pod);
     }
 }
 
@@ -182,20 +184,12 @@ impl PodNominator for Nominator {
         self.inner.read().by_node.get(node).cloned().unwrap_or_default()
     }
 
-    fn nominated_pods(&self, min_priority: i32, except_uid: &str) -> NominatedPods {
-        let mut out = NominatedPods::default();
+    fn nominated_pods(&self, pod: &PodInfo) -> NominatedPods {
         if self.is_empty() {
-            return out;
+            return NominatedPods::default();
         }
-        let inner = self.inner.read();
-        for (node, pods) in &inner.by_node {
-            for p in pods {
-                if p.priority >= min_priority && *p.uid != *except_uid {
-                    out.push(node.clone(), p.clone());
-                }
-            }
-        }
-        out
+        let by_node = self.inner.read().by_node.clone();
+        NominatedPods::new(by_node, pod.priority, pod.uid.clone())
     }
 }
 
@@ -239,8 +233,17 @@ mod tests {
         // Another scheduler's nomination, seen when the pod arrives.
         n.pod_added(&nominated("b", "n2", 5));
         n.nominate(a.clone(), Some(Arc::from("n2")));
-        assert_eq!(n.nominated_pods(6, "").get("n2").map(<[_]>::len), Some(1));
-        assert_eq!(n.nominated_pods(0, "a").get("n2").map(<[_]>::len), Some(1));
+        let room_for = |pod: &str, priority: i32| {
+            let pod = PodBuilder::new(pod).priority(priority).info();
+            let view = n.nominated_pods(&pod);
+            view.on_node("n2").map(|p| p.uid.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(room_for("x", 6), ["a"], "of equal or higher priority");
+        assert_eq!(room_for("a", 0), ["b"], "not its own nomination");
+        assert!(
+            room_for("x", 11).is_empty()
+                && n.nominated_pods(&PodBuilder::new("x").priority(11).info()).is_empty()
+        );
         assert_eq!(
             n.clear_lower_priority("n2", 10).iter().map(|p| &*p.uid).collect::<Vec<_>>(),
             ["b"]
