@@ -371,6 +371,10 @@ pub fn terminating_by_preemption(pod: &Pod) -> bool {
     })
 }
 
+/// The pods nominated to each node, in nomination order (looked up once
+/// per node a nominated-aware Filter pass visits: the fast hasher).
+pub type NominationsByNode = HashMap<Arc<str>, Vec<Arc<PodInfo>>, foldhash::fast::RandomState>;
+
 /// The pods nominated to each node that a pod being scheduled must leave
 /// room for (those of equal or higher priority, not itself; upstream
 /// `addGENominatedPods`), taken once per cycle: a view of the nominator's
@@ -379,7 +383,7 @@ pub fn terminating_by_preemption(pod: &Pod) -> bool {
 #[derive(Debug, Clone, Default)]
 pub struct NominatedPods {
     /// Every nomination, of any priority, by node, in nomination order.
-    by_node: Arc<HashMap<Arc<str>, Vec<Arc<PodInfo>>>>,
+    by_node: Arc<NominationsByNode>,
     /// The priority of the pod being scheduled.
     priority: i32,
     /// Its UID (its own nomination does not count).
@@ -389,11 +393,7 @@ pub struct NominatedPods {
 impl NominatedPods {
     /// The view of `by_node` (every nomination) for a pod of `priority`
     /// and `uid`.
-    pub fn new(
-        by_node: Arc<HashMap<Arc<str>, Vec<Arc<PodInfo>>>>,
-        priority: i32,
-        uid: Arc<str>,
-    ) -> Self {
+    pub fn new(by_node: Arc<NominationsByNode>, priority: i32, uid: Arc<str>) -> Self {
         Self { by_node, priority, uid }
     }
 

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use convoy_api::preemption::NominationsByNode;
 use convoy_api::{NominatedPods, PodInfo, PodNominator};
 use parking_lot::RwLock;
 
@@ -24,7 +25,7 @@ use parking_lot::RwLock;
 struct Inner {
     /// Pods nominated to each node, in nomination order; shared with the
     /// cycles' [`NominatedPods`] views (copied on write while one is held).
-    by_node: Arc<HashMap<Arc<str>, Vec<Arc<PodInfo>>>>,
+    by_node: Arc<NominationsByNode>,
     /// The node each pod (by [`id`]) is nominated to.
     node_of: HashMap<Arc<str>, Arc<str>>,
 }
