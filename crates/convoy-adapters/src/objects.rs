@@ -1,4 +1,4 @@
-//! The watches of the [`ClusterObject`] kinds: Namespaces, Services,
+//! The watches of the [`ClusterObject`](convoy_api::ClusterObject) kinds: Namespaces, Services,
 //! ReplicationControllers, ReplicaSets, StatefulSets, PodDisruptionBudgets
 //! (`policy/v1`), PriorityClasses (`scheduling.k8s.io/v1`),
 //! PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,

@@ -279,8 +279,8 @@ pub trait ObjectLister: Send + Sync + std::fmt::Debug {
     /// claims in the store (upstream's allocated-devices tracker), under
     /// the store's read lock: keep `f` short (one node's search). Not a
     /// copy, so that claim updates never copy the index. Plugins call
-    /// [`with_allocated_devices`](ObjectLister::with_allocated_devices),
-    /// which returns `f`'s result.
+    /// `with_allocated_devices` (on `dyn ObjectLister`), which returns
+    /// `f`'s result.
     fn visit_allocated_devices(&self, f: &mut dyn FnMut(&AllocatedDevices));
 
     /// A PersistentVolumeClaim by namespace and name (upstream's PVC

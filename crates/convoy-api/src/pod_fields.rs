@@ -9,7 +9,7 @@
 //! schema of a real kube-apiserver so that a field added later cannot go
 //! unclassified.
 //!
-//! [`unevaluated_fields`] finds, once per pod (in [`PodInfo::new`]), the uses
+//! [`unevaluated_fields`] finds, once per pod (in [`PodInfo::new`](crate::PodInfo::new)), the uses
 //! of the fields Convoy does not evaluate yet, each with its path and index
 //! (`spec.volumes[0].awsElasticBlockStore`) and the upstream plugins that
 //! would evaluate it. The framework refuses such a pod at the start of its

@@ -11,7 +11,7 @@
 //! - Filter: per node, the allocated claims' node selectors, then an
 //!   allocation of the other claims from the node's pools
 //!   ([`pools::SliceIndex`]), devices held by allocated claims
-//!   ([`AllocatedDevices`]) or by claims in flight left out.
+//!   ([`AllocatedDevices`](convoy_api::objects::AllocatedDevices)) or by claims in flight left out.
 //! - Score: upstream's prioritized-list score (earlier `firstAvailable`
 //!   subrequests score higher).
 //! - Reserve: the node's allocation is put in flight ([`InFlight`]): no
