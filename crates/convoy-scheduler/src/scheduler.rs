@@ -187,7 +187,7 @@ impl Scheduler {
     /// Builds every profile's framework, the queue and the cache: (1) the
     /// state every profile shares (the object store, the gang state, the
     /// pods waiting at Permit, the nominations, the running preemptions);
-    /// (2) each profile's framework ([`build_profiles`]); (3) the queue,
+    /// (2) each profile's framework (`build_profiles`); (3) the queue,
     /// sorted by the first profile's QueueSort, and the cache.
     pub fn new(opts: SchedulerOptions) -> Result<Arc<Self>, BuildError> {
         let cfg = &opts.config;
