@@ -299,6 +299,7 @@ pub fn contention_table(runs: &[VariantRun]) -> String {
         "UNPLACED",
         "EVICTIONS",
         "DOMAINS AVG/MAX",
+        "ONE DOMAIN WHEN ONE FITTED",
         "BACKFILLED",
     ];
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|h| h.to_string()).collect()];
@@ -321,6 +322,7 @@ pub fn contention_table(runs: &[VariantRun]) -> String {
                 (Some(a), Some(m)) => format!("{a:.2}/{m}"),
                 _ => "-".into(),
             },
+            format!("{}/{}", c.one_domain_when_fitted, c.one_domain_fitted),
             c.backfilled.to_string(),
         ]);
     }

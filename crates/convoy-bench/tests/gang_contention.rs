@@ -86,3 +86,11 @@ fn small_topology_workload_keeps_each_gang_in_one_rack() {
     let spread = items.iter().find(|i| i.labels["Metric"] == "GpuGangSpread").unwrap();
     assert_eq!(spread.data["DomainsMax"], 1.0, "{:?}", spread.data);
 }
+
+#[test]
+fn small_preferred_topology_workload_places_every_gang_whole_and_counts_the_fitting_ones() {
+    let items = run_small("GangPreferredRack");
+    let c = &items.iter().find(|i| i.labels["Metric"] == "GangContention").unwrap().data;
+    assert!(c["InOneDomainWhenFitted"] <= c["OneDomainFitted"], "{c:?}");
+    assert!(c["OneDomainFitted"] <= c["Placed"], "{c:?}");
+}

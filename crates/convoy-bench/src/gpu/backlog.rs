@@ -33,6 +33,14 @@
 //!   for `stallTimeout` after arrivals stopped;
 //! - domains per gang: the distinct topology domains each placed gang's
 //!   pods landed in (also `GpuGangSpread`);
+//! - one domain when one fitted: of the placed gangs whose members all
+//!   fitted one topology domain, how many landed in one (the measure of a
+//!   preferred topology level: `topologyKey` names the preferred level,
+//!   the group may require a wider one). A gang "fitted" when, at the look
+//!   that first saw it bound, the free resources of one domain plus what
+//!   its own members hold there would hold all its members: everything
+//!   else as it was then (pods bound after it in the same look only make
+//!   the count stricter);
 //! - backfill: single-pod jobs placed while a gang was waiting.
 //!
 //! Evictions are counted by the runner's window (`EvictedPods`), as for
@@ -91,6 +99,11 @@ pub struct Contention {
     pub unplaced_jobs: usize,
     /// Per placed gang, the topology domains its pods landed in.
     pub gang_domains: Vec<usize>,
+    /// Placed gangs whose members all fitted one topology domain, their
+    /// own pods taken out, at the look that first saw them bound.
+    pub one_domain_fitted: usize,
+    /// Of those, the gangs that landed in one domain.
+    pub one_domain_when_fitted: usize,
     /// Single-pod jobs placed while a gang was waiting.
     pub backfilled: usize,
     /// Waves with arrivals.
@@ -104,21 +117,20 @@ struct Pending {
     job: Job,
     pods: Vec<String>,
     created: Instant,
-    /// Its group requires one topology domain.
-    one_domain: bool,
+    /// The node label its group requires all its pods to share, if any.
+    required_key: Option<String>,
     partial_since: Option<Instant>,
     partial_counted: bool,
     fit_since: Option<Instant>,
 }
 
-/// Whether a rendered PodGroup requires all its pods in one topology
-/// domain (Convoy's annotation, or upstream's
+/// The node label a rendered PodGroup requires all its pods to share, if
+/// any (Convoy's annotation, else the first of upstream's
 /// `spec.schedulingConstraints.topology`).
-fn requires_one_domain(group: &Value) -> bool {
-    group["metadata"]["annotations"]["convoy.dev/required-topology"].is_string()
-        || group["spec"]["schedulingConstraints"]["topology"]
-            .as_array()
-            .is_some_and(|t| !t.is_empty())
+fn required_key(group: &Value) -> Option<String> {
+    let annotated = group["metadata"]["annotations"]["convoy.dev/required-topology"].as_str();
+    let upstream = || group["spec"]["schedulingConstraints"]["topology"][0]["key"].as_str();
+    annotated.or_else(upstream).map(String::from)
 }
 
 /// Whether `count` pods of `req` fit the free resources, all in one
@@ -137,6 +149,18 @@ fn fits(state: &GpuState, req: &Res, count: usize, one_domain: bool) -> bool {
         // Unlabelled nodes are each their own domain.
         None => s.nodes.iter().any(|n| n.free().copies_of(req) >= count as i64),
     })
+}
+
+/// `state` with one pod of `req` taken off each of `nodes` (a node named
+/// twice loses two).
+fn released(state: &GpuState, nodes: &[&str], req: &Res) -> GpuState {
+    let mut out = state.clone();
+    for name in nodes {
+        if let Some(n) = out.nodes.iter_mut().find(|n| n.name == *name) {
+            n.used = n.used.minus(req);
+        }
+    }
+    out
 }
 
 /// Runs the stream of `s` as a queue against `target`, a wave every
@@ -186,13 +210,18 @@ pub(crate) async fn run(
             pods.iter().map(|p| p.as_ref()),
             &s.resource,
         );
-        let state = GpuState::build(
-            nodes.iter().map(|n| n.as_ref()),
-            pods.iter().map(|p| p.as_ref()),
-            &view,
-            &s.resource,
-            &s.topology_key,
-        );
+        let build = |key: &str| {
+            GpuState::build(
+                nodes.iter().map(|n| n.as_ref()),
+                pods.iter().map(|p| p.as_ref()),
+                &view,
+                &s.resource,
+                key,
+            )
+        };
+        let state = build(&s.topology_key);
+        // The free resources by the domains of each other required key.
+        let mut by_key: HashMap<String, GpuState> = HashMap::new();
         let placement: HashMap<&str, &str> = pods
             .iter()
             .filter(|p| p.metadata.namespace.as_deref() == Some(s.namespace.as_str()))
@@ -215,6 +244,11 @@ pub(crate) async fn run(
                     out.gangs.push(GangSpan { members: p.job.pods, nodes, domains });
                     c.gang_latencies_s.push((now - p.created).as_secs_f64());
                     c.gang_domains.push(domains);
+                    let req = &requests[&p.job.shape];
+                    if fits(&released(&state, &bound, req), req, p.job.pods, true) {
+                        c.one_domain_fitted += 1;
+                        c.one_domain_when_fitted += usize::from(domains == 1);
+                    }
                 } else if gang_waiting {
                     c.backfilled += 1;
                 }
@@ -237,7 +271,16 @@ pub(crate) async fn run(
                 p.partial_since = None;
             }
             let waiting = p.pods.len() - bound.len();
-            if fits(&state, &requests[&p.job.shape], waiting, p.one_domain) {
+            let req = &requests[&p.job.shape];
+            let fitted = match p.required_key.as_deref() {
+                None => fits(&state, req, waiting, false),
+                Some(k) if k == s.topology_key => fits(&state, req, waiting, true),
+                Some(k) => {
+                    let domains = by_key.entry(k.to_string()).or_insert_with(|| build(k));
+                    fits(domains, req, waiting, true)
+                }
+            };
+            if fitted {
                 p.fit_since.get_or_insert(now);
             } else {
                 p.fit_since = None;
@@ -276,10 +319,10 @@ pub(crate) async fn run(
                 end_jobs(s, target, &done, &mut HashSet::new()).await?;
                 let mut created = Vec::new();
                 for j in chunk.iter() {
-                    let mut one_domain = false;
+                    let mut required = None;
                     if j.gang {
                         let group = render_group(s, j)?;
-                        one_domain = requires_one_domain(&group);
+                        required = required_key(&group);
                         target.create_group(group).await?;
                     }
                     let names: Vec<String> =
@@ -291,7 +334,7 @@ pub(crate) async fn run(
                         job: j.clone(),
                         pods: names,
                         created: Instant::now(),
-                        one_domain,
+                        required_key: required,
                         partial_since: None,
                         partial_counted: false,
                         fit_since: None,
@@ -393,6 +436,8 @@ pub fn items(item: MakeItem<'_>, c: &Contention) -> Vec<DataItem> {
             ("Deadlocked", c.deadlocked_gangs as f64),
             ("UnplacedJobs", c.unplaced_jobs as f64),
             ("OverOneDomain", multi as f64),
+            ("OneDomainFitted", c.one_domain_fitted as f64),
+            ("InOneDomainWhenFitted", c.one_domain_when_fitted as f64),
             ("Backfilled", c.backfilled as f64),
             ("DrainWaves", c.drain_waves as f64),
         ],
@@ -441,13 +486,33 @@ mod tests {
     }
 
     #[test]
+    fn a_placed_gang_is_judged_with_its_own_pods_taken_out() {
+        let req = Res { gpus: 8, milli_cpu: 1, memory: 1, pods: 1 };
+        // A gang of two bound on a (rack r0) and b (rack r1); r1's c is
+        // free: with the gang's pods taken out, r1 holds both.
+        let state = GpuState {
+            nodes: vec![
+                node("a", Some("r0"), 0),
+                node("b", Some("r1"), 0),
+                node("c", Some("r1"), 8),
+            ],
+        };
+        assert!(!fits(&state, &req, 2, true));
+        let before = released(&state, &["a", "b"], &req);
+        assert!(fits(&before, &req, 2, true));
+        assert_eq!(before.nodes[0].free().gpus, 8);
+        assert!(!fits(&released(&state, &["a"], &req), &req, 2, true), "r0 has one node");
+    }
+
+    #[test]
     fn required_topology_is_read_from_either_field() {
         let annotated = serde_json::json!({"metadata": {"annotations":
             {"convoy.dev/required-topology": "topology.kubernetes.io/rack"}}});
         let upstream = serde_json::json!({"spec": {"schedulingConstraints":
             {"topology": [{"key": "topology.kubernetes.io/rack"}]}}});
-        assert!(requires_one_domain(&annotated));
-        assert!(requires_one_domain(&upstream));
-        assert!(!requires_one_domain(&serde_json::json!({"spec": {}})));
+        let rack = Some("topology.kubernetes.io/rack".to_string());
+        assert_eq!(required_key(&annotated), rack);
+        assert_eq!(required_key(&upstream), rack);
+        assert_eq!(required_key(&serde_json::json!({"spec": {}})), None);
     }
 }

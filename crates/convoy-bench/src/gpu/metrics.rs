@@ -73,7 +73,7 @@ impl Res {
         self.pods += o.pods;
     }
 
-    fn minus(&self, o: &Res) -> Res {
+    pub(crate) fn minus(&self, o: &Res) -> Res {
         Res {
             gpus: self.gpus - o.gpus,
             milli_cpu: self.milli_cpu - o.milli_cpu,
