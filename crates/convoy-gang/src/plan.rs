@@ -17,7 +17,12 @@
 //! first, then the oldest. Nodes are chosen by fewest pods to wait for per
 //! member held, then by the start of the newest pod to wait for (the
 //! earlier, the sooner the node is free), then by name; with a required
-//! topology key, in the one domain that needs the fewest. A previous plan
+//! topology key, in the one domain that needs the fewest. With preferred
+//! levels, as the group cycle places a group: the plan is made in one
+//! domain of the narrowest preferred level (the key with the most distinct
+//! values) that can hold the group once its pods leave, the one that needs
+//! the fewest; then of the next level; only then across the required
+//! domain. A previous plan
 //! whose nodes can still hold the gang is kept, so the wait only shrinks
 //! while the cluster stays as it is.
 //!
@@ -166,9 +171,27 @@ fn choose(offers: &[&Offer], count: usize, previous: &HashSet<Arc<str>>) -> Opti
     Some((plan, total))
 }
 
+/// The topology levels of a group: the label key whose value all its
+/// nodes must share, and the keys of the narrower domains it prefers.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Levels<'a> {
+    /// `convoy.dev/required-topology` (or upstream's constraint).
+    pub required: Option<&'a str>,
+    /// `convoy.dev/preferred-topology`, in any order.
+    pub preferred: &'a [Arc<str>],
+}
+
+impl<'a> Levels<'a> {
+    /// Only a required level (or none).
+    pub fn required(key: Option<&'a str>) -> Self {
+        Self { required: key, preferred: &[] }
+    }
+}
+
 /// The plan for `count` pending members of group `own`, each no larger
-/// than `unit`, at `priority`: see the module docs. `topology`: the label
-/// key whose value all the nodes must share. `previous`: the nodes of the
+/// than `unit`, at `priority`: see the module docs. `levels`: the label
+/// key whose value all the nodes must share and the preferred narrower
+/// ones. `previous`: the nodes of the
 /// plan in force, kept while they still hold the gang. `feasible`: whether
 /// a member passes the profile's other filters on a node once the pods the
 /// plan would wait for there are gone (given the node as it is now).
@@ -179,33 +202,53 @@ pub fn plan(
     count: usize,
     priority: i32,
     own: &GroupKey,
-    topology: Option<&str>,
+    levels: Levels<'_>,
     previous: &HashSet<Arc<str>>,
     mut feasible: impl FnMut(&NodeInfo) -> bool,
 ) -> Option<Plan> {
     if count == 0 {
         return None;
     }
-    let offers: Vec<(Option<&str>, Offer)> = nodes
+    let offers: Vec<(&NodeInfo, Option<&str>, Offer)> = nodes
         .iter()
         .filter_map(|n| {
-            let domain = match topology {
+            let domain = match levels.required {
                 Some(key) => Some(n.label(key)?),
                 None => None,
             };
             let o = offer(n, unit, count, priority, own)?;
-            feasible(n).then_some((domain, o))
+            feasible(n).then_some((&**n, domain, o))
         })
         .collect();
-    let mut domains: BTreeMap<Option<&str>, Vec<&Offer>> = BTreeMap::new();
-    for (d, o) in &offers {
-        domains.entry(*d).or_default().push(o);
-    }
-    domains
-        .values()
-        .filter_map(|offers| choose(offers, count, previous))
-        .min_by_key(|(plan, total)| (*total, plan.nodes.len()))
-        .map(|(plan, _)| plan)
+    // The narrowest preferred level first: the most distinct values.
+    let mut preferred: Vec<(usize, &str)> = levels
+        .preferred
+        .iter()
+        .map(|k| {
+            let values: HashSet<&str> = nodes.iter().filter_map(|n| n.label(k)).collect();
+            (values.len(), &**k)
+        })
+        .collect();
+    preferred.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let best = |key: Option<&str>| {
+        let mut domains: BTreeMap<(Option<&str>, Option<&str>), Vec<&Offer>> = BTreeMap::new();
+        for (n, required, o) in &offers {
+            let narrower = match key {
+                Some(k) => match n.label(k) {
+                    Some(v) => Some(v),
+                    None => continue,
+                },
+                None => None,
+            };
+            domains.entry((*required, narrower)).or_default().push(o);
+        }
+        domains
+            .values()
+            .filter_map(|offers| choose(offers, count, previous))
+            .min_by_key(|(plan, total)| (*total, plan.nodes.len()))
+            .map(|(plan, _)| plan)
+    };
+    preferred.iter().find_map(|(_, k)| best(Some(k))).or_else(|| best(None))
 }
 
 #[cfg(test)]
@@ -254,7 +297,8 @@ mod tests {
             gpu_node("n3", "a", &[("h1", 4, 0, 5), ("h2", 4, 0, 6)]),
             gpu_node("n4", "a", &[("h3", 4, 0, 50), ("h4", 4, 0, 60)]),
         ];
-        let p = plan(&nodes, &unit(8), 2, 0, &own(), None, &HashSet::new(), |_| true).unwrap();
+        let p = plan(&nodes, &unit(8), 2, 0, &own(), Levels::default(), &HashSet::new(), |_| true)
+            .unwrap();
         assert_eq!(p.nodes, vec![Arc::from("n1"), Arc::from("n3")]);
         assert_eq!(p.waits.len(), 3);
     }
@@ -265,15 +309,20 @@ mod tests {
             gpu_node("n1", "a", &[("important", 8, 100, 1)]),
             gpu_node("n2", "a", &[("a", 4, 0, 1), ("b", 4, 0, 2)]),
         ];
-        let p = plan(&nodes, &unit(8), 1, 0, &own(), None, &HashSet::new(), |_| true).unwrap();
+        let p = plan(&nodes, &unit(8), 1, 0, &own(), Levels::default(), &HashSet::new(), |_| true)
+            .unwrap();
         assert_eq!(p.nodes, vec![Arc::from("n2")]);
-        assert!(plan(&nodes, &unit(8), 2, 0, &own(), None, &HashSet::new(), |_| true).is_none());
+        assert!(
+            plan(&nodes, &unit(8), 2, 0, &own(), Levels::default(), &HashSet::new(), |_| true)
+                .is_none()
+        );
     }
 
     #[test]
     fn a_free_node_needs_no_wait_and_a_node_holds_several_members() {
         let nodes = vec![gpu_node("n1", "a", &[("x", 1, 0, 1)]), gpu_node("n2", "a", &[])];
-        let p = plan(&nodes, &unit(4), 2, 0, &own(), None, &HashSet::new(), |_| true).unwrap();
+        let p = plan(&nodes, &unit(4), 2, 0, &own(), Levels::default(), &HashSet::new(), |_| true)
+            .unwrap();
         assert_eq!(p, Plan { nodes: vec![Arc::from("n2")], waits: vec![] });
     }
 
@@ -286,10 +335,42 @@ mod tests {
             gpu_node("b1", "b", &[("x", 2, 0, 1)]),
             gpu_node("b2", "b", &[("y", 2, 0, 1)]),
         ];
-        let p =
-            plan(&nodes, &unit(8), 2, 0, &own(), Some("rack"), &HashSet::new(), |_| true).unwrap();
+        let p = plan(
+            &nodes,
+            &unit(8),
+            2,
+            0,
+            &own(),
+            Levels::required(Some("rack")),
+            &HashSet::new(),
+            |_| true,
+        )
+        .unwrap();
         assert_eq!(p.nodes.len(), 2);
         assert!(p.nodes.iter().all(|n| n.starts_with('b')), "{p:?}");
+    }
+
+    #[test]
+    fn a_preferred_level_is_planned_in_one_domain_when_one_can_hold_the_group() {
+        // Across racks, a1 and b1 are free now; in one rack, a needs one
+        // pod to leave (a2) and b two (b2's).
+        let nodes = vec![
+            gpu_node("a1", "a", &[]),
+            gpu_node("a2", "a", &[("x", 1, 0, 1)]),
+            gpu_node("b1", "b", &[]),
+            gpu_node("b2", "b", &[("y", 1, 0, 1), ("z", 1, 0, 2)]),
+        ];
+        let anywhere =
+            plan(&nodes, &unit(8), 2, 0, &own(), Levels::default(), &HashSet::new(), |_| true);
+        assert_eq!(anywhere.unwrap().nodes, vec![Arc::from("a1"), Arc::from("b1")]);
+        let racks = [Arc::from("rack")];
+        let levels = Levels { required: None, preferred: &racks };
+        let p = plan(&nodes, &unit(8), 2, 0, &own(), levels, &HashSet::new(), |_| true).unwrap();
+        assert_eq!(p.nodes, vec![Arc::from("a1"), Arc::from("a2")]);
+        assert_eq!(p.waits.len(), 1);
+        // No rack can hold three: the plan falls back to the whole cluster.
+        let p = plan(&nodes, &unit(8), 3, 0, &own(), levels, &HashSet::new(), |_| true).unwrap();
+        assert_eq!(p.nodes.len(), 3, "{p:?}");
     }
 
     #[test]
@@ -300,10 +381,13 @@ mod tests {
             gpu_node("n3", "a", &[]),
         ];
         let previous: HashSet<Arc<str>> = [Arc::from("n2")].into();
-        let p = plan(&nodes, &unit(8), 1, 0, &own(), None, &previous, |_| true).unwrap();
+        let p =
+            plan(&nodes, &unit(8), 1, 0, &own(), Levels::default(), &previous, |_| true).unwrap();
         assert_eq!(p.nodes, vec![Arc::from("n2")]);
-        let p = plan(&nodes, &unit(8), 1, 0, &own(), None, &HashSet::new(), |n| n.name() != "n1")
-            .unwrap();
+        let p = plan(&nodes, &unit(8), 1, 0, &own(), Levels::default(), &HashSet::new(), |n| {
+            n.name() != "n1"
+        })
+        .unwrap();
         assert_eq!(p.nodes, vec![Arc::from("n3")]);
     }
 }

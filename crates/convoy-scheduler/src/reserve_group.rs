@@ -52,7 +52,10 @@ impl Scheduler {
                     needed,
                     priority,
                     key,
-                    spec.required_topology.as_deref(),
+                    convoy_gang::plan::Levels {
+                        required: spec.required_topology.as_deref(),
+                        preferred: &spec.preferred_topology,
+                    },
                     &previous,
                     |node| {
                         if allowed.as_ref().is_some_and(|a| !a.contains(node.name())) {
