@@ -246,11 +246,7 @@ impl DefaultPreemption {
                 return;
             }
             let node = potential[(offset + i) % n];
-            let mut copy = NodeInfo::clone(node);
-            let mut state = state.clone();
-            match select_victims_on_node(
-                &mut state, pod, &mut copy, &pdbs, &gangs, ctx.nodes, ctx.runner,
-            ) {
+            match select_victims_on_node(state, pod, node, &pdbs, &gangs, ctx.nodes, ctx.runner) {
                 Ok((victims, _)) if victims.is_empty() => {
                     let e = Status::error(format!(
                         "expected at least one victim pod on node {:?}",

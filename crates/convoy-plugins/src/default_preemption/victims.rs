@@ -101,6 +101,14 @@ impl Gangs {
         self.by_group.is_empty()
     }
 
+    /// The priority a pod is preempted at: its gang group's, or its own.
+    pub fn priority_of(&self, pod: &PodInfo) -> i32 {
+        match pod.group.as_ref().and_then(|k| self.by_group.get(k)) {
+            Some(v) => v.priority,
+            None => pod.priority,
+        }
+    }
+
     /// The unit a pod running on `node` is preempted with.
     pub fn unit_of(&self, pod: &Arc<PodInfo>, node: &Arc<str>) -> Victim {
         match pod.group.as_ref().and_then(|k| self.by_group.get(k)) {
@@ -184,8 +192,9 @@ pub fn split_units_by_pdb(
     (violating, non_violating)
 }
 
-/// Upstream `SelectVictimsOnNode`, on a copy of the node (`node`) and of
-/// the cycle state (`state`): removes every unit of lower priority with a
+/// Upstream `SelectVictimsOnNode`, on a copy of the node and of the cycle
+/// state (made only when the node has a pod of lower priority, so the many
+/// nodes of a busy cluster without one cost no copy): removes every unit of lower priority with a
 /// pod there (a gang's pods on other nodes only through the PreFilter
 /// extensions, with the snapshot's `nodes`, as upstream), checks the
 /// preemptor fits, then adds back as many units as still let it fit —
@@ -195,9 +204,9 @@ pub fn split_units_by_pdb(
 /// node preemption cannot help (UnschedulableAndUnresolvable
 /// [`NO_VICTIMS`], or the Filter status without the victims), or an Error.
 pub fn select_victims_on_node(
-    state: &mut CycleState,
+    state: &CycleState,
     pod: &PodInfo,
-    node: &mut NodeInfo,
+    node: &NodeInfo,
     pdbs: &Budgets,
     gangs: &Gangs,
     nodes: &dyn NodeInfoLister,
@@ -206,18 +215,23 @@ pub fn select_victims_on_node(
     let own = pod.group.as_ref();
     let mut potential: Vec<Victim> = Vec::new();
     for p in &node.pods {
-        if p.group.as_ref().is_some_and(|g| Some(g) == own) {
+        // Most pods on a node the dry run visits are not victims: their
+        // priority is checked before a unit is built for them.
+        if p.group.as_ref().is_some_and(|g| Some(g) == own) || gangs.priority_of(p) >= pod.priority
+        {
             continue;
         }
         let v = gangs.unit_of(p, node.name_arc());
         let dup = v.group.is_some() && potential.iter().any(|u| u.group == v.group);
-        if v.priority < pod.priority && !dup {
+        if !dup {
             potential.push(v);
         }
     }
     if potential.is_empty() {
         return Err(Status::unresolvable(NO_VICTIMS));
     }
+    let (mut state, mut node) = (state.clone(), node.clone());
+    let (state, node) = (&mut state, &mut node);
     let main = node.name_arc().clone();
     let remove = |state: &mut CycleState, node: &mut NodeInfo, v: &Victim| {
         for (p, at) in v.pods.iter().zip(&v.nodes) {
