@@ -372,8 +372,10 @@ pub fn terminating_by_preemption(pod: &Pod) -> bool {
 }
 
 /// The pods nominated to each node, in nomination order (looked up once
-/// per node a nominated-aware Filter pass visits: the fast hasher).
-pub type NominationsByNode = HashMap<Arc<str>, Vec<Arc<PodInfo>>, foldhash::fast::RandomState>;
+/// per node a nominated-aware Filter pass visits: the fast hasher). Each
+/// node's list is shared, so copying the map on write (while a cycle holds
+/// a view of it) copies reference counts, not the lists.
+pub type NominationsByNode = HashMap<Arc<str>, Arc<Vec<Arc<PodInfo>>>, foldhash::fast::RandomState>;
 
 /// The pods nominated to each node that a pod being scheduled must leave
 /// room for (those of equal or higher priority, not itself; upstream
@@ -400,12 +402,12 @@ impl NominatedPods {
     /// The pods nominated to `node` that the pod must leave room for, in
     /// nomination order.
     pub fn on_node<'a>(&'a self, node: &str) -> impl Iterator<Item = &'a Arc<PodInfo>> + 'a {
-        self.by_node.get(node).into_iter().flatten().filter(|p| self.counts(p))
+        self.by_node.get(node).into_iter().flat_map(|l| l.iter()).filter(|p| self.counts(p))
     }
 
     /// Whether the pod must leave room for no nominated pod on any node.
     pub fn is_empty(&self) -> bool {
-        !self.by_node.values().flatten().any(|p| self.counts(p))
+        !self.by_node.values().flat_map(|l| l.iter()).any(|p| self.counts(p))
     }
 
     fn counts(&self, p: &PodInfo) -> bool {

@@ -56,7 +56,7 @@ impl Inner {
         let by_node = Arc::make_mut(&mut self.by_node);
         let list = by_node.get_mut(&node)?;
         let i = list.iter().position(|p| *id(p) == *key)?;
-        let pod = list.remove(i);
+        let pod = Arc::make_mut(list).remove(i);
         if list.is_empty() {
             by_node.remove(&node);
         }
@@ -65,7 +65,7 @@ impl Inner {
 
     fn insert(&mut self, key: Arc<str>, node: Arc<str>, pod: Arc<PodInfo>) {
         self.node_of.insert(key, node.clone());
-        Arc::make_mut(&mut self.by_node).entry(node).or_default().push(pod);
+        Arc::make_mut(Arc::make_mut(&mut self.by_node).entry(node).or_default()).push(pod);
     }
 }
 
@@ -182,7 +182,7 @@ impl PodNominator for Nominator {
         if self.is_empty() {
             return Vec::new();
         }
-        self.inner.read().by_node.get(node).cloned().unwrap_or_default()
+        self.inner.read().by_node.get(node).map(|l| l.to_vec()).unwrap_or_default()
     }
 
     fn nominated_pods(&self, pod: &PodInfo) -> NominatedPods {
