@@ -99,6 +99,19 @@ pub fn domains(nodes: &[Arc<NodeInfo>], key: &str) -> Vec<Domain> {
     out
 }
 
+/// The preferred topology levels `keys`, narrowest first (the key with the
+/// most distinct values among `nodes`, then by name), each with its
+/// domains: the order in which a group is placed and a plan is made.
+pub fn narrowest_first<'k>(
+    nodes: &[Arc<NodeInfo>],
+    keys: &'k [Arc<str>],
+) -> Vec<(&'k Arc<str>, Vec<Domain>)> {
+    let mut levels: Vec<(&Arc<str>, Vec<Domain>)> =
+        keys.iter().map(|k| (k, domains(nodes, k))).collect();
+    levels.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(b.0)));
+    levels
+}
+
 /// The domains of the preferred topology levels `keys` to try a group in,
 /// among `nodes` (already restricted to the group's required domain, if
 /// any): the narrowest level first (the key with the most distinct values),
@@ -135,11 +148,8 @@ pub fn preferred_domains(
             share(a).total_cmp(&share(b))
         })
         .map(|(name, _)| name.to_string());
-    let mut levels: Vec<(&Arc<str>, Vec<Domain>)> =
-        keys.iter().map(|k| (k, domains(nodes, k))).collect();
-    levels.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then_with(|| a.0.cmp(b.0)));
     let mut out = Vec::new();
-    for (key, doms) in levels {
+    for (key, doms) in narrowest_first(nodes, keys) {
         let mut fitting: Vec<(i64, String)> = doms
             .into_iter()
             .filter_map(|(value, ns)| {

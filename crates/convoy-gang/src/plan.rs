@@ -220,16 +220,6 @@ pub fn plan(
             feasible(n).then_some((&**n, domain, o))
         })
         .collect();
-    // The narrowest preferred level first: the most distinct values.
-    let mut preferred: Vec<(usize, &str)> = levels
-        .preferred
-        .iter()
-        .map(|k| {
-            let values: HashSet<&str> = nodes.iter().filter_map(|n| n.label(k)).collect();
-            (values.len(), &**k)
-        })
-        .collect();
-    preferred.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
     let best = |key: Option<&str>| {
         let mut domains: BTreeMap<(Option<&str>, Option<&str>), Vec<&Offer>> = BTreeMap::new();
         for (n, required, o) in &offers {
@@ -248,7 +238,10 @@ pub fn plan(
             .min_by_key(|(plan, total)| (*total, plan.nodes.len()))
             .map(|(plan, _)| plan)
     };
-    preferred.iter().find_map(|(_, k)| best(Some(k))).or_else(|| best(None))
+    crate::group::narrowest_first(nodes, levels.preferred)
+        .into_iter()
+        .find_map(|(k, _)| best(Some(k)))
+        .or_else(|| best(None))
 }
 
 #[cfg(test)]
