@@ -101,17 +101,19 @@ impl Gangs {
         self.by_group.is_empty()
     }
 
+    /// The running gang `pod` belongs to, if any.
+    fn gang_of(&self, pod: &PodInfo) -> Option<&Victim> {
+        pod.group.as_ref().and_then(|k| self.by_group.get(k))
+    }
+
     /// The priority a pod is preempted at: its gang group's, or its own.
     pub fn priority_of(&self, pod: &PodInfo) -> i32 {
-        match pod.group.as_ref().and_then(|k| self.by_group.get(k)) {
-            Some(v) => v.priority,
-            None => pod.priority,
-        }
+        self.gang_of(pod).map_or(pod.priority, |v| v.priority)
     }
 
     /// The unit a pod running on `node` is preempted with.
     pub fn unit_of(&self, pod: &Arc<PodInfo>, node: &Arc<str>) -> Victim {
-        match pod.group.as_ref().and_then(|k| self.by_group.get(k)) {
+        match self.gang_of(pod) {
             Some(v) => v.clone(),
             None => Victim::pod(pod.clone(), node.clone()),
         }
@@ -194,8 +196,8 @@ pub fn split_units_by_pdb(
 
 /// Upstream `SelectVictimsOnNode`, on a copy of the node and of the cycle
 /// state (made only when the node has a pod of lower priority, so the many
-/// nodes of a busy cluster without one cost no copy): removes every unit of lower priority with a
-/// pod there (a gang's pods on other nodes only through the PreFilter
+/// nodes of a busy cluster without one cost no copy): removes every unit
+/// of lower priority with a pod there (a gang's pods on other nodes only through the PreFilter
 /// extensions, with the snapshot's `nodes`, as upstream), checks the
 /// preemptor fits, then adds back as many units as still let it fit —
 /// first those whose eviction would violate a PDB, then the others, most
