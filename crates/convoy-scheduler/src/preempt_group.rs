@@ -1,6 +1,10 @@
 //! A gang that does not fit preempts as one unit (upstream v1.37.2's
-//! `PodGroupPostFilter`, `framework/preemption/podgrouppreemption.go`,
-//! with the whole cluster as its domain):
+//! `PodGroupPostFilter`, `framework/preemption/podgrouppreemption.go`).
+//! Its domain is the whole cluster, or, for a group that requires a
+//! topology level, each domain of that level in turn (Convoy's addition:
+//! upstream's takes the whole cluster): steps 3 to 5 run in every domain
+//! with the units that have a pod there, and the domain whose answer
+//! evicts the fewest pods wins (see *Choosing among domains*).
 //!
 //! 1. **Eligibility**: the group (`spec.preemptionPolicy`) or a member
 //!    with `preemptionPolicy: Never` →
@@ -14,8 +18,10 @@
 //!    None → `No preemption victims found for incoming preemptor`.
 //! 3. **Dry run** on a copy of the snapshot: all of them removed, the
 //!    members placed one after another as the group cycle places them
-//!    (each one's Filter sees the earlier ones); fewer than the group needs
-//!    → nothing is preempted.
+//!    (each one's Filter sees the earlier ones), inside the domain, and
+//!    first inside one domain of each preferred level, narrowest first, as
+//!    the group cycle tries them; fewer than the group needs → nothing is
+//!    preempted.
 //! 4. **Reprieve**, most important unit first (those whose eviction would
 //!    violate a PodDisruptionBudget first): the unit is added back, and it
 //!    stays if every member still passes Filter on the node it was given,
@@ -34,23 +40,37 @@
 //!    priorities (upstream's `pickOneNodeForPreemption` order after its
 //!    PDB criterion), then the less important units; the first whose
 //!    removal lets the group place (the dry run's placement) wins, with
-//!    that placement. PDB-violating units are never traded for fewer
-//!    victims: when the reprieve had to evict one, its answer stands, as
-//!    does it when the search runs out of work (`SEARCH_WORK`).
+//!    that placement. With preferred levels, a subset that lets the group
+//!    land in one domain of a narrower level wins over one that ranks
+//!    before it among as many pods (the search goes on through that many
+//!    pods' subsets until one lands in the narrowest level's domain).
+//!    PDB-violating units are never traded for fewer victims: when the
+//!    reprieve had to evict one, its answer stands, as does it when the
+//!    search runs out of work (`SEARCH_WORK`).
 //! 6. The remaining units are the victims; each placed member is
 //!    nominated to its node.
 //!
-//! Cost: one group placement over the whole cluster plus, per candidate
+//! **Choosing among domains** (a required level): the answer with the
+//! fewest PodDisruptionBudget violations, then the fewest victim pods,
+//! then the narrowest preferred level the group lands in one domain of,
+//! then the ranking of step 5. So the fewest victims come before a
+//! preferred placement: a preference never costs a pod more.
+//!
+//! Cost: one group placement over the whole cluster (over each required
+//! domain: together the same nodes, plus one attempt per preferred domain
+//! that has the room) plus, per candidate
 //! unit, one Filter pass per member on its node and, when that fails, one
 //! more group placement; each step copies the
 //! node list (`Arc`s), and a node only when it changes. The search of step
 //! 5 adds at most `SEARCH_WORK` (2^18) Filter passes of one member on one
-//! node, a group placement costing members × nodes of them: exhaustive
+//! node across all domains, a group placement costing members × the
+//! domain's nodes of them: exhaustive
 //! when the cluster and the victims needed are small (thousands of
 //! placements of a 4-member gang on 5 nodes), a handful of placements on
 //! thousands of nodes, so the whole stays polynomial. It all runs only for a gang that does
 //! not fit.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use convoy_api::ObjectLister;
@@ -60,7 +80,8 @@ use convoy_api::{
     CycleState, GroupKey, NodeInfo, NodeList, PodGroup, PodInfo, PodNominator, QueuedPodInfo,
 };
 use convoy_framework::Framework;
-use convoy_gang::group::can_still_succeed;
+use convoy_gang::group::{can_still_succeed, domains, narrowest_first, preferred_domains};
+use convoy_plugins::default_preemption::Budgets;
 use convoy_plugins::default_preemption::victims::{
     Gangs, Victim, more_important_victim, split_units_by_pdb,
 };
@@ -149,17 +170,76 @@ impl Work {
 /// The work the search for fewer victims may spend, in Filter passes of
 /// one member on one node (a group placement costs members × nodes; listing
 /// one subset costs one): tens of milliseconds on a small cluster, a few
-/// group placements on a large one.
+/// group placements on a large one. One budget for all the domains.
 const SEARCH_WORK: usize = 1 << 18;
 
-/// The search for fewer victims: the group, the snapshot's nodes, and the
-/// work left.
+/// The group's dry runs: the group, the snapshot's nodes, and the work
+/// the search for fewer victims has left.
 struct Search<'a> {
     fwk: &'a Framework,
     members: &'a [QueuedPodInfo],
     needed: usize,
     nodes: &'a [Arc<NodeInfo>],
     work: usize,
+}
+
+/// Where a dry run places the group: one domain of its required level (the
+/// whole cluster without one), and inside it one domain of a preferred
+/// level first.
+struct Scope<'a> {
+    /// The required level's key and this domain's value.
+    required: Option<(&'a str, &'a str)>,
+    /// The domain's nodes by name (`None`: every node).
+    names: Option<HashSet<&'a str>>,
+    /// How many nodes the domain has (what a placement costs the search).
+    size: usize,
+    /// The preferred levels, narrowest first.
+    preferred: &'a [Arc<str>],
+}
+
+impl Scope<'_> {
+    /// Whether `n` is in the domain.
+    fn contains(&self, n: &NodeInfo) -> bool {
+        self.required.is_none_or(|(k, v)| n.label(k) == Some(v))
+    }
+
+    /// Whether the unit has a pod in the domain (only those can make room
+    /// there).
+    fn touches(&self, u: &Victim) -> bool {
+        self.names.as_ref().is_none_or(|names| u.nodes.iter().any(|n| names.contains(&**n)))
+    }
+
+    /// ` in KEY=VALUE`, for messages.
+    fn describe(&self) -> String {
+        self.required.map(|(k, v)| format!(" in {k}={v}")).unwrap_or_default()
+    }
+}
+
+/// A dry run's placement: each placed member and its node, and the
+/// preferred level one domain of which holds the group (its index,
+/// narrowest first; the number of levels when none does).
+#[derive(Clone)]
+struct Placed {
+    assignments: Assignments,
+    level: usize,
+}
+
+/// One domain's answer: the victims, the placement they make room for,
+/// and how many of them violate a PodDisruptionBudget.
+struct Choice {
+    victims: Vec<Victim>,
+    placed: Placed,
+    pdb_violations: usize,
+}
+
+impl Choice {
+    /// The order answers are chosen in (lowest first; see the module
+    /// docs, *Choosing among domains*).
+    fn cost(&self) -> (usize, usize, usize, (usize, i32, i64)) {
+        let all: Vec<usize> = (0..self.victims.len()).collect();
+        let pods = self.victims.iter().map(|v| v.pods.len()).sum();
+        (self.pdb_violations, pods, self.placed.level, rank(&self.victims, &all))
+    }
 }
 
 /// How a subset of `units` ranks among those with as many pods: fewer
@@ -325,6 +405,7 @@ impl Scheduler {
         if units.is_empty() {
             return GroupPostFilter::NotHelpful(NO_VICTIMS_FOR_GROUP.to_string());
         }
+        units.sort_by(more_important_victim);
 
         // The members' own nominations would count twice in the dry run
         // (nominated there and placed there): they are set anew below.
@@ -332,104 +413,233 @@ impl Scheduler {
             nominator.delete(pod);
         }
 
-        // 3) All of them gone: does the group fit?
-        let mut work = Work::new(&nodes);
-        for u in &units {
-            work.remove(u);
+        // The domains: each of the required level's, or the whole cluster.
+        let levels: Vec<Arc<str>> = narrowest_first(&nodes, &spec.preferred_topology)
+            .into_iter()
+            .map(|(k, _)| k.clone())
+            .collect();
+        let required = spec.required_topology.as_deref();
+        let by_value = required.map(|k| domains(&nodes, k)).unwrap_or_default();
+        let scopes: Vec<Scope<'_>> = match required {
+            Some(k) => by_value
+                .iter()
+                .map(|(v, ns)| Scope {
+                    required: Some((k, v.as_str())),
+                    names: Some(ns.iter().map(|n| n.name()).collect()),
+                    size: ns.len(),
+                    preferred: &levels,
+                })
+                .collect(),
+            None => {
+                vec![Scope { required: None, names: None, size: nodes.len(), preferred: &levels }]
+            }
+        };
+        if let (Some(k), true) = (required, scopes.is_empty()) {
+            return GroupPostFilter::NotHelpful(format!("no node has the label {k}"));
         }
-        let mut assignments = match self.place_dry(fwk, members, needed, &work, ls) {
-            Ok(a) => a,
-            Err(why) => return GroupPostFilter::NotHelpful(why),
+
+        // 3) and 4) in each domain.
+        let pdbs = self.objects.pod_disruption_budgets();
+        let mut search = Search { fwk, members, needed, nodes: &nodes, work: SEARCH_WORK };
+        let mut answers: Vec<(&Scope<'_>, Choice, Vec<Victim>)> = Vec::new();
+        let mut first_failure = None;
+        for scope in &scopes {
+            let here: Vec<Victim> = units.iter().filter(|u| scope.touches(u)).cloned().collect();
+            if here.is_empty() {
+                continue;
+            }
+            match self.reprieve(&search, &here, &pdbs, scope, ls) {
+                Ok((choice, without_pdb)) => answers.push((scope, choice, without_pdb)),
+                Err(why) => {
+                    first_failure.get_or_insert(why);
+                }
+            }
+        }
+        answers.sort_by_cached_key(|(_, c, _)| c.cost());
+        let searchable: Vec<(&Scope<'_>, Vec<Victim>)> = answers
+            .iter_mut()
+            .filter(|(_, c, _)| c.pdb_violations == 0)
+            .map(|(scope, _, without_pdb)| (*scope, std::mem::take(without_pdb)))
+            .collect();
+        let Some((_, mut best, _)) = answers.into_iter().next() else {
+            return GroupPostFilter::NotHelpful(
+                first_failure.unwrap_or_else(|| NO_VICTIMS_FOR_GROUP.to_string()),
+            );
         };
 
-        // 4) Reprieve the most important first.
-        units.sort_by(more_important_victim);
-        let pdbs = self.objects.pod_disruption_budgets();
-        let (violating, non_violating) = split_units_by_pdb(&units, &pdbs);
+        // 5) Fewer victims than the best answer, if the bounded search
+        // finds them (never at the price of a PDB violation), the best
+        // domain first.
+        if best.pdb_violations == 0 {
+            for (scope, units) in searchable {
+                let most = best.cost().1;
+                match self.fewest_victims(&mut search, &units, most, scope, ls) {
+                    Some(c) if c.cost() < best.cost() => best = c,
+                    _ if search.work == 0 => break,
+                    _ => {}
+                }
+            }
+        }
+        let Choice { mut victims, placed, pdb_violations } = best;
+        victims.sort_by(more_important_victim);
+        GroupPostFilter::Preempt {
+            nominations: placed.assignments,
+            victims: victims.into_iter().flat_map(|v| v.pods).collect(),
+            pdb_violations,
+        }
+    }
+
+    /// Steps 3 and 4 of the module docs in one domain: every unit of
+    /// `units` (most important first) removed, the group placed, then each
+    /// unit added back if the group still fits. The domain's answer, and
+    /// the units whose eviction violates no PodDisruptionBudget (what step
+    /// 5 may search).
+    fn reprieve(
+        &self,
+        s: &Search<'_>,
+        units: &[Victim],
+        pdbs: &Budgets,
+        scope: &Scope<'_>,
+        ls: &mut LoopState,
+    ) -> Result<(Choice, Vec<Victim>), String> {
+        let Search { fwk, members, needed, .. } = *s;
+        let mut work = Work::new(s.nodes);
+        for u in units {
+            work.remove(u);
+        }
+        let mut placed = self.place_dry(fwk, members, needed, &work, scope, ls)?;
+        let (violating, non_violating) = split_units_by_pdb(units, pdbs);
         let without_pdb = non_violating.clone();
         let mut victims: Vec<Victim> = Vec::new();
         let mut pdb_violations = 0;
         let candidates = violating.into_iter().chain(non_violating.into_iter().map(|u| (u, 0)));
         for (u, count) in candidates {
             work.add(&u);
-            if self.still_fits(fwk, &assignments, &work, ls) {
+            if self.still_fits(fwk, &placed.assignments, &work, ls) {
                 continue;
             }
             // Upstream stops here (the placement found without any victim
             // is kept); Convoy places the group once more around the
             // reprieved unit, so that it does not evict a gang that another
             // placement of the members spares.
-            if let Ok(other) = self.place_dry(fwk, members, needed, &work, ls) {
-                assignments = other;
+            if let Ok(other) = self.place_dry(fwk, members, needed, &work, scope, ls) {
+                placed = other;
                 continue;
             }
             work.remove(&u);
             pdb_violations += count;
             victims.push(u);
         }
-        // 5) Fewer victims than the reprieve left, if the bounded search
-        // finds them (never at the price of a PDB violation).
-        if pdb_violations == 0 {
-            let most = victims.iter().map(|v| v.pods.len()).sum();
-            let mut search = Search { fwk, members, needed, nodes: &nodes, work: SEARCH_WORK };
-            if let Some((fewer, placed)) = self.fewest_victims(&mut search, &without_pdb, most, ls)
-            {
-                victims = fewer;
-                assignments = placed;
-            }
-        }
-        victims.sort_by(more_important_victim);
-        GroupPostFilter::Preempt {
-            nominations: assignments,
-            victims: victims.into_iter().flat_map(|v| v.pods).collect(),
-            pdb_violations,
-        }
+        Ok((Choice { victims, placed, pdb_violations }, without_pdb))
     }
 
-    /// Step 5 of the module docs: the first subset of `units`, by fewest
-    /// pods (at most `most`) then [`rank`], whose removal lets the group
-    /// place; `None` when none is found before the search's work runs out.
+    /// Step 5 of the module docs in one domain: the first subset of
+    /// `units`, by fewest pods (at most `most`) then [`rank`], whose
+    /// removal lets the group place, preferring among as many pods one
+    /// that lets it land in a narrower preferred level's domain; `None`
+    /// when none is found before the search's work runs out.
     fn fewest_victims(
         &self,
         s: &mut Search<'_>,
         units: &[Victim],
         most: usize,
+        scope: &Scope<'_>,
         ls: &mut LoopState,
-    ) -> Option<(Vec<Victim>, Assignments)> {
+    ) -> Option<Choice> {
         // Least important first, so that of two subsets that rank the same
         // the one listed first (and kept) spares the more important units.
         let units: Vec<Victim> = units.iter().rev().cloned().collect();
         let units = &units[..];
-        let placement = (s.members.len() * s.nodes.len()).max(1);
+        let placement = (s.members.len() * scope.size).max(1);
         let base = Work::new(s.nodes);
         for pods in 1..=most {
             let mut subsets = subsets_with(units, pods, &mut s.work)?;
             subsets.sort_by_cached_key(|set| rank(units, set));
+            let mut found: Option<(Vec<usize>, Placed)> = None;
             for set in subsets {
-                s.work = s.work.checked_sub(placement)?;
+                let Some(left) = s.work.checked_sub(placement) else {
+                    s.work = 0;
+                    break;
+                };
+                s.work = left;
                 let mut work = base.clone();
                 for &i in &set {
                     work.remove(&units[i]);
                 }
-                if let Ok(placed) = self.place_dry(s.fwk, s.members, s.needed, &work, ls) {
-                    return Some((set.into_iter().map(|i| units[i].clone()).collect(), placed));
+                let Ok(placed) = self.place_dry(s.fwk, s.members, s.needed, &work, scope, ls)
+                else {
+                    continue;
+                };
+                if found.as_ref().is_none_or(|(_, f)| placed.level < f.level) {
+                    let narrowest = placed.level == 0;
+                    found = Some((set, placed));
+                    if narrowest {
+                        break;
+                    }
                 }
+            }
+            if let Some((set, placed)) = found {
+                let victims = set.into_iter().map(|i| units[i].clone()).collect();
+                return Some(Choice { victims, placed, pdb_violations: 0 });
+            }
+            if s.work == 0 {
+                return None;
             }
         }
         None
     }
 
     /// Places the members against `work` (the group cycle's order and
-    /// rules, nothing assumed); the placed members and their nodes when at
-    /// least `needed` fit.
+    /// rules, nothing assumed) inside the scope's domain: in one domain of
+    /// a preferred level first (narrowest level first, best fit within a
+    /// level, as the group cycle), then anywhere in the domain. The placed
+    /// members and their nodes when at least `needed` fit.
     fn place_dry(
         &self,
         fwk: &Framework,
         members: &[QueuedPodInfo],
         needed: usize,
         work: &Work,
+        scope: &Scope<'_>,
         ls: &mut LoopState,
-    ) -> Result<Assignments, String> {
+    ) -> Result<Placed, String> {
+        let base: Vec<(&str, &str)> = scope.required.into_iter().collect();
+        let levels = scope.preferred;
+        if !levels.is_empty() {
+            let in_domain: Vec<Arc<NodeInfo>> =
+                work.nodes.iter().filter(|n| scope.contains(n)).cloned().collect();
+            for (key, value) in preferred_domains(&in_domain, levels, members) {
+                let level = levels.iter().position(|k| *k == key).unwrap_or(levels.len());
+                let mut labels = base.clone();
+                labels.push((&key, &value));
+                if let Ok(assignments) = self.place_in(fwk, members, needed, work, &labels, ls) {
+                    return Ok(Placed { assignments, level });
+                }
+            }
+        }
+        match self.place_in(fwk, members, needed, work, &base, ls) {
+            Ok(assignments) => Ok(Placed { assignments, level: levels.len() }),
+            Err((placed, first_failure)) => Err(format!(
+                "{placed}/{needed} pods fit{} even after preempting every pod of lower priority{}{}",
+                scope.describe(),
+                if scope.required.is_some() { " there" } else { "" },
+                first_failure.map(|f| format!(": {f}")).unwrap_or_default()
+            )),
+        }
+    }
+
+    /// Places the members one after another on the nodes of `work` that
+    /// have every label `(key, value)` of `labels`; the placements when at
+    /// least `needed` fit, else how many fit and the first failure.
+    fn place_in(
+        &self,
+        fwk: &Framework,
+        members: &[QueuedPodInfo],
+        needed: usize,
+        work: &Work,
+        labels: &[(&str, &str)],
+        ls: &mut LoopState,
+    ) -> Result<Assignments, (usize, Option<String>)> {
         let mut work = work.clone();
         let mut placed: Assignments = Vec::new();
         let mut first_failure = None;
@@ -442,7 +652,18 @@ impl Scheduler {
             let mut state = CycleState::new();
             state.skip_post_filter = true;
             let pod = &m.pod_info;
-            let nodes = convoy_api::NodeInfoLister::list(&lister);
+            let all = convoy_api::NodeInfoLister::list(&lister);
+            let scoped: Vec<Arc<NodeInfo>>;
+            let nodes = if labels.is_empty() {
+                all
+            } else {
+                scoped = all
+                    .iter()
+                    .filter(|n| labels.iter().all(|(k, v)| n.label(k) == Some(*v)))
+                    .cloned()
+                    .collect();
+                &scoped
+            };
             match fwk.schedule_pod(&mut state, pod, &lister, nodes, &mut ls.next_start, &mut ls.rng)
             {
                 Ok(r) => {
@@ -456,14 +677,7 @@ impl Scheduler {
                 }
             }
         }
-        if placed.len() >= needed {
-            return Ok(placed);
-        }
-        Err(format!(
-            "{}/{needed} pods fit even after preempting every pod of lower priority{}",
-            placed.len(),
-            first_failure.map(|f| format!(": {f}")).unwrap_or_default()
-        ))
+        if placed.len() >= needed { Ok(placed) } else { Err((placed.len(), first_failure)) }
     }
 
     /// Whether every placed member still passes Filter on its node of

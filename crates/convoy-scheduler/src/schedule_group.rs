@@ -268,6 +268,7 @@ impl Scheduler {
         };
         let mut attempt = Attempt::default();
         let (mut plugins, mut pending) = (BTreeSet::new(), BTreeSet::new());
+        let mut preemptible = false;
         let required = spec.required_topology.clone();
         let scopes: Vec<Option<String>> = match &required {
             Some(topology) => {
@@ -322,6 +323,7 @@ impl Scheduler {
             ));
             plugins.extend(a.plugins.iter().copied());
             pending.extend(a.pending.iter().copied());
+            preemptible |= a.preemptible;
             remaining = self.undo(fwk, a);
             self.cache.update_snapshot(&mut ls.snapshot);
         }
@@ -339,6 +341,7 @@ impl Scheduler {
         }
         attempt.plugins.extend(plugins);
         attempt.pending.extend(pending);
+        attempt.preemptible |= preemptible;
         attempt
     }
 
@@ -414,12 +417,10 @@ impl Scheduler {
             self.gang.set_reservation(key, None);
         }
         let why = first_failure.unwrap_or_else(|| "members are not available".to_string());
-        // The group preempts as one unit (not for a Permit barrier, a
-        // required topology, or a failure of the group rules themselves).
-        let preemption = (fwk.has_post_filter_plugins()
-            && !barrier
-            && spec.required_topology.is_none()
-            && preemptible)
+        // The group preempts as one unit (not for a Permit barrier or a
+        // failure of the group rules themselves), inside one domain of its
+        // required level if it has one.
+        let preemption = (fwk.has_post_filter_plugins() && !barrier && preemptible)
             .then(|| self.preempt_group(fwk, key, spec, &members, needed));
         let message = if barrier {
             format!(

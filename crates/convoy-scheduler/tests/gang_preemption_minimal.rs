@@ -12,10 +12,21 @@
 //! nodes. Its minimum is the fewest victim pods, and among the subsets with
 //! that many, the fewest nodes with a victim.
 //!
+//! Topology scenarios label the nodes with blocks of two racks of two
+//! nodes; the gang requires one block (upstream's
+//! `schedulingConstraints.topology`, or `convoy.dev/required-topology` on
+//! scheduler-plugins' API) and prefers one rack
+//! (`convoy.dev/preferred-topology`). There the members must pack into
+//! one block's nodes, and the minimum is the fewest victim pods, then a
+//! subset that lets them pack into one rack if any of that size does, then
+//! the fewest nodes with a victim.
+//!
 //! Compared with what Convoy did on the embedded cluster:
 //! - every member is bound, and the victims are whole units whose removal
 //!   lets the members fit (checked with the same packing);
 //! - the number of victim pods equals the minimum;
+//! - with topology, the members landed in one block, and in one rack when
+//!   the minimum says a subset of that size allows it;
 //! - the number of nodes with a victim equals the fewest among the
 //!   subsets of the minimum size (the nodes the members land on are shown
 //!   on a failure but not compared: where the members go within the room
@@ -73,6 +84,18 @@ struct Scenario {
     /// The arriving gang: how many members, each of this many cores.
     members: usize,
     member_cpu: u32,
+    /// Whether the nodes are in blocks and racks and the gang requires one
+    /// block and prefers one rack.
+    topology: bool,
+}
+
+/// Node `n`'s rack (two nodes each) and block (two racks each).
+fn rack_of(n: usize) -> usize {
+    n / 2
+}
+
+fn block_of(n: usize) -> usize {
+    rack_of(n) / 2
 }
 
 impl Scenario {
@@ -89,9 +112,27 @@ impl Scenario {
         free
     }
 
-    /// Whether the members fit once `evicted` is gone.
+    /// Whether the members fit once `evicted` is gone (in one block, with
+    /// topology).
     fn fits(&self, evicted: u64) -> bool {
-        packs(&mut self.free(evicted), self.members, self.member_cpu, 0)
+        if self.topology { self.fits_in(evicted, block_of) } else { self.fits_in(evicted, |_| 0) }
+    }
+
+    /// Whether the members fit into the nodes of one domain of `domain`.
+    fn fits_in(&self, evicted: u64, domain: fn(usize) -> usize) -> bool {
+        let free = self.free(evicted);
+        let domains: BTreeSet<usize> = (0..free.len()).map(domain).collect();
+        domains.into_iter().any(|d| {
+            let mut here: Vec<u32> =
+                (0..free.len()).filter(|&n| domain(n) == d).map(|n| free[n]).collect();
+            packs(&mut here, self.members, self.member_cpu, 0)
+        })
+    }
+
+    /// 0 when the members fit into one rack once `evicted` is gone (or the
+    /// scenario has no topology), else 1: the preferred level missed.
+    fn level(&self, evicted: u64) -> usize {
+        usize::from(self.topology && !self.fits_in(evicted, rack_of))
     }
 
     fn pods(&self, evicted: u64) -> usize {
@@ -108,14 +149,14 @@ impl Scenario {
         self.units.iter().enumerate().filter(move |(i, _)| evicted & (1 << i) != 0).map(|(_, u)| u)
     }
 
-    /// The brute force: (fewest victim pods, fewest nodes with a victim
-    /// among those subsets), over every subset of units.
-    fn minimum(&self) -> (usize, usize) {
+    /// The brute force: (fewest victim pods, the preferred level missed
+    /// or not, fewest nodes with a victim), over every subset of units.
+    fn minimum(&self) -> (usize, usize, usize) {
         assert!(self.units.len() <= 20, "{}: too many units to brute force", self.name);
-        let mut best: Option<(usize, usize)> = None;
+        let mut best: Option<(usize, usize, usize)> = None;
         for evicted in 0..1u64 << self.units.len() {
             if self.fits(evicted) {
-                let cost = (self.pods(evicted), self.nodes_touched(evicted));
+                let cost = (self.pods(evicted), self.level(evicted), self.nodes_touched(evicted));
                 best = Some(best.map_or(cost, |b| b.min(cost)));
             }
         }
@@ -162,7 +203,16 @@ async fn run(s: &Scenario) -> Outcome {
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, cpu)| NodeBuilder::new(&node_name(i)).cpu(&cpu.to_string()).build())
+        .map(|(i, cpu)| {
+            let b = NodeBuilder::new(&node_name(i)).cpu(&cpu.to_string());
+            if s.topology {
+                b.label("block", &format!("b{}", block_of(i)))
+                    .label("rack", &format!("r{}", rack_of(i)))
+                    .build()
+            } else {
+                b.build()
+            }
+        })
         .collect();
     let (cluster, mut updates) = EmbeddedCluster::new(Objects { nodes, ..Default::default() });
     let clock = FakeClock::new();
@@ -197,7 +247,22 @@ async fn run(s: &Scenario) -> Outcome {
     }
     scheduler.run_until_idle(&mut updates, &clock).await;
 
-    cluster.apply_pod_group(&gang_pod_group(s.api, "high", s.members, HIGH)).unwrap();
+    let mut group = gang_pod_group(s.api, "high", s.members, HIGH);
+    if s.topology {
+        group["metadata"]["annotations"] =
+            serde_json::json!({"convoy.dev/preferred-topology": "rack"});
+        match s.api {
+            PodGroupApi::XK8s => {
+                group["metadata"]["annotations"]["convoy.dev/required-topology"] =
+                    serde_json::json!("block");
+            }
+            PodGroupApi::Upstream => {
+                group["spec"]["schedulingConstraints"] =
+                    serde_json::json!({"topology": [{"key": "block"}]});
+            }
+        }
+    }
+    cluster.apply_pod_group(&group).unwrap();
     for i in 0..s.members {
         let b = PodBuilder::new(&format!("high-{i}")).cpu(&s.member_cpu.to_string()).priority(HIGH);
         cluster.add_pod(b.member_of(s.api, "high").build()).unwrap();
@@ -242,13 +307,22 @@ fn check(s: &Scenario, o: &Outcome) -> Result<(), String> {
     if !s.fits(evicted) {
         return Err(format!("the members do not fit once {:?} are gone", o.evicted));
     }
-    let (pods, nodes) = s.minimum();
-    let got = (s.pods(evicted), s.nodes_touched(evicted));
-    if got != (pods, nodes) {
+    let on: Vec<usize> =
+        o.landed.values().map(|n| n.trim_start_matches('n').parse().unwrap()).collect();
+    let distinct =
+        |domain: fn(usize) -> usize| on.iter().map(|&n| domain(n)).collect::<BTreeSet<_>>().len();
+    if s.topology && distinct(block_of) != 1 {
+        return Err(format!("members in {} blocks: {:?}", distinct(block_of), o.landed));
+    }
+    let missed = usize::from(s.topology && distinct(rack_of) != 1);
+    let (pods, level, nodes) = s.minimum();
+    let got = (s.pods(evicted), missed, s.nodes_touched(evicted));
+    if got != (pods, level, nodes) {
         return Err(format!(
-            "{} victims on {} nodes, minimum {pods} on {nodes} (victims {:?}, members on {:?})",
+            "{} victims, {} racks missed, on {} nodes; minimum {pods}, {level}, {nodes} (victims {:?}, members on {:?})",
             got.0,
             got.1,
+            got.2,
             o.evicted,
             o.landed.values().collect::<Vec<_>>()
         ));
@@ -277,6 +351,7 @@ fn volcano_5984() -> Scenario {
         units,
         members: 2,
         member_cpu: 4,
+        topology: false,
     }
 }
 
@@ -299,16 +374,47 @@ fn volcano_5984_gang() -> Scenario {
         units,
         members: 2,
         member_cpu: 3,
+        topology: false,
     }
 }
 
-/// A random scenario: 3–5 nodes of 4, 6 or 8 cores; up to 3 lower-priority
-/// gangs of 2–3 pods and up to 6 single pods, each pod on a random node
-/// with room; a gang of 2–4 identical members that fits only after some
-/// preemption. `None` when the draw gives no such gang.
-fn random(seed: u64) -> Option<Scenario> {
+/// Two blocks: in b0 (racks r0 and r1) every node runs one 4-core pod, of
+/// priority 0 on n0 and n2 and 10 on n1 and n3; in b1 every node runs two
+/// 2-core pods. A gang of two 4-core members, required in one block and
+/// preferring one rack, needs two victims in b0 (four in b1); of the pairs,
+/// the one that ranks first by priority (n0 and n2) spans two racks, so
+/// the preference picks a pair in one rack, of priority 0 and 10.
+fn blocks_and_racks() -> Scenario {
+    let mut units = Vec::new();
+    for (n, priority) in [(0, 0), (1, 10), (2, 0), (3, 10)] {
+        units.push(Unit { name: format!("b0-{n}"), priority, pods: vec![(n, 4)], gang: false });
+    }
+    for n in 4..8 {
+        for i in 0..2 {
+            let name = format!("b1-{n}-{i}");
+            units.push(Unit { name, priority: 0, pods: vec![(n, 2)], gang: false });
+        }
+    }
+    Scenario {
+        name: "blocks-and-racks".into(),
+        api: PodGroupApi::Upstream,
+        nodes: vec![4; 8],
+        units,
+        members: 2,
+        member_cpu: 4,
+        topology: true,
+    }
+}
+
+/// A random scenario: 3–5 nodes of 4, 6 or 8 cores (4–6 in blocks and
+/// racks with `topology`); up to 3 lower-priority gangs of 2–3 pods and up
+/// to 6 single pods, each pod on a random node with room; a gang of 2–4
+/// identical members that fits only after some preemption. `None` when the
+/// draw gives no such gang.
+fn random(seed: u64, topology: bool) -> Option<Scenario> {
     let mut rng = TestRng(seed);
-    let nodes: Vec<u32> = (0..3 + rng.below(3)).map(|_| rng.pick(&[4, 6, 8])).collect();
+    let count = if topology { 4 } else { 3 } + rng.below(3);
+    let nodes: Vec<u32> = (0..count).map(|_| rng.pick(&[4, 6, 8])).collect();
     let mut free = nodes.clone();
     let mut units = Vec::new();
     let place = |rng: &mut TestRng, free: &mut Vec<u32>, cpu: u32| {
@@ -342,16 +448,19 @@ fn random(seed: u64) -> Option<Scenario> {
     let members = 2 + rng.below(3);
     let member_cpu = rng.pick(&[1, 2, 3, 4]);
     let api = if seed.is_multiple_of(2) { PodGroupApi::XK8s } else { PodGroupApi::Upstream };
-    let s = Scenario { name: format!("seed {seed}"), api, nodes, units, members, member_cpu };
+    let name = format!("{}seed {seed}", if topology { "topology " } else { "" });
+    let s = Scenario { name, api, nodes, units, members, member_cpu, topology };
     let all = (1u64 << s.units.len()) - 1;
     (!s.fits(0) && s.fits(all)).then_some(s)
 }
 
-/// The scenarios: the two Volcano #5984 shapes and the first 40 seeds that
-/// draw a gang needing preemption.
+/// The scenarios: the two Volcano #5984 shapes, the blocks-and-racks one,
+/// and the first 40 seeds that draw a gang needing preemption, without and
+/// with topology.
 fn scenarios() -> Vec<Scenario> {
-    let mut out = vec![volcano_5984(), volcano_5984_gang()];
-    out.extend((0..).filter_map(random).take(40));
+    let mut out = vec![volcano_5984(), volcano_5984_gang(), blocks_and_racks()];
+    out.extend((0..).filter_map(|seed| random(seed, false)).take(40));
+    out.extend((0..).filter_map(|seed| random(seed, true)).take(40));
     out
 }
 
@@ -379,8 +488,13 @@ async fn gang_preemption_evicts_the_minimum() {
 /// The brute force itself, on hand-checked cases.
 #[test]
 fn the_brute_force_counts_what_it_should() {
-    assert_eq!(volcano_5984().minimum(), (1, 1));
-    assert_eq!(volcano_5984_gang().minimum(), (2, 2));
+    assert_eq!(volcano_5984().minimum(), (1, 0, 1));
+    assert_eq!(volcano_5984_gang().minimum(), (2, 0, 2));
+    let s = blocks_and_racks();
+    assert_eq!(s.minimum(), (2, 0, 2), "two victims in one rack of b0");
+    assert!(!s.fits(0));
+    assert!(s.fits(0b0101) && s.level(0b0101) == 1, "n0 and n2: two racks");
+    assert!(s.fits(0b0011) && s.level(0b0011) == 0, "n0 and n1: one rack");
     let mut free = vec![3, 3, 2];
     assert!(packs(&mut free, 2, 3, 0));
     assert!(!packs(&mut free, 3, 3, 0));
