@@ -747,3 +747,87 @@ async fn high_priority_gang_preempts_a_whole_low_priority_gang() -> Result<()> {
     );
     Ok(())
 }
+
+/// Gang preemption inside a required topology domain against a real API
+/// server: two racks of two 4-CPU nodes, each node running one 3-CPU pod:
+/// in rack r1 of priority 0 (n1) and 50 (n2), in r2 of 0 (n3) and 10 (n4).
+/// A gang of two 3-CPU members of priority 1,000,000 requires one rack
+/// (`convoy.dev/required-topology`, on upstream's API). The two
+/// lowest-priority pods (n1, n3) would make room in two racks; within one
+/// rack, r2's pair (highest priority 10) goes rather than r1's (50): the
+/// gang binds on n3 and n4, and the pods of r1 stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gang_preempts_inside_one_domain_of_its_required_topology() -> Result<()> {
+    use k8s_openapi::api::scheduling::v1::PriorityClass;
+
+    let cp = ControlPlane::start().await?;
+    let ns = "gang-preempt-rack";
+    let pods = cp.namespace(ns).await?;
+    let rack_node = |name: &str, rack: &str| {
+        let mut n = pool_node(name, "a", "4");
+        n.metadata.labels.get_or_insert_default().insert("rack".into(), rack.into());
+        n
+    };
+    create_nodes(
+        &cp.client,
+        vec![
+            rack_node("n1", "r1"),
+            rack_node("n2", "r1"),
+            rack_node("n3", "r2"),
+            rack_node("n4", "r2"),
+        ],
+    )
+    .await?;
+    let classes = Api::<PriorityClass>::all(cp.client.clone());
+    for (name, value) in [("urgent", 1_000_000), ("p50", 50), ("p10", 10)] {
+        let class: PriorityClass =
+            serde_json::from_value(json!({"metadata": {"name": name}, "value": value}))?;
+        classes.create(&PostParams::default(), &class).await?;
+    }
+    let running: Vec<Pod> = [("n1", None), ("n2", Some("p50")), ("n3", None), ("n4", Some("p10"))]
+        .into_iter()
+        .map(|(node, class)| {
+            let mut p = pod(&format!("on-{node}"), CONVOY, "3", "100Mi");
+            let spec = p.spec.as_mut().expect("spec");
+            spec.node_name = Some(node.into());
+            spec.termination_grace_period_seconds = Some(0);
+            spec.priority_class_name = class.map(String::from);
+            p
+        })
+        .collect();
+    create_pods(&pods, running).await?;
+    let mut sched = Scheduler::start(&cp.env, "convoy", Lease::None)?;
+    sched.wait_ready(Duration::from_secs(30)).await?;
+
+    let group: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": UP.api_version(), "kind": "PodGroup",
+        "metadata": {"name": "high", "namespace": ns,
+                     "annotations": {"convoy.dev/required-topology": "rack"}},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "urgent"}
+    }))?;
+    groups(&cp, UP, ns).create(&PostParams::default(), &group).await?;
+    let high: Vec<Pod> = members(UP, "high", 2, "3", "a")
+        .into_iter()
+        .map(|mut p| {
+            p.spec.as_mut().expect("spec").priority_class_name = Some("urgent".into());
+            p
+        })
+        .collect();
+    create_pods(&pods, high).await?;
+    let names = ["high-0".to_string(), "high-1".to_string()];
+    let bound =
+        wait_bound(&pods, &names, Duration::from_secs(60)).await.with_context(|| sched.tail())?;
+    let nodes: std::collections::BTreeSet<_> =
+        names.iter().filter_map(|n| node_of(&bound[n])).collect();
+    ensure!(nodes == ["n3", "n4"].into(), "high gang on {nodes:?}");
+    let left: std::collections::BTreeSet<String> =
+        bound.keys().filter(|n| n.starts_with("on-")).cloned().collect();
+    ensure!(left == ["on-n1".to_string(), "on-n2".to_string()].into(), "pods left: {left:?}");
+    ensure!(
+        sched.count(&format!("pod group {ns}/high preempts 2 pod(s)")) == 1,
+        "one group preemption decision line: {}",
+        sched.tail()
+    );
+    check_invariant(&cp, ns, &[(UP, "high")]).await?;
+    Ok(())
+}
