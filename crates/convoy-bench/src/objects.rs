@@ -164,6 +164,7 @@ pub struct PodFactory {
     decoder: Decoder,
     checked: bool,
     claims: bool,
+    signature_batch: Option<usize>,
 }
 
 impl PodFactory {
@@ -182,12 +183,15 @@ impl PodFactory {
             decoder: Decoder::default(),
             checked: false,
             claims: step.volumes.is_some(),
+            signature_batch: step.signature_batch,
         }
     }
 
     /// Pod `index` (`.Index` of the template; `.Count` is the op's count),
     /// named with `serial` unless the template names it; its only volume
-    /// is the claim `pvc-<index>` when the op has volume templates.
+    /// is the claim `pvc-<index>` when the op has volume templates. A pod
+    /// from a template file gets upstream's label `signature:
+    /// signature-label-<index / signatureBatchSize>`.
     pub fn build(&mut self, index: usize, serial: u64) -> Result<Pod, String> {
         let err = |e: String| format!("pod template {} (index {index}): {e}", self.source);
         let mut v = self
@@ -196,6 +200,13 @@ impl PodFactory {
             .map_err(err)?;
         name_object(&mut v, "pod-", serial);
         v["metadata"]["namespace"] = json!(self.namespace);
+        if let Some(batch) = self.signature_batch {
+            let labels = &mut v["metadata"]["labels"];
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            labels["signature"] = json!(format!("signature-label-{}", index / batch));
+        }
         let mut pod: Pod = typed(v).map_err(err)?;
         let spec = pod.spec.get_or_insert_with(Default::default);
         if spec.scheduler_name.as_deref().is_none_or(str::is_empty) {
@@ -352,6 +363,7 @@ mod tests {
             skip_wait: false,
             steady: None,
             volumes: None,
+            signature_batch: None,
         };
         let mut serial = 10;
         let pods = build_pods(&step, "convoy-scheduler", &mut serial).unwrap();
@@ -376,8 +388,47 @@ mod tests {
             skip_wait: false,
             steady: None,
             volumes: None,
+            signature_batch: None,
         };
         let e = build_pods(&step, "s", &mut 0).unwrap_err();
         assert!(e.contains("t.yaml") && e.contains("spec.containers"), "{e}");
+    }
+
+    /// Upstream v1.37.2's `podTemplateWithParams`: pods from a template
+    /// file get `signature: signature-label-<index / signatureBatchSize>`
+    /// beside their own labels.
+    #[test]
+    fn template_pods_get_upstreams_signature_label() {
+        let step = PodsStep {
+            op_index: 0,
+            count: 5,
+            namespace: "ns".into(),
+            template: file(
+                "metadata:\n  labels: {app: a}\nspec:\n  containers: [{name: c, image: i}]\n",
+            ),
+            params: Env::new(),
+            collect_metrics: false,
+            skip_wait: false,
+            steady: None,
+            volumes: None,
+            signature_batch: Some(2),
+        };
+        let pods = build_pods(&step, "s", &mut 0).unwrap();
+        let label = |i: usize| {
+            let labels = pods[i].metadata.labels.as_ref().unwrap();
+            assert_eq!(labels["app"], "a");
+            labels["signature"].clone()
+        };
+        let got: Vec<String> = (0..5).map(label).collect();
+        assert_eq!(
+            got,
+            [
+                "signature-label-0",
+                "signature-label-0",
+                "signature-label-1",
+                "signature-label-1",
+                "signature-label-2"
+            ]
+        );
     }
 }

@@ -95,6 +95,10 @@ pub struct PodsStep {
     pub steady: Option<Duration>,
     /// Each pod's own claim and volume, bound to each other, when set.
     pub volumes: Option<VolumeTemplates>,
+    /// With a template file, how many consecutive pods share a
+    /// `signature` label (upstream's `signatureBatchSize`, at least 1);
+    /// `None` for the built-in pod, which upstream does not label.
+    pub signature_batch: Option<usize>,
 }
 
 /// A resolved `createAny` or `createPodGroups`: `count` objects from a
@@ -510,11 +514,18 @@ fn pods_step(
     for (k, v) in o.template_params.iter().flatten() {
         env.insert(k.clone(), params.template_value(v)?);
     }
+    let batch = match &o.signature_batch_size_param {
+        Some(p) => params.count(p)?,
+        None => o.signature_batch_size.unwrap_or(0).max(0) as usize,
+    };
+    let pod_template = template(o.pod_template_path.as_deref().or(default_template))?;
     Ok(PodsStep {
         op_index,
         count: n,
         namespace,
-        template: template(o.pod_template_path.as_deref().or(default_template))?,
+        signature_batch: matches!(pod_template, TemplateSource::File { .. })
+            .then_some(batch.max(1)),
+        template: pod_template,
         params: env,
         collect_metrics: o.collect_metrics,
         skip_wait: o.skip_wait_to_completion,

@@ -135,8 +135,12 @@ fn unknown_opcodes_and_fields_are_errors_naming_them() {
         ),
         ("{opcode: createNodes, count: 1, nodeCount: 3}", "unknown field `nodeCount`"),
         (
-            "{opcode: createPods, count: 1, signatureBatchSize: 10}",
-            "createPods.signatureBatchSize is an upstream field convoy-bench does not support yet",
+            "{opcode: createPods, count: 1, signatureBatchSize: -1}",
+            "signatureBatchSize must be >= 0",
+        ),
+        (
+            "{opcode: createPods, count: 1, signatureBatchSizeParam: size}",
+            "signatureBatchSizeParam must be a \"$param\" reference",
         ),
         ("{opcode: createNodes}", "createNodes: count or countParam is required"),
         ("{opcode: createNodes, countParam: initNodes}", "must be a \"$param\" reference"),

@@ -70,6 +70,7 @@ async fn namespaces_reach_the_cluster_with_their_labels() {
         skip_wait: true,
         steady: None,
         volumes: None,
+        signature_batch: None,
     };
     let plan = Plan {
         name: "T/w".into(),
