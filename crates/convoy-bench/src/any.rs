@@ -213,6 +213,74 @@ pub fn manifest_namespace(v: &Value) -> Result<Option<String>, String> {
     }))
 }
 
+/// What an API server keeps of node `new` when it replaces `old` (an
+/// update of the object, or of its `status` subresource): the object keeps
+/// its UID and, unless `status` is updated, its status (a node's status is
+/// written only through that subresource).
+pub fn updated_node(old: &Node, mut new: Node, subresources: &[String]) -> Result<Node, String> {
+    let name = new.metadata.name.clone().unwrap_or_default();
+    match subresources {
+        [] => {
+            new.metadata.uid.clone_from(&old.metadata.uid);
+            new.status.clone_from(&old.status);
+            Ok(new)
+        }
+        [s] if s == "status" => Ok(Node { status: new.status, ..old.clone() }),
+        _ => Err(format!(
+            "updateAny: node {name}: subresources {subresources:?} are not supported on the \
+             embedded target (status is)"
+        )),
+    }
+}
+
+/// What an API server keeps of pod `new` when it replaces `old`: an update
+/// of the object keeps its UID, status and priority, and may not move it
+/// to another node; `resize` takes only the containers' resources from
+/// `new`; `status` only its status.
+pub fn updated_pod(old: &Pod, mut new: Pod, subresources: &[String]) -> Result<Pod, String> {
+    let key = format!(
+        "{}/{}",
+        new.metadata.namespace.as_deref().unwrap_or_default(),
+        new.metadata.name.as_deref().unwrap_or_default()
+    );
+    match subresources {
+        [] => {
+            let node = |p: &Pod| p.spec.as_ref().and_then(|s| s.node_name.clone());
+            if node(old) != node(&new) {
+                return Err(format!("updateAny: pod {key}: spec.nodeName may not be changed"));
+            }
+            new.metadata.uid.clone_from(&old.metadata.uid);
+            new.status.clone_from(&old.status);
+            if let (Some(spec), Some(was)) = (new.spec.as_mut(), old.spec.as_ref())
+                && spec.priority.is_none()
+            {
+                spec.priority = was.priority;
+            }
+            Ok(new)
+        }
+        [s] if s == "resize" => {
+            let mut pod = old.clone();
+            let resources: std::collections::HashMap<String, _> = new
+                .spec
+                .into_iter()
+                .flat_map(|s| s.containers)
+                .map(|c| (c.name, c.resources))
+                .collect();
+            for c in pod.spec.iter_mut().flat_map(|s| s.containers.iter_mut()) {
+                if let Some(r) = resources.get(&c.name) {
+                    c.resources.clone_from(r);
+                }
+            }
+            Ok(pod)
+        }
+        [s] if s == "status" => Ok(Pod { status: new.status, ..old.clone() }),
+        _ => Err(format!(
+            "updateAny: pod {key}: subresources {subresources:?} are not supported on the \
+             embedded target (resize and status are)"
+        )),
+    }
+}
+
 /// Converts `v` for the embedded cluster: named (`generateName` or
 /// `default_prefix` plus `serial`), completed, and checked against its
 /// scope as upstream's `createAny` checks it (a namespace for a namespaced
@@ -329,6 +397,53 @@ pub fn parse_manifests(text: &str, source: &str) -> Result<Vec<Value>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `updateAny` on the embedded target writes what an API server keeps:
+    /// an update of a node keeps its status (only the status write after
+    /// it changes it); a pod keeps its UID, status and node, `resize` takes
+    /// only the containers' resources.
+    #[test]
+    fn updates_keep_what_an_api_server_keeps() {
+        let node = |cpu: &str, taint: &str| -> Node {
+            serde_json::from_value(json!({"metadata": {"name": "n", "uid": "u1"},
+                "spec": {"taints": [{"key": taint, "effect": "NoSchedule"}]},
+                "status": {"capacity": {"cpu": cpu}}}))
+            .unwrap()
+        };
+        let old = node("1", "a");
+        let mut new = node("4", "b");
+        new.metadata.uid = None;
+        let updated = updated_node(&old, new.clone(), &[]).unwrap();
+        assert_eq!(updated.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(updated.spec.as_ref().unwrap().taints.as_ref().unwrap()[0].key, "b");
+        assert_eq!(updated.status, old.status, "an update of the object keeps the status");
+        let status = updated_node(&updated, new, &["status".into()]).unwrap();
+        assert_eq!(status.status.unwrap().capacity.unwrap()["cpu"].0, "4");
+        assert_eq!(status.spec.unwrap().taints.unwrap()[0].key, "b");
+
+        let pod = |cpu: &str, node: Option<&str>| -> Pod {
+            serde_json::from_value(
+                json!({"metadata": {"name": "p", "namespace": "ns", "uid": "u2"},
+                "spec": {"nodeName": node, "tolerations": [],
+                         "containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+                "status": {"phase": "Running"}}),
+            )
+            .unwrap()
+        };
+        let old = pod("2", Some("n"));
+        let e = updated_pod(&old, pod("2", None), &[]).unwrap_err();
+        assert!(e.contains("spec.nodeName may not be changed"), "{e}");
+        let mut new = pod("1", Some("n"));
+        new.status = None;
+        new.spec.as_mut().unwrap().tolerations = None;
+        let resized = updated_pod(&old, new.clone(), &["resize".into()]).unwrap();
+        let requests = |p: &Pod| p.spec.as_ref().unwrap().containers[0].resources.clone();
+        assert_eq!(requests(&resized), requests(&new));
+        assert_eq!(resized.status, old.status);
+        assert_eq!(resized.spec.unwrap().tolerations, Some(vec![]), "only the resources change");
+        let e = updated_pod(&old, new, &["ephemeralcontainers".into()]).unwrap_err();
+        assert!(e.contains("not supported on the embedded target"), "{e}");
+    }
 
     #[test]
     fn embedded_objects_by_kind_and_scope() {

@@ -118,6 +118,18 @@ pub struct AnyStep {
     pub params: Env,
 }
 
+/// A resolved `updateAny`: `any.count` objects rendered from
+/// `any.template`, each replacing the object of its name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateStep {
+    /// The objects, as `createAny` renders them (no template params).
+    pub any: AnyStep,
+    /// Updates per second (0: all at once).
+    pub per_second: u32,
+    /// Subresources updated instead of the object (empty: the object).
+    pub subresources: Vec<String>,
+}
+
 /// A resolved `createNamespaces`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NamespacesStep {
@@ -185,6 +197,8 @@ pub enum Step {
     CreateAny(AnyStep),
     /// `createPodGroups`: like `createAny`, for PodGroups only.
     CreatePodGroups(AnyStep),
+    /// `updateAny`.
+    UpdateAny(UpdateStep),
     /// `churn`: starts a background task that runs until the workload ends.
     Churn(ChurnStep),
     /// `barrier`.
@@ -392,6 +406,20 @@ pub fn plan(config: &Config, tc: &TestCase, workload: &Workload) -> Result<Plan,
                 namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
                 template: template(Some(&o.template_path)).map_err(at)?,
                 params: template_params(&mut params, &o.template_params).map_err(at)?,
+            }),
+            Op::UpdateAny(o) => Step::UpdateAny(UpdateStep {
+                any: AnyStep {
+                    op_index: i,
+                    count: match &o.count_param {
+                        Some(p) => params.count(p).map_err(at)?,
+                        None => o.count.unwrap_or(1).max(0) as usize,
+                    },
+                    namespace: Some(o.namespace.clone()).filter(|n| !n.is_empty()),
+                    template: template(Some(&o.template_path)).map_err(at)?,
+                    params: Env::new(),
+                },
+                per_second: u32::try_from(o.update_per_second).unwrap_or(u32::MAX),
+                subresources: o.subresources.clone(),
             }),
             Op::CreatePodGroups(o) => Step::CreatePodGroups(AnyStep {
                 op_index: i,

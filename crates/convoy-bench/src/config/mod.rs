@@ -20,7 +20,7 @@ pub use ops::{
     CreatePodSetsOp, CreatePodsOp, CsiVolumeNodeResources, DeletePodsOp, LabelNodePrepareStrategy,
     NestedCreatePodsOp, NodeAllocatableStrategy, Op, START_SCHEDULER, SUPPORTED_OPCODES, SleepOp,
     Stage, StartCollectingMetricsOp, StartSchedulerOp, StopCollectingMetricsOp,
-    UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy,
+    UNSUPPORTED_OPCODES, UniqueNodeLabelStrategy, UpdateAnyOp,
 };
 pub use params::{Params, check_count, format_duration, parse_duration};
 

@@ -14,12 +14,13 @@ use serde_json::Value;
 use super::params::{check_count, check_param};
 
 /// The opcodes convoy-bench runs.
-pub const SUPPORTED_OPCODES: [&str; 15] = [
+pub const SUPPORTED_OPCODES: [&str; 16] = [
     "createNodes",
     "createNamespaces",
     "createPods",
     "createPodSets",
     "createAny",
+    "updateAny",
     "createPodGroups",
     "churn",
     "barrier",
@@ -36,10 +37,9 @@ pub const SUPPORTED_OPCODES: [&str; 15] = [
 pub const START_SCHEDULER: &str = "startScheduler";
 
 /// Upstream opcodes convoy-bench does not run yet.
-pub const UNSUPPORTED_OPCODES: [&str; 9] = [
+pub const UNSUPPORTED_OPCODES: [&str; 8] = [
     "createResourceClaims",
     "createResourceDriver",
-    "updateAny",
     "waitForPodGroups",
     "createCompositePodGroups",
     "startCollectingProfile",
@@ -61,6 +61,8 @@ pub enum Op {
     CreatePodSets(CreatePodSetsOp),
     /// `createAny`.
     CreateAny(CreateAnyOp),
+    /// `updateAny`.
+    UpdateAny(UpdateAnyOp),
     /// `createPodGroups`.
     CreatePodGroups(CreatePodGroupsOp),
     /// `churn`.
@@ -272,6 +274,31 @@ pub struct CreateAnyOp {
     pub template_params: Option<BTreeMap<String, Value>>,
 }
 
+/// `updateAny` (upstream `update.go`): `count` objects rendered from a
+/// template (`.Index`, `.Count`), each replacing the object of its name
+/// (an update, not a patch), or only the named subresources of it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpdateAnyOp {
+    /// Namespace of namespaced objects; must be empty for cluster-scoped
+    /// ones.
+    #[serde(default)]
+    pub namespace: String,
+    /// The object's template (required).
+    #[serde(default)]
+    pub template_path: String,
+    /// Number of objects (default 1).
+    pub count: Option<i64>,
+    /// `$param` giving the number (it wins over the literal, as upstream).
+    pub count_param: Option<String>,
+    /// Objects updated per second (0, the default: all at once).
+    #[serde(default)]
+    pub update_per_second: i64,
+    /// Subresources to update instead of the object (`status`, `resize`).
+    #[serde(default)]
+    pub subresources: Vec<String>,
+}
+
 /// `createPodGroups`: `count` `scheduling.k8s.io/v1beta1` PodGroups.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -444,6 +471,7 @@ impl Op {
             "createPods" => Op::CreatePods(decode(v).map_err(ctx)?),
             "createPodSets" => Op::CreatePodSets(decode(v).map_err(ctx)?),
             "createAny" => Op::CreateAny(decode(v).map_err(ctx)?),
+            "updateAny" => Op::UpdateAny(decode(v).map_err(ctx)?),
             "createPodGroups" => Op::CreatePodGroups(decode(v).map_err(ctx)?),
             "churn" => Op::Churn(decode(v).map_err(ctx)?),
             "barrier" => Op::Barrier(decode(v).map_err(ctx)?),
@@ -478,6 +506,7 @@ impl Op {
             Op::CreatePods(_) => "createPods",
             Op::CreatePodSets(_) => "createPodSets",
             Op::CreateAny(_) => "createAny",
+            Op::UpdateAny(_) => "updateAny",
             Op::CreatePodGroups(_) => "createPodGroups",
             Op::Churn(_) => "churn",
             Op::Barrier(_) => "barrier",
@@ -528,6 +557,21 @@ impl Op {
                 }
                 if o.template_path.is_empty() {
                     return Err(format!("{op}.templatePath is required"));
+                }
+                Ok(())
+            }
+            Op::UpdateAny(o) => {
+                if o.count.is_some() || o.count_param.is_some() {
+                    count(o.count, &o.count_param)?;
+                }
+                if o.template_path.is_empty() {
+                    return Err(format!("{op}.templatePath is required"));
+                }
+                if o.update_per_second < 0 {
+                    return Err(format!(
+                        "{op}.updatePerSecond must be >= 0, got {}",
+                        o.update_per_second
+                    ));
                 }
                 Ok(())
             }

@@ -130,8 +130,13 @@ fn unknown_opcodes_and_fields_are_errors_naming_them() {
     let cases = [
         ("{opcode: frobnicate}", "unknown opcode \"frobnicate\""),
         (
-            "{opcode: updateAny, templatePath: x.yaml}",
-            "opcode \"updateAny\" is an upstream opcode convoy-bench does not support yet",
+            "{opcode: waitForPodGroups}",
+            "opcode \"waitForPodGroups\" is an upstream opcode convoy-bench does not support yet",
+        ),
+        ("{opcode: updateAny}", "updateAny.templatePath is required"),
+        (
+            "{opcode: updateAny, templatePath: x.yaml, updatePerSecond: -1}",
+            "updateAny.updatePerSecond must be >= 0, got -1",
         ),
         ("{opcode: createNodes, count: 1, nodeCount: 3}", "unknown field `nodeCount`"),
         (

@@ -37,7 +37,7 @@ use crate::measure::Window;
 use crate::measure::evictions::Evictions;
 use crate::measure::throughput::SampleInterval;
 use crate::objects::{PodFactory, build_nodes, build_pods, literal_object, render_objects};
-use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step};
+use crate::plan::{AnyStep, ChurnStep, Plan, PodsStep, Step, UpdateStep};
 use crate::progress::Progress;
 use crate::volumes::PodVolumes;
 pub(crate) use target::Target;
@@ -216,6 +216,7 @@ impl<T: Target> Runner<'_, T> {
             Step::CreatePods(s) => self.create_pods(s).await?,
             Step::CreateAny(s) => self.create_any(s, false).await?,
             Step::CreatePodGroups(s) => self.create_any(s, true).await?,
+            Step::UpdateAny(s) => self.update_any(s).await?,
             Step::Churn(s) => self.churn(s).await?,
             Step::Barrier { namespaces, selector, stage: Stage::Scheduled } => {
                 self.wait_scheduled(namespaces, selector).await?;
@@ -348,6 +349,28 @@ impl<T: Target> Runner<'_, T> {
             .create_objects(objects, s.namespace.as_deref(), &prefix, &mut self.serial)
             .await?;
         self.remember(pods);
+        Ok(())
+    }
+
+    /// `updateAny`: each object replaces the object of its name (or its
+    /// subresources), `per_second` a second as upstream's ticker paces them
+    /// (the first after one interval), or all at once.
+    async fn update_any(&mut self, s: &UpdateStep) -> Result<(), String> {
+        let objects = render_objects(&s.any)?;
+        let mut ticker = (s.per_second > 0).then(|| {
+            let mut t = tokio::time::interval(Duration::from_secs(1) / s.per_second);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        if let Some(t) = ticker.as_mut() {
+            t.tick().await;
+        }
+        for v in objects {
+            if let Some(t) = ticker.as_mut() {
+                t.tick().await;
+            }
+            self.target.update_object(v, s.any.namespace.as_deref(), &s.subresources).await?;
+        }
         Ok(())
     }
 

@@ -105,6 +105,16 @@ pub(crate) trait Target {
         prefix: &str,
         serial: &mut u64,
     ) -> Result<Vec<(String, Created)>, String>;
+    /// `updateAny`: `object` (named) replaces the object of its name in
+    /// `namespace` (`None` for cluster-scoped kinds), as an update (not a
+    /// patch) does on an API server; with `subresources`, only those
+    /// (`status`, `resize`) are updated.
+    async fn update_object(
+        &mut self,
+        object: Value,
+        namespace: Option<&str>,
+        subresources: &[String],
+    ) -> Result<(), String>;
     /// What `churn` creates from `templates` in `namespace` (which exists).
     async fn churner(
         &mut self,

@@ -162,6 +162,44 @@ impl Dynamic {
         }
     }
 
+    /// `updateAny`, as upstream's `update.go`: replaces the object `v`
+    /// names (an update; no resourceVersion, so unconditional), or with
+    /// `subresources` each of those (`resize`, ...) with the same body, then
+    /// its `status` with the same body.
+    pub(crate) async fn update(
+        &self,
+        v: &Value,
+        namespace: Option<&str>,
+        subresources: &[String],
+    ) -> Result<(), String> {
+        let kind = self.kind_of(v).await?;
+        let namespace = Self::namespace_of(&kind, v, Placement::Strict(namespace))?;
+        let mut obj: DynamicObject =
+            serde_json::from_value(v.clone()).map_err(|e| format!("decoding the object: {e}"))?;
+        obj.metadata.namespace = namespace.map(str::to_string);
+        let kind_name = &kind.resource.kind;
+        let name =
+            obj.metadata.name.clone().ok_or_else(|| {
+                format!("updating a {kind_name}: the object has no metadata.name")
+            })?;
+        let api = self.api(&kind, namespace);
+        let params = PostParams::default();
+        if subresources.is_empty() {
+            api.replace(&name, &params, &obj)
+                .await
+                .map_err(|e| format!("updating {kind_name} {name}: {e}"))?;
+        }
+        for sub in subresources {
+            api.replace_subresource(sub, &name, &params, &obj)
+                .await
+                .map_err(|e| format!("updating {kind_name} {name}/{sub}: {e}"))?;
+        }
+        api.replace_status(&name, &params, &obj)
+            .await
+            .map_err(|e| format!("updating {kind_name} {name}/status: {e}"))?;
+        Ok(())
+    }
+
     /// Applies a `--prepare` manifest: a CRD is created (or found) and
     /// waited for until `Established`; anything else is created in its own
     /// namespace.

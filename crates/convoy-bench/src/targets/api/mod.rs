@@ -368,6 +368,18 @@ impl Target for ApiServer<'_> {
         Ok(created.into_iter().flatten().collect())
     }
 
+    /// Any kind, through the dynamic API; a pod that names no scheduler
+    /// names the one under test, as when it was created.
+    async fn update_object(
+        &mut self,
+        mut object: Value,
+        namespace: Option<&str>,
+        subresources: &[String],
+    ) -> Result<(), String> {
+        complete(&mut object, self.scheduler_name());
+        self.dynamic.update(&object, namespace, subresources).await
+    }
+
     /// Any kind, through the dynamic API.
     async fn churner(
         &mut self,

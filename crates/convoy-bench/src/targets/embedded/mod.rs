@@ -42,6 +42,9 @@ use crate::volumes::ClaimAndVolume;
 use churn::EmbeddedChurner;
 use gpu::EmbeddedGpu;
 
+/// The status subresource, which `updateAny` writes after the object.
+const STATUS: &str = "status";
+
 /// How a run on the embedded target behaves.
 #[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
@@ -393,6 +396,48 @@ impl Target for Embedded {
             pods.extend(self.create_object(v, namespace, prefix, serial)?);
         }
         Ok(pods)
+    }
+
+    /// Nodes and pods, as upstream's `update.go` writes them to an API
+    /// server: the object (or its `subresources`), then its status, two
+    /// updates (see [`crate::any::updated_node`] and
+    /// [`crate::any::updated_pod`]).
+    async fn update_object(
+        &mut self,
+        object: Value,
+        namespace: Option<&str>,
+        subresources: &[String],
+    ) -> Result<(), String> {
+        if object["metadata"]["name"].as_str().is_none_or(str::is_empty) {
+            return Err("updateAny: the object has no metadata.name".into());
+        }
+        let e = |e: convoy_embedded::ClusterError| e.to_string();
+        match embedded_object(object, namespace, &self.scheduler_name, "", 0)? {
+            EmbeddedObject::Node(new) => {
+                let name = new.metadata.name.clone().unwrap_or_default();
+                let old =
+                    self.cluster.node(&name).ok_or_else(|| format!("node {name} not found"))?;
+                let node = crate::any::updated_node(&old, (*new).clone(), subresources)?;
+                let node = self.cluster.update_node(node).map_err(e)?;
+                let node = crate::any::updated_node(&node, *new, &[STATUS.into()])?;
+                self.cluster.update_node(node).map(drop).map_err(e)
+            }
+            EmbeddedObject::Pod(new) => {
+                let ns = new.metadata.namespace.clone().unwrap_or_default();
+                let name = new.metadata.name.clone().unwrap_or_default();
+                let old = self
+                    .cluster
+                    .pod(&ns, &name)
+                    .ok_or_else(|| format!("pod {ns}/{name} not found"))?;
+                let pod = crate::any::updated_pod(&old, (*new).clone(), subresources)?;
+                let pod = self.cluster.update_pod(pod).map_err(e)?;
+                let pod = crate::any::updated_pod(&pod, *new, &[STATUS.into()])?;
+                self.cluster.update_pod(pod).map(drop).map_err(e)
+            }
+            _ => Err("updateAny: only Nodes and Pods are updated on the embedded target; run \
+                      against an API server with --kubeconfig"
+                .into()),
+        }
     }
 
     /// Nodes, pods and the kinds of [`ClusterObject`]; not PodGroups or
