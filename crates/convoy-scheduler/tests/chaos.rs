@@ -79,8 +79,10 @@ async fn network_faults_and_an_api_server_restart_mid_burst() -> Result<()> {
         anyhow::Ok(took)
     };
     let (created, restart) = tokio::join!(chaos.create_pods("p", 0..100, 6.0, "100m"), faults);
-    created?;
+    // The restart first: when it fails, pods cannot be created either, and
+    // its error (with the server's log) is the one that says why.
     let restart = restart?;
+    created?;
     let began = Instant::now();
     chaos.assert_all_bound(Duration::from_secs(90)).await?;
     chaos.assert_no_violations()?;

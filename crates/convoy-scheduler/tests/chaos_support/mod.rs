@@ -546,14 +546,21 @@ fn config_yaml(lease: &str) -> String {
     )
 }
 
-/// Creates an object (a pod, a PodGroup), retrying for up to 60 s while the
-/// API server is away; a conflict means an earlier attempt succeeded but
-/// its answer was lost.
+/// How long [`create_retrying`] keeps trying: longer than a restart of the
+/// API server may take on a loaded machine (testenv waits up to 120 s for
+/// it to be ready, after stopping the old one), so that a slow restart
+/// fails as the restart, with its log, not as a pod that could not be
+/// created.
+const CREATE_RETRY_FOR: Duration = Duration::from_secs(180);
+
+/// Creates an object (a pod, a PodGroup), retrying for up to
+/// [`CREATE_RETRY_FOR`] while the API server is away; a conflict means an
+/// earlier attempt succeeded but its answer was lost.
 pub async fn create_retrying<K>(api: &Api<K>, obj: K) -> Result<()>
 where
     K: Clone + std::fmt::Debug + serde::Serialize + serde::de::DeserializeOwned,
 {
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + CREATE_RETRY_FOR;
     loop {
         match api.create(&PostParams::default(), &obj).await {
             Ok(_) => return Ok(()),
