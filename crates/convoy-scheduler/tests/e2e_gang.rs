@@ -98,6 +98,22 @@ fn members(api: PodGroupApi, group: &str, n: usize, cpu: &str, pool: &str) -> Ve
     (0..n).map(|i| member(api, group, &format!("{group}-{i}"), cpu, pool)).collect()
 }
 
+/// [`members`] of PriorityClass `class`.
+fn members_in_class(
+    api: PodGroupApi,
+    group: &str,
+    n: usize,
+    cpu: &str,
+    pool: &str,
+    class: &str,
+) -> Vec<Pod> {
+    let mut pods = members(api, group, n, cpu, pool);
+    for p in &mut pods {
+        p.spec.as_mut().expect("spec").priority_class_name = Some(class.into());
+    }
+    pods
+}
+
 /// A node of `pool`.
 fn pool_node(name: &str, pool: &str, cpu: &str) -> Node {
     let mut n = node(name, cpu, "8Gi", "110");
@@ -705,14 +721,7 @@ async fn high_priority_gang_preempts_a_whole_low_priority_gang() -> Result<()> {
     check_invariant(&cp, ns, &[(UP, "low")]).await?;
 
     create_group_in_class(&cp, UP, ns, "high", 2, Some("urgent")).await?;
-    let high: Vec<Pod> = members(UP, "high", 2, "3", "a")
-        .into_iter()
-        .map(|mut p| {
-            p.spec.as_mut().expect("spec").priority_class_name = Some("urgent".into());
-            p
-        })
-        .collect();
-    create_pods(&pods, high).await?;
+    create_pods(&pods, members_in_class(UP, "high", 2, "3", "a", "urgent")).await?;
     let names = ["high-0".to_string(), "high-1".to_string()];
     let bound =
         wait_bound(&pods, &names, Duration::from_secs(60)).await.with_context(|| sched.tail())?;
@@ -806,14 +815,7 @@ async fn gang_preempts_inside_one_domain_of_its_required_topology() -> Result<()
         "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "priorityClassName": "urgent"}
     }))?;
     groups(&cp, UP, ns).create(&PostParams::default(), &group).await?;
-    let high: Vec<Pod> = members(UP, "high", 2, "3", "a")
-        .into_iter()
-        .map(|mut p| {
-            p.spec.as_mut().expect("spec").priority_class_name = Some("urgent".into());
-            p
-        })
-        .collect();
-    create_pods(&pods, high).await?;
+    create_pods(&pods, members_in_class(UP, "high", 2, "3", "a", "urgent")).await?;
     let names = ["high-0".to_string(), "high-1".to_string()];
     let bound =
         wait_bound(&pods, &names, Duration::from_secs(60)).await.with_context(|| sched.tail())?;
