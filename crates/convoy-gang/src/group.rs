@@ -82,6 +82,12 @@ pub fn could_fit_empty_cluster(
     fits(&total, &capacity)
 }
 
+/// Whether node `n` has every label `(key, value)` of `labels` (the nodes
+/// of a topology domain, or of a domain inside one).
+pub fn has_labels(n: &NodeInfo, labels: &[(&str, &str)]) -> bool {
+    labels.iter().all(|(k, v)| n.label(k) == Some(*v))
+}
+
 /// A topology domain: a label value and its nodes.
 pub type Domain = (String, Vec<Arc<NodeInfo>>);
 

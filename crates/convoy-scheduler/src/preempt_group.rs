@@ -80,7 +80,9 @@ use convoy_api::{
     CycleState, GroupKey, NodeInfo, NodeList, PodGroup, PodInfo, PodNominator, QueuedPodInfo,
 };
 use convoy_framework::Framework;
-use convoy_gang::group::{can_still_succeed, domains, narrowest_first, preferred_domains};
+use convoy_gang::group::{
+    can_still_succeed, domains, has_labels, narrowest_first, preferred_domains,
+};
 use convoy_plugins::default_preemption::Budgets;
 use convoy_plugins::default_preemption::victims::{
     Gangs, Victim, more_important_victim, split_units_by_pdb,
@@ -657,11 +659,7 @@ impl Scheduler {
             let nodes = if labels.is_empty() {
                 all
             } else {
-                scoped = all
-                    .iter()
-                    .filter(|n| labels.iter().all(|(k, v)| n.label(k) == Some(*v)))
-                    .cloned()
-                    .collect();
+                scoped = all.iter().filter(|n| has_labels(n, labels)).cloned().collect();
                 &scoped
             };
             match fwk.schedule_pod(&mut state, pod, &lister, nodes, &mut ls.next_start, &mut ls.rng)

@@ -33,8 +33,8 @@ use convoy_api::{Code, CycleState, GroupKey, NodeInfo, PodGroup, PodInfo, Queued
 use convoy_framework::{Framework, ScheduleError, ScheduleResult};
 use convoy_gang::GroupStatus;
 use convoy_gang::group::{
-    can_still_succeed, could_fit_empty_cluster, domains, min_resources_available, placement_order,
-    preferred_domains,
+    can_still_succeed, could_fit_empty_cluster, domains, has_labels, min_resources_available,
+    placement_order, preferred_domains,
 };
 use convoy_queue::Failure;
 use rand::Rng;
@@ -285,13 +285,8 @@ impl Scheduler {
                 _ => Vec::new(),
             };
             if !spec.preferred_topology.is_empty() {
-                let in_base: Vec<Arc<NodeInfo>> = ls
-                    .snapshot
-                    .nodes()
-                    .iter()
-                    .filter(|n| base.iter().all(|(k, v)| n.label(k) == Some(*v)))
-                    .cloned()
-                    .collect();
+                let in_base: Vec<Arc<NodeInfo>> =
+                    ls.snapshot.nodes().iter().filter(|n| has_labels(n, &base)).cloned().collect();
                 let preferred = preferred_domains(&in_base, &spec.preferred_topology, &remaining);
                 for (key, v) in &preferred {
                     let mut scope = base.clone();
@@ -535,13 +530,8 @@ impl Scheduler {
             let nodes = if scope.is_empty() {
                 ls.snapshot.nodes()
             } else {
-                scoped = ls
-                    .snapshot
-                    .nodes()
-                    .iter()
-                    .filter(|n| scope.iter().all(|(k, v)| n.label(k) == Some(*v)))
-                    .cloned()
-                    .collect();
+                scoped =
+                    ls.snapshot.nodes().iter().filter(|n| has_labels(n, scope)).cloned().collect();
                 &scoped
             };
             let r = fwk.schedule_pod(
