@@ -9,6 +9,19 @@ use std::time::{Duration, Instant};
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// Now.
     fn now(&self) -> Instant;
+
+    /// Now on the wall clock, in nanoseconds since the Unix epoch: for
+    /// comparing with the times objects carry (`status.startTime`).
+    fn wall(&self) -> i128 {
+        wall_now()
+    }
+}
+
+/// The system's wall clock, in nanoseconds since the Unix epoch.
+fn wall_now() -> i128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128)
 }
 
 /// The real monotonic clock.
@@ -21,10 +34,13 @@ impl Clock for RealClock {
     }
 }
 
-/// A clock that only moves when told to (tests, simulations).
+/// A clock that only moves when told to (tests, simulations). Its wall
+/// clock starts at the real one and moves with it.
 #[derive(Debug, Clone)]
 pub struct FakeClock {
     now: Arc<Mutex<Instant>>,
+    start: Instant,
+    start_wall: i128,
 }
 
 impl Default for FakeClock {
@@ -36,7 +52,8 @@ impl Default for FakeClock {
 impl FakeClock {
     /// A fake clock starting at the real now.
     pub fn new() -> Self {
-        Self { now: Arc::new(Mutex::new(Instant::now())) }
+        let start = Instant::now();
+        Self { now: Arc::new(Mutex::new(start)), start, start_wall: wall_now() }
     }
 
     /// Moves time forward.
@@ -48,5 +65,9 @@ impl FakeClock {
 impl Clock for FakeClock {
     fn now(&self) -> Instant {
         *self.now.lock().expect("clock lock")
+    }
+
+    fn wall(&self) -> i128 {
+        self.start_wall + (self.now() - self.start).as_nanos() as i128
     }
 }

@@ -268,6 +268,24 @@ impl PodInfo {
         self.start_time().map_or(i128::MAX, |t| t.0.as_nanosecond())
     }
 
+    /// The latest time the pod can still hold its node by what it declares,
+    /// in nanoseconds since the epoch: `status.startTime` +
+    /// `spec.activeDeadlineSeconds` (the kubelet fails the pod then), or
+    /// `metadata.deletionTimestamp` when it is being deleted (the time the
+    /// API server gave it to be gone), whichever is earlier. `None` when it
+    /// declares neither bound (it has not started, or sets no deadline, and
+    /// is not being deleted): it may run for ever.
+    pub fn declared_end(&self) -> Option<i128> {
+        let deadline = self.spec().active_deadline_seconds.zip(self.start_time()).map(|(d, t)| {
+            t.0.as_nanosecond().saturating_add(i128::from(d).saturating_mul(1_000_000_000))
+        });
+        let deleted = self.pod.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_nanosecond());
+        match (deadline, deleted) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// Whether the pod has `spec.schedulingGates`.
     pub fn is_gated(&self) -> bool {
         self.spec().scheduling_gates.as_ref().is_some_and(|g| !g.is_empty())

@@ -284,6 +284,11 @@ impl PodBuilder {
             .expect("a valid time");
         self.with_status(|s| s.start_time = Some(Time(t)))
     }
+    /// `spec.activeDeadlineSeconds`.
+    pub fn active_deadline(mut self, seconds: i64) -> Self {
+        self.spec().active_deadline_seconds = Some(seconds);
+        self
+    }
     /// Being deleted after a preemption: `metadata.deletionTimestamp` and
     /// `DisruptionTarget=True`, reason `PreemptionByScheduler`.
     pub fn terminating_by_preemption(mut self) -> Self {

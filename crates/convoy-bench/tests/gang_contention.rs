@@ -40,7 +40,13 @@ fn gang_contention_config_plans_as_a_queue() {
             .unwrap_or_else(|| panic!("{name}: a createGpuJobs step"));
         assert_eq!(step.backlog, Some(Duration::from_millis(500)), "{name}");
         assert!(plans[name].feature_gates["GenericWorkload"], "{name}");
+        assert!(!step.declare_lifetimes, "{name}");
     }
+    let deadlines = plans["GangStarvationDeadlines/16Nodes"].steps.iter().find_map(|s| match s {
+        Step::CreateGpuJobs(j) => Some(j),
+        _ => None,
+    });
+    assert!(deadlines.unwrap().declare_lifetimes);
 }
 
 /// Runs the `integration-test` workload of `test_case` on the embedded
@@ -78,6 +84,11 @@ fn run_small(test_case: &str) -> Vec<convoy_bench::dataitems::DataItem> {
 #[test]
 fn small_starvation_workload_places_every_gang_whole() {
     run_small("GangStarvation");
+}
+
+#[test]
+fn small_starvation_workload_with_declared_lifetimes_places_every_gang_whole() {
+    run_small("GangStarvationDeadlines");
 }
 
 #[test]

@@ -28,6 +28,12 @@ pub struct GangSchedulingArgs {
     /// ... for at most this long (default 300 s).
     #[serde(default = "default_max_hold")]
     pub starvation_max_hold_seconds: u64,
+    /// Backfill on held nodes: a pod of lower or equal priority may use a
+    /// node held for a starving gang if its `activeDeadlineSeconds`, plus
+    /// this allowance for its start, ends before every pod the gang waits
+    /// for there must be gone by its own deadline (default 2 s).
+    #[serde(default = "default_backfill_start")]
+    pub starvation_backfill_start_seconds: u64,
     /// scheduler-plugins' `podGroupBackoffSeconds`: accepted; Convoy's group
     /// backoff is the pods' exponential backoff plus jitter.
     #[serde(default)]
@@ -49,6 +55,9 @@ fn default_threshold() -> u64 {
 }
 fn default_max_hold() -> u64 {
     300
+}
+fn default_backfill_start() -> u64 {
+    2
 }
 
 impl Default for GangSchedulingArgs {
@@ -86,6 +95,7 @@ impl GangSchedulingArgs {
         StarvationPolicy {
             threshold: Duration::from_secs(self.starvation_threshold_seconds),
             max_hold: Duration::from_secs(self.starvation_max_hold_seconds),
+            backfill_start: Duration::from_secs(self.starvation_backfill_start_seconds),
         }
     }
 

@@ -7,7 +7,9 @@
 //! leave them; while the gang starves, only those nodes are held (no other
 //! pod of its priority or lower may take them) and the rest of the cluster
 //! keeps scheduling (backfill). Pods of higher priority are not held back
-//! and are not waited for.
+//! and are not waited for. The plan also tells by when the pods it waits
+//! for are gone by what they declare ([`Plan::ready_by`]): pods that end
+//! before that may use the held nodes meanwhile.
 //!
 //! The plan is pure arithmetic on the snapshot's resources (what each
 //! member needs against what each node would have free), with the
@@ -42,6 +44,23 @@ pub struct Plan {
     pub nodes: Vec<Arc<str>>,
     /// The pods on them the gang waits for.
     pub waits: Vec<PodKey>,
+    /// Each one's [`PodInfo::declared_end`], in the same order.
+    pub ends: Vec<Option<i128>>,
+}
+
+impl Plan {
+    /// By when every pod waited for, except those in `except`, is gone by
+    /// what it declares (nanoseconds since the epoch; the earliest time
+    /// when none is left); `None` when one of them declares no end. A pod
+    /// whose own declared end comes earlier can use the held nodes
+    /// meanwhile without delaying the gang.
+    pub fn ready_by(&self, except: &HashSet<PodKey>) -> Option<i128> {
+        self.waits
+            .iter()
+            .zip(&self.ends)
+            .filter(|(key, _)| !except.contains(*key))
+            .try_fold(i128::MIN, |latest, (_, end)| end.map(|e| latest.max(e)))
+    }
 }
 
 /// One node's offer: how many members it can hold once its pods of the
@@ -162,10 +181,13 @@ fn choose(offers: &[&Offer], count: usize, previous: &HashSet<Arc<str>>) -> Opti
         }
         chosen
     };
-    let mut plan = Plan { nodes: Vec::new(), waits: Vec::new() };
+    let mut plan = Plan { nodes: Vec::new(), waits: Vec::new(), ends: Vec::new() };
     for (o, k) in chosen {
         plan.nodes.push(o.name.clone());
-        plan.waits.extend(o.leavers[..o.needed[k - 1]].iter().map(|p| p.key.clone()));
+        for p in &o.leavers[..o.needed[k - 1]] {
+            plan.waits.push(p.key.clone());
+            plan.ends.push(p.declared_end());
+        }
     }
     let total = plan.waits.len();
     Some((plan, total))
@@ -297,6 +319,45 @@ mod tests {
     }
 
     #[test]
+    fn ready_by_is_the_latest_declared_end_of_the_pods_waited_for() {
+        let node = |name: &str, pods: Vec<PodBuilder>| {
+            let mut info = NodeBuilder::new(name).cpu("8").info();
+            for p in pods {
+                info.add_pod(p.node(name).cpu("4").info());
+            }
+            Arc::new(info)
+        };
+        let cpu = |n| Resource { milli_cpu: n, allowed_pods: 1, ..Default::default() };
+        let second = 1_000_000_000i128;
+        let epoch = 1_767_225_600 * second;
+        // n1: deadlines ending at 30 s and 25 s; n2: one with none.
+        let nodes = [
+            node(
+                "n1",
+                vec![
+                    PodBuilder::new("a").started(10).active_deadline(20),
+                    PodBuilder::new("b").started(5).active_deadline(20),
+                ],
+            ),
+            node("n2", vec![PodBuilder::new("c").started(1), PodBuilder::new("d").started(2)]),
+        ];
+        let one = |nodes: &[Arc<NodeInfo>]| {
+            plan(nodes, &cpu(8000), 1, 0, &own(), Levels::default(), &HashSet::new(), |_| true)
+                .unwrap()
+        };
+        let none = HashSet::new();
+        let p = one(&nodes[..1]);
+        assert_eq!(p.ready_by(&none), Some(epoch + 30 * second));
+        let a = PodBuilder::new("a").info().key.clone();
+        assert_eq!(p.ready_by(&[a].into()), Some(epoch + 25 * second), "without a");
+        assert_eq!(one(&nodes[1..]).ready_by(&none), None, "c and d may run for ever");
+        // A pod being deleted is gone by its deletionTimestamp.
+        let gone = PodBuilder::new("e").started(1).terminating_by_preemption();
+        let p = one(&[node("n3", vec![gone])]);
+        assert_eq!(p.ready_by(&none), Some(epoch));
+    }
+
+    #[test]
     fn higher_priority_pods_are_not_waited_for() {
         let nodes = vec![
             gpu_node("n1", "a", &[("important", 8, 100, 1)]),
@@ -316,7 +377,7 @@ mod tests {
         let nodes = vec![gpu_node("n1", "a", &[("x", 1, 0, 1)]), gpu_node("n2", "a", &[])];
         let p = plan(&nodes, &unit(4), 2, 0, &own(), Levels::default(), &HashSet::new(), |_| true)
             .unwrap();
-        assert_eq!(p, Plan { nodes: vec![Arc::from("n2")], waits: vec![] });
+        assert_eq!(p, Plan { nodes: vec![Arc::from("n2")], waits: vec![], ends: vec![] });
     }
 
     #[test]

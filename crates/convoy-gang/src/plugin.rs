@@ -11,8 +11,13 @@
 //!   group's failed attempts) are held: pods of lower or equal priority
 //!   outside it are rejected there (`UnschedulableAndUnresolvable`) and
 //!   scheduled elsewhere as usual (backfill), so room accumulates on those
-//!   nodes only. The pods turned away are remembered and activated by the
-//!   scheduler when the group is placed or the guard lets go.
+//!   nodes only. A pod whose `activeDeadlineSeconds` ends before the pods
+//!   the plan waits for must be gone by their own declared ends may still
+//!   use the held nodes (backfill on held nodes). The pods turned away are
+//!   remembered and activated by the scheduler when the group is placed or
+//!   the guard lets go.
+//! - **Reserve** adds a pod backfilled onto a held node to the pods the
+//!   group waits for (Unreserve takes it out again).
 //! - **Permit** is the barrier for members that arrive over time: a member
 //!   of a group with fewer than `minMember` pods placed waits (holding its
 //!   node) up to `scheduleTimeoutSeconds` or `permitWaitingTimeSeconds`;
@@ -178,11 +183,29 @@ impl PreEnqueuePlugin for GangScheduling {
 }
 
 /// The nodes held for a starving group this cycle, written by PreFilter
-/// for Filter.
+/// for Filter and Reserve.
 #[derive(Debug, Clone)]
 struct Held {
     group: convoy_api::GroupKey,
     nodes: Arc<HashSet<Arc<str>>>,
+    /// Whether this pod may still use the held nodes (backfill): it
+    /// declares a deadline that ends before the pods the group waits for
+    /// there must be gone.
+    backfills: bool,
+}
+
+/// Whether `pod` ends, by its own `activeDeadlineSeconds` counted from
+/// `now` plus `start` (its time to start), no later than `ready_by` (see
+/// [`crate::plan::Plan::ready_by`]; `None`: some pod waited for declares no
+/// end, so nothing can be sure to be gone first).
+fn ends_before(pod: &PodInfo, now: i128, start: Duration, ready_by: Option<i128>) -> bool {
+    let (Some(deadline), Some(ready_by)) = (pod.spec().active_deadline_seconds, ready_by) else {
+        return false;
+    };
+    let end = now
+        .saturating_add(i128::from(deadline).saturating_mul(1_000_000_000))
+        .saturating_add(start.as_nanos() as i128);
+    end <= ready_by
 }
 
 impl PreFilterPlugin for GangScheduling {
@@ -200,14 +223,18 @@ impl PreFilterPlugin for GangScheduling {
         if let Some(refusal) = self.unserved(pod) {
             return (None, Status::unresolvable(refusal));
         }
-        let Some((s, nodes)) = self.state.reservation_in_force(self.clock.now()) else {
+        let Some((s, hold)) = self.state.reservation_in_force(self.clock.now()) else {
             return (None, Status::skip());
         };
         if pod.group.as_ref() == Some(&s.key) || pod.priority > s.priority {
             return (None, Status::skip());
         }
-        self.state.hold(&pod.key);
-        state.write(Held { group: s.key, nodes });
+        let start = self.state.policy().backfill_start;
+        let backfills = ends_before(pod, self.clock.wall(), start, hold.ready_by);
+        if !backfills {
+            self.state.hold(&pod.key);
+        }
+        state.write(Held { group: s.key, nodes: hold.nodes, backfills });
         (None, Status::success())
     }
 }
@@ -215,25 +242,36 @@ impl PreFilterPlugin for GangScheduling {
 impl FilterPlugin for GangScheduling {
     /// UnschedulableAndUnresolvable on a node held for the starving group
     /// (preempting there would not help: the room is the group's).
+    /// A pod that ends before the group can land there (backfill) passes.
     fn filter(&self, state: &CycleState, _pod: &PodInfo, node: &NodeInfo) -> Status {
         match state.read::<Held>() {
-            Some(held) if held.nodes.contains(node.name()) => Status::unresolvable(format!(
-                "node(s) were reserved for starving pod group {} (starvation guard)",
-                held.group
-            )),
+            Some(held) if !held.backfills && held.nodes.contains(node.name()) => {
+                Status::unresolvable(format!(
+                    "node(s) were reserved for starving pod group {} (starvation guard)",
+                    held.group
+                ))
+            }
             _ => Status::success(),
         }
     }
 }
 
 impl ReservePlugin for GangScheduling {
-    fn reserve(&self, _state: &mut CycleState, _pod: &PodInfo, _node: &str) -> Status {
+    /// A pod backfilled onto a held node joins the pods the group waits
+    /// for.
+    fn reserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) -> Status {
+        if let Some(held) = state.read::<Held>().filter(|h| h.nodes.contains(node)) {
+            self.state.backfilled(&held.group, &pod.key);
+        }
         Status::success()
     }
 
-    /// Rejects every sibling waiting at Permit: the group is not placed
-    /// partly.
-    fn unreserve(&self, _state: &mut CycleState, pod: &PodInfo, _node: &str) {
+    /// Forgets a backfilled pod; rejects every sibling waiting at Permit:
+    /// the group is not placed partly.
+    fn unreserve(&self, state: &mut CycleState, pod: &PodInfo, node: &str) {
+        if let Some(held) = state.read::<Held>().filter(|h| h.nodes.contains(node)) {
+            self.state.backfill_undone(&held.group, &pod.key);
+        }
         let Some(key) = &pod.group else { return };
         for uid in self.waiting_siblings(key, pod) {
             let msg = format!("pod group {key}: member {} failed", pod.key);

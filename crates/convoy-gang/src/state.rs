@@ -179,11 +179,20 @@ pub struct StarvationPolicy {
     /// For at most this long (then the guard lets go, so a group that can
     /// never fit does not stop the cluster).
     pub max_hold: Duration,
+    /// Backfill: a pod of lower or equal priority may still use a held
+    /// node if its `activeDeadlineSeconds`, plus this allowance for its
+    /// start, ends before every pod the plan waits for must be gone
+    /// ([`crate::plan::Plan::ready_by`]).
+    pub backfill_start: Duration,
 }
 
 impl Default for StarvationPolicy {
     fn default() -> Self {
-        Self { threshold: Duration::from_secs(5), max_hold: Duration::from_secs(300) }
+        Self {
+            threshold: Duration::from_secs(5),
+            max_hold: Duration::from_secs(300),
+            backfill_start: Duration::from_secs(2),
+        }
     }
 }
 
@@ -215,8 +224,28 @@ pub struct Reservation {
     /// may take them while the group starves.
     pub nodes: Arc<HashSet<Arc<str>>>,
     /// The pods on them the group waits for; when the last leaves, the
-    /// group is tried at once.
+    /// group is tried at once. Pods let onto the held nodes (backfill)
+    /// join them.
     pub waits: HashSet<PodKey>,
+    /// By when the pods waited for, other than the backfilled ones, are
+    /// gone by what they declare ([`crate::plan::Plan::ready_by`]): what
+    /// backfill is measured against. Backfilled pods do not count, so one
+    /// that started late (and may end after it) does not let the next ones
+    /// in later still, which could hold the group off for ever.
+    pub ready_by: Option<i128>,
+    /// The pods let onto these nodes by backfill, kept while the plan
+    /// keeps its nodes.
+    pub backfilled: HashSet<PodKey>,
+}
+
+/// The hold in force: the starving group's nodes, and by when the pods it
+/// waits for there are gone by what they declare.
+#[derive(Debug, Clone)]
+pub struct Hold {
+    /// The nodes held.
+    pub nodes: Arc<HashSet<Arc<str>>>,
+    /// [`crate::plan::Plan::ready_by`].
+    pub ready_by: Option<i128>,
 }
 
 impl GangState {
@@ -241,12 +270,18 @@ impl GangState {
         let mut r = self.reservations.lock();
         match plan {
             Some(plan) => {
+                let nodes: HashSet<Arc<str>> = plan.nodes.iter().cloned().collect();
+                let waits: HashSet<PodKey> = plan.waits.iter().cloned().collect();
+                let backfilled: HashSet<PodKey> = match r.get(group) {
+                    Some(old) if *old.nodes == nodes => {
+                        old.backfilled.iter().filter(|p| waits.contains(*p)).cloned().collect()
+                    }
+                    _ => HashSet::new(),
+                };
+                let ready_by = plan.ready_by(&backfilled);
                 r.insert(
                     group.clone(),
-                    Reservation {
-                        nodes: Arc::new(plan.nodes.into_iter().collect()),
-                        waits: plan.waits.into_iter().collect(),
-                    },
+                    Reservation { nodes: Arc::new(nodes), waits, ready_by, backfilled },
                 );
             }
             None => {
@@ -262,10 +297,32 @@ impl GangState {
 
     /// The reservation in force now: the starving group's plan, if it has
     /// one, with the group's priority and wait.
-    pub fn reservation_in_force(&self, now: Instant) -> Option<(Starving, Arc<HashSet<Arc<str>>>)> {
+    pub fn reservation_in_force(&self, now: Instant) -> Option<(Starving, Hold)> {
         let s = self.starving(now)?;
-        let nodes = self.reservations.lock().get(&s.key)?.nodes.clone();
-        Some((s, nodes))
+        let hold = self
+            .reservations
+            .lock()
+            .get(&s.key)
+            .map(|r| Hold { nodes: r.nodes.clone(), ready_by: r.ready_by })?;
+        Some((s, hold))
+    }
+
+    /// A pod was let onto a node held for `group` (backfill): the group
+    /// waits for it too, so that its leaving, if it is the last, tries the
+    /// group at once.
+    pub fn backfilled(&self, group: &GroupKey, pod: &PodKey) {
+        if let Some(r) = self.reservations.lock().get_mut(group) {
+            r.waits.insert(pod.clone());
+            r.backfilled.insert(pod.clone());
+        }
+    }
+
+    /// A backfilled pod's placement was undone (Unreserve).
+    pub fn backfill_undone(&self, group: &GroupKey, pod: &PodKey) {
+        if let Some(r) = self.reservations.lock().get_mut(group) {
+            r.waits.remove(pod);
+            r.backfilled.remove(pod);
+        }
     }
 
     /// A pod left (deleted or finished): the groups whose plans waited for
@@ -274,6 +331,7 @@ impl GangState {
         let mut r = self.reservations.lock();
         r.iter_mut()
             .filter_map(|(group, r)| {
+                r.backfilled.remove(pod);
                 (r.waits.remove(pod) && r.waits.is_empty()).then(|| group.clone())
             })
             .collect()

@@ -6,8 +6,8 @@ use std::time::Duration;
 use convoy_api::PodInfo;
 use convoy_api::testing::PodBuilder;
 use convoy_api::{
-    Clock, Code, CycleState, FakeClock, FilterPlugin, PermitPlugin, PodGroup, PreEnqueuePlugin,
-    PreFilterPlugin, ReservePlugin, WaitingPods,
+    Clock, Code, CycleState, FakeClock, FilterPlugin, PermitPlugin, PodGroup, PodKey,
+    PreEnqueuePlugin, PreFilterPlugin, ReservePlugin, WaitingPods,
 };
 use serde_json::json;
 
@@ -138,6 +138,7 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     state.set_policy(StarvationPolicy {
         threshold: Duration::from_secs(10),
         max_hold: Duration::from_secs(60),
+        ..Default::default()
     });
     let clock = FakeClock::new();
     let waiting = Arc::new(Waiting::default());
@@ -160,7 +161,7 @@ fn starvation_guard_holds_lower_priority_pods_only() {
         p.filter(&cs, pod, &info)
     };
     // A plan holding n1, before the threshold: nothing is held.
-    let plan = crate::plan::Plan { nodes: vec![Arc::from("n1")], waits: vec![] };
+    let plan = crate::plan::Plan { nodes: vec![Arc::from("n1")], waits: vec![], ends: vec![] };
     state.set_reservation(&key, Some(plan));
     assert!(run(&low, "n1").is_skip(), "held before the threshold");
     // After it, lower or equal priority pods are kept off n1 only.
@@ -182,6 +183,84 @@ fn starvation_guard_holds_lower_priority_pods_only() {
     assert!(run(&low, "n1").is_skip(), "held without a plan");
 }
 
+/// Backfill on a held node: a pod whose `activeDeadlineSeconds`, plus the
+/// start allowance, ends before the pods the plan waits for must be gone
+/// may use it, and the group then waits for it too; a pod that may end
+/// later, or declares no deadline, may not; nor may any pod when a pod
+/// waited for declares no end.
+#[test]
+fn a_pod_that_ends_before_the_plan_is_ready_backfills_a_held_node() {
+    let state = GangState::new();
+    state.set_policy(StarvationPolicy {
+        threshold: Duration::from_secs(10),
+        max_hold: Duration::from_secs(60),
+        backfill_start: Duration::from_secs(2),
+    });
+    let clock = FakeClock::new();
+    let waiting = Arc::new(Waiting::default());
+    let p = plugin(&state, &clock, &waiting);
+    state.apply_group(group(2));
+    let member = PodBuilder::new("m").pod_group("g").info();
+    state.pod_upsert(&member);
+    let key = member.group.clone().unwrap();
+    state.record_attempt(&key, false, true, clock.now());
+    let waited = PodBuilder::new("w").info().key.clone();
+    let second = 1_000_000_000;
+    let t0 = clock.wall();
+    // The plan: n1, waiting for w and whichever pods given, with their ends.
+    let plan = |more: &[(&PodKey, Option<i128>)], w_end: Option<i128>| {
+        let mut waits = vec![waited.clone()];
+        let mut ends = vec![w_end];
+        for (k, e) in more {
+            waits.push((*k).clone());
+            ends.push(*e);
+        }
+        crate::plan::Plan { nodes: vec![Arc::from("n1")], waits, ends }
+    };
+    // w is gone 20 s from now; the hold starts at 11 s.
+    state.set_reservation(&key, Some(plan(&[], Some(t0 + 20 * second))));
+    clock.advance(Duration::from_secs(11));
+    let nodes = convoy_api::NodeList::default();
+    let n1 = convoy_api::testing::NodeBuilder::new("n1").info();
+    let place = |pod: &Arc<PodInfo>| {
+        let mut cs = CycleState::new();
+        assert!(p.pre_filter(&mut cs, pod, &nodes).1.is_success());
+        let s = p.filter(&cs, pod, &n1);
+        if s.is_success() {
+            assert!(p.reserve(&mut cs, pod, "n1").is_success());
+        }
+        (s, cs)
+    };
+    let held_off = |pod: PodBuilder| {
+        let (s, _) = place(&pod.info());
+        assert_eq!(s.code(), Code::UnschedulableAndUnresolvable, "{}", s.message());
+    };
+    // 6 s + 2 s to start <= 9 s left: it backfills, and the group waits
+    // for it too.
+    let short = PodBuilder::new("short").active_deadline(6).info();
+    assert!(place(&short).0.is_success());
+    // 8 s + 2 s > 9 s, or no deadline at all: held off.
+    held_off(PodBuilder::new("long").active_deadline(8));
+    held_off(PodBuilder::new("open"));
+    // The plan re-made on the same nodes, short having started late (it
+    // may now end after w): backfill is still measured against w alone.
+    state.set_reservation(
+        &key,
+        Some(plan(&[(&short.key, Some(t0 + 40 * second))], Some(t0 + 20 * second))),
+    );
+    held_off(PodBuilder::new("late").active_deadline(27));
+    let brief = PodBuilder::new("brief").active_deadline(1).info();
+    let (s, mut cs) = place(&brief);
+    assert!(s.is_success());
+    // A placement undone (Unreserve) is forgotten; the others are waited for.
+    p.unreserve(&mut cs, &brief, "n1");
+    assert_eq!(state.waited_pod_left(&waited), Vec::new(), "short still runs there");
+    assert_eq!(state.waited_pod_left(&short.key), vec![key.clone()]);
+    // A pod waited for declares no end: nothing is sure to leave first.
+    state.set_reservation(&key, Some(plan(&[], None)));
+    held_off(PodBuilder::new("tiny").active_deadline(1));
+}
+
 /// A group whose pending pods were all deleted (its PodGroup left behind)
 /// holds nobody back.
 #[test]
@@ -190,6 +269,7 @@ fn a_group_without_pending_pods_does_not_starve() {
     state.set_policy(StarvationPolicy {
         threshold: Duration::from_secs(10),
         max_hold: Duration::from_secs(60),
+        ..Default::default()
     });
     let clock = FakeClock::new();
     state.apply_group(group(2));
@@ -309,6 +389,7 @@ fn another_group_s_plan_does_not_replace_the_starving_group_s() {
     state.set_policy(StarvationPolicy {
         threshold: Duration::from_secs(10),
         max_hold: Duration::from_secs(60),
+        ..Default::default()
     });
     let clock = FakeClock::new();
     let named = |name: &str| {
@@ -331,6 +412,7 @@ fn another_group_s_plan_does_not_replace_the_starving_group_s() {
     let plan = |node: &str, waits: &[&str]| crate::plan::Plan {
         nodes: vec![Arc::from(node)],
         waits: waits.iter().map(|w| PodBuilder::new(w).info().key.clone()).collect(),
+        ends: waits.iter().map(|_| None).collect(),
     };
     // a fails first, then b; each makes its plan.
     state.record_attempt(&ka, false, true, clock.now());
@@ -339,10 +421,10 @@ fn another_group_s_plan_does_not_replace_the_starving_group_s() {
     state.record_attempt(&kb, false, true, clock.now());
     state.set_reservation(&kb, Some(plan("n2", &["x", "y"])));
     clock.advance(Duration::from_secs(10));
-    let (starving, nodes) =
+    let (starving, hold) =
         state.reservation_in_force(clock.now()).expect("a starves with its plan");
     assert_eq!(starving.key, ka);
-    assert_eq!(nodes.iter().map(|n| &**n).collect::<Vec<_>>(), ["n1"]);
+    assert_eq!(hold.nodes.iter().map(|n| &**n).collect::<Vec<_>>(), ["n1"]);
     assert_eq!(*state.reserved_for(&kb), [Arc::from("n2")].into_iter().collect());
     // x was the last pod a's plan waited for; b still waits for y.
     assert_eq!(state.waited_pod_left(&PodBuilder::new("x").info().key), vec![ka.clone()]);

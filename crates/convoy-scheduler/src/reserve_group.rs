@@ -80,9 +80,10 @@ impl Scheduler {
                 group = %key,
                 nodes = p.nodes.len(),
                 waits = p.waits.len(),
-                "reservation plan: {} node(s) held for the group once it starves, waiting for {} pod(s) to leave them",
+                "reservation plan: {} node(s) held for the group once it starves, waiting for {} pod(s) to leave them{}",
                 p.nodes.len(),
-                p.waits.len()
+                p.waits.len(),
+                ready_in(p.ready_by(&Default::default()), self.clock.wall())
             ),
             Some(_) => {}
             None => {
@@ -90,5 +91,20 @@ impl Scheduler {
             }
         }
         self.gang.set_reservation(key, plan);
+    }
+}
+
+/// How the log tells by when the pods a plan waits for are gone by their
+/// declared ends (backfill on its nodes is then possible).
+fn ready_in(ready_by: Option<i128>, now: i128) -> String {
+    match ready_by {
+        Some(t) if t > now => {
+            format!(
+                " (all gone by their declared deadlines within {:.0} s)",
+                (t - now) as f64 / 1e9
+            )
+        }
+        Some(_) => String::new(),
+        None => " (some declare no deadline: no backfill there)".into(),
     }
 }

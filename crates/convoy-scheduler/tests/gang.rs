@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use convoy_api::testing::{NodeBuilder, PodBuilder};
-use convoy_api::{FakeClock, GroupKey, PodGroupApi};
+use convoy_api::{Clock, FakeClock, GroupKey, PodGroupApi};
 use convoy_embedded::{EmbeddedBinder, EmbeddedCluster, Objects};
 use convoy_scheduler::decision::{Decision, DecisionSink, GroupDecision, GroupOutcome, LogSink};
 use convoy_scheduler::{Scheduler, SchedulerOptions};
@@ -311,16 +311,27 @@ async fn starving_group_is_placed_within_bound() {
     scheduler.cache().check_invariants().unwrap();
 }
 
-/// Reservation and backfill, the setting of docs/gang.md: 16 nodes of 8
-/// GPUs kept full by a stream of 1-GPU pods (each lives 4 to 12 s once
-/// bound, demand 10 % above capacity), and a gang of 4 pods of 8 GPUs
-/// (upstream PodGroup, minCount 4) at the same priority. The gang's plan
-/// holds four nodes once it has waited the threshold (5 s here); the other
-/// nodes keep taking the stream. The gang must be bound, whole, within the
-/// stated bound: threshold + the longest lifetime of a pod it waits for +
-/// one round (1 s); and the stream must keep being placed meanwhile.
-#[tokio::test]
-async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
+/// What [`gang_in_a_stream`] saw.
+struct StreamRun {
+    /// Seconds from the gang's creation to its last member bound.
+    waited: u64,
+    /// Single pods bound while the gang waited.
+    bound_while_waiting: usize,
+    /// ... of them, on the nodes held for it (backfill on held nodes).
+    bound_on_held: usize,
+    /// Mean GPU utilization after the first 10 s.
+    utilization: f64,
+}
+
+/// The setting of docs/gang.md: 16 nodes of 8 GPUs kept full by a stream
+/// of 1-GPU pods (each lives 4 to 12 s once bound, demand 10 % above
+/// capacity), and a gang of 4 pods of 8 GPUs (upstream PodGroup, minCount
+/// 4) at the same priority, arriving at 20 s. One round per simulated
+/// second. With `deadlines`, each single declares its lifetime as
+/// `activeDeadlineSeconds` and gets `status.startTime` the second it is
+/// bound (as a kubelet would), so the ones that end before the gang can
+/// land may use its held nodes.
+async fn gang_in_a_stream(deadlines: bool) -> StreamRun {
     let nodes = (0..16)
         .map(|i| {
             NodeBuilder::new(&format!("n{i}")).cpu("64").allocatable("nvidia.com/gpu", "8").build()
@@ -330,14 +341,17 @@ async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
     let sink = Arc::new(Groups::default());
     let (scheduler, clock) = scheduler_on(&cluster, sink.clone());
     let mut rng = convoy_api::testing::TestRng(7);
-    let single =
-        |name: &str| PodBuilder::new(name).cpu("100m").resource("nvidia.com/gpu", "1").build();
+    let single = |name: &str, life: u64| {
+        let b = PodBuilder::new(name).cpu("100m").resource("nvidia.com/gpu", "1");
+        if deadlines { b.active_deadline(life as i64).build() } else { b.build() }
+    };
+    let gang = GroupKey::new(PodGroupApi::Upstream, "default", "big");
     // name -> (lifetime, round bound)
     let mut singles: std::collections::BTreeMap<String, (u64, Option<u64>)> = Default::default();
     let mut next = 0;
     let mut utilization = Vec::new();
     let (mut gang_at, mut placed_at) = (None, None);
-    let mut bound_while_waiting = 0;
+    let (mut bound_while_waiting, mut bound_on_held) = (0, 0);
     for round in 0..80u64 {
         // Finished singles go; the stream tops demand up to 141 (128 GPUs + 10 %).
         let done: Vec<String> = singles
@@ -352,8 +366,9 @@ async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
         while singles.len() < 141 {
             let name = format!("s{next}");
             next += 1;
-            cluster.add_pod(single(&name)).unwrap();
-            singles.insert(name, (4 + rng.below(9) as u64, None));
+            let life = 4 + rng.below(9) as u64;
+            cluster.add_pod(single(&name, life)).unwrap();
+            singles.insert(name, (life, None));
         }
         if round == 20 {
             cluster.apply_pod_group(&group_json(PodGroupApi::Upstream, "big", 4)).unwrap();
@@ -368,17 +383,30 @@ async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
             }
             gang_at = Some(round);
         }
+        // The nodes held this round (once the gang starves).
+        let held = match scheduler.gang().reservation_in_force(clock.now()) {
+            Some((starving, hold)) if starving.key == gang => hold.nodes,
+            _ => Default::default(),
+        };
         scheduler.run_until_idle(&mut updates, &clock).await;
         assert_invariant(&cluster);
         for (name, (_, at)) in singles.iter_mut() {
-            if at.is_none()
-                && bound_in(&cluster, name) == 1
-                && cluster.pod("default", name).is_some()
-            {
-                *at = Some(round);
-                if gang_at.is_some() && placed_at.is_none() {
-                    bound_while_waiting += 1;
-                }
+            let Some(pod) = cluster.pod("default", name) else { continue };
+            let Some(node) = pod.spec.as_ref().unwrap().node_name.clone() else { continue };
+            if at.is_some() {
+                continue;
+            }
+            *at = Some(round);
+            if gang_at.is_some() && placed_at.is_none() {
+                bound_while_waiting += 1;
+                bound_on_held += usize::from(held.contains(node.as_str()));
+            }
+            if deadlines {
+                let mut started = (*pod).clone();
+                let now = k8s_openapi::jiff::Timestamp::from_nanosecond(clock.wall()).unwrap();
+                started.status.get_or_insert_with(Default::default).start_time =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(now));
+                cluster.update_pod(started).unwrap();
             }
         }
         let gpus: usize =
@@ -389,16 +417,49 @@ async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
         }
         clock.advance(Duration::from_secs(1));
     }
-    let (gang_at, placed_at) = (gang_at.unwrap(), placed_at.expect("the gang was never placed"));
-    let waited = placed_at - gang_at;
-    let mean = utilization[10..].iter().sum::<f64>() / (utilization.len() - 10) as f64;
-    eprintln!(
-        "gang placed {waited} s after its creation; {bound_while_waiting} singles bound meanwhile; mean GPU utilization {:.1} %",
-        100.0 * mean
-    );
-    assert!(waited <= 5 + 12 + 1, "the gang waited {waited} s, over its bound of 18 s");
-    assert!(bound_while_waiting > 0, "nothing was backfilled while the gang waited");
     scheduler.cache().check_invariants().unwrap();
+    let (gang_at, placed_at) = (gang_at.unwrap(), placed_at.expect("the gang was never placed"));
+    let utilization = utilization[10..].iter().sum::<f64>() / (utilization.len() - 10) as f64;
+    let run =
+        StreamRun { waited: placed_at - gang_at, bound_while_waiting, bound_on_held, utilization };
+    eprintln!(
+        "deadlines {deadlines}: gang placed {} s after its creation; {} singles bound meanwhile, {} on its held nodes; mean GPU utilization {:.1} %",
+        run.waited,
+        run.bound_while_waiting,
+        run.bound_on_held,
+        100.0 * run.utilization
+    );
+    run
+}
+
+/// Reservation and backfill (docs/gang.md): the gang must be bound, whole,
+/// within the stated bound (threshold + the longest lifetime of a pod it
+/// waits for + one round: 5 + 12 + 1 s), and the stream must keep being
+/// placed on the other nodes meanwhile. Without deadlines nothing may use
+/// the held nodes.
+#[tokio::test]
+async fn a_starving_gang_lands_within_its_bound_while_the_rest_backfills() {
+    let run = gang_in_a_stream(false).await;
+    assert!(run.waited <= 5 + 12 + 1, "the gang waited {} s, over its bound of 18 s", run.waited);
+    assert!(run.bound_while_waiting > 0, "nothing was backfilled while the gang waited");
+    assert_eq!(run.bound_on_held, 0, "a pod with no declared end used a held node");
+}
+
+/// The same stream with declared deadlines: pods that end before the gang
+/// can land use its held nodes, the gang still lands within the same
+/// bound, and the GPUs are busier than without the deadlines.
+#[tokio::test]
+async fn pods_that_end_in_time_backfill_the_held_nodes_within_the_same_bound() {
+    let with = gang_in_a_stream(true).await;
+    let without = gang_in_a_stream(false).await;
+    assert!(with.waited <= 5 + 12 + 1, "the gang waited {} s, over its bound of 18 s", with.waited);
+    assert!(with.bound_on_held > 0, "no pod backfilled a held node");
+    assert!(
+        with.utilization > without.utilization,
+        "utilization {:.3} with deadlines, {:.3} without",
+        with.utilization,
+        without.utilization
+    );
 }
 
 /// Multi-level topology: a group requires one block (upstream's

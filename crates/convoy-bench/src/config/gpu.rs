@@ -149,6 +149,15 @@ pub struct CreateGpuJobsOp {
     pub backlog: bool,
     /// Wall time between waves (required with `backlog`, e.g. `500ms`).
     pub wave_interval: Option<String>,
+    /// With `backlog`: each pod declares its job's lifetime as
+    /// `spec.activeDeadlineSeconds` (the lifetime in waves times
+    /// `waveInterval`, rounded up, plus one second), and the op writes the
+    /// pods' `status.startTime` when it sees the job bound, as a kubelet
+    /// would when it starts them. The job still ends when its lifetime is
+    /// over (before that deadline): the deadline is what a scheduler may
+    /// know of it in advance.
+    #[serde(default)]
+    pub declare_lifetimes: bool,
 }
 
 impl CreateGpuJobsOp {
@@ -208,6 +217,9 @@ impl CreateGpuJobsOp {
                 Err(e) => return Err(format!("{op}.waveInterval: {e}")),
             },
             (false, None) => {}
+        }
+        if self.declare_lifetimes && !self.backlog {
+            return Err(format!("{op}.declareLifetimes needs backlog: true"));
         }
         if self.backlog && self.gpus_as == GpusAs::DraDevices {
             return Err(format!("{op}.backlog: not with gpusAs: draDevices"));

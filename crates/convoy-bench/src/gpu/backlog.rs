@@ -253,6 +253,10 @@ pub(crate) async fn run(
                     c.backfilled += 1;
                 }
                 out.accepted_jobs += 1;
+                if s.declare_lifetimes {
+                    let ns = &s.namespace;
+                    all(p.pods.iter().map(|n| target.mark_started(ns.clone(), n.clone()))).await?;
+                }
                 let group = p.job.gang.then(|| job_name(&p.job));
                 live.push(Live {
                     end: wave.saturating_sub(1) + p.job.lifetime,

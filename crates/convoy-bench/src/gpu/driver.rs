@@ -53,6 +53,9 @@ pub(crate) trait Target: Send + Sync {
     fn create_group(&self, group: Value) -> BoxFuture<'_, Result<(), String>>;
     /// Deletes a pod (gone already is fine).
     fn delete_pod(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
+    /// Writes a pod's `status.startTime` (now), as a kubelet starting it
+    /// would (`declareLifetimes`).
+    fn mark_started(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
     /// Deletes a PodGroup (gone already is fine).
     fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>>;
     /// Creates a DRA object (`gpusAs: draDevices`).
@@ -122,6 +125,9 @@ pub(super) fn render_pod(
             meta["labels"][GROUP_LABEL] = json!(job_name(j));
         }
     }
+    if let (true, Some(interval)) = (s.declare_lifetimes, s.backlog) {
+        v["spec"]["activeDeadlineSeconds"] = json!(declared_lifetime(j.lifetime, interval));
+    }
     if v["spec"]["schedulerName"].as_str().is_none_or(str::is_empty) {
         v["spec"]["schedulerName"] = json!(scheduler);
     }
@@ -129,6 +135,13 @@ pub(super) fn render_pod(
         dra::add_claim(&mut v, j.shape.gpus, &s.resource)?;
     }
     crate::any::typed(v).map_err(|e| format!("pod template: {e}"))
+}
+
+/// `activeDeadlineSeconds` for a job living `waves` waves of `interval`
+/// (`declareLifetimes`): its lifetime rounded up to whole seconds, plus one
+/// second for the op's own delay in ending it.
+pub(super) fn declared_lifetime(waves: usize, interval: Duration) -> i64 {
+    (waves as f64 * interval.as_secs_f64()).ceil() as i64 + 1
 }
 
 pub(super) fn render_group(s: &GpuJobsStep, j: &Job) -> Result<Value, String> {
@@ -568,5 +581,13 @@ mod tests {
         let stream =
             [job(0, 1, 1, 1), job(1, 8, 2, 3), job(2, 0, 1, 5), job(3, 4, 1, 1), job(4, 2, 1, 9)];
         assert_eq!(offered_gpus(&stream, 2), [17, 20, 18]);
+    }
+
+    #[test]
+    fn a_declared_lifetime_is_an_upper_bound_in_whole_seconds() {
+        let half = Duration::from_millis(500);
+        assert_eq!(declared_lifetime(8, half), 5);
+        assert_eq!(declared_lifetime(3, half), 3);
+        assert_eq!(declared_lifetime(1, Duration::from_secs(2)), 3);
     }
 }

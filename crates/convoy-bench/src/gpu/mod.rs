@@ -145,6 +145,9 @@ pub struct GpuJobsStep {
     pub stall_timeout: Duration,
     /// `backlog: true`: the wall time between waves.
     pub backlog: Option<Duration>,
+    /// `declareLifetimes`: pods declare their lifetime as
+    /// `activeDeadlineSeconds` and are marked started when bound.
+    pub declare_lifetimes: bool,
     /// Where the outcome goes.
     pub sink: Sink,
 }
@@ -198,6 +201,7 @@ pub fn plan_step(
             (Some(d), true) => Some(parse_duration(d)?),
             _ => None,
         },
+        declare_lifetimes: o.declare_lifetimes,
         sink: Sink::default(),
     })
 }

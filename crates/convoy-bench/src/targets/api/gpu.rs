@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{
     DeviceClass, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use serde_json::Value;
 
@@ -138,6 +139,18 @@ impl Target for ApiGpu {
                 Ok(_) => Ok(()),
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
                 Err(e) => Err(format!("deleting pod {name}: {e}")),
+            }
+        })
+    }
+    fn mark_started(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let patch = serde_json::json!({"status": {"startTime": Time(now)}});
+            let api = Api::<Pod>::namespaced(self.client.clone(), &namespace);
+            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 404 => Ok(()), // ended already
+                Err(e) => Err(format!("marking pod {name} started: {e}")),
             }
         })
     }

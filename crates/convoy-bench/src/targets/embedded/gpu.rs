@@ -9,6 +9,7 @@ use convoy_embedded::EmbeddedCluster;
 use futures::future::BoxFuture;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::Value;
 
 use crate::gpu::{DraObject, Target};
@@ -32,6 +33,18 @@ impl Target for EmbeddedGpu {
         self.1.mark(&namespace, &name);
         let _ = self.0.delete_pod(&namespace, &name);
         Box::pin(std::future::ready(Ok(())))
+    }
+    fn mark_started(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
+        let r = match self.0.pod(&namespace, &name) {
+            Some(pod) => {
+                let mut pod = (*pod).clone();
+                pod.status.get_or_insert_with(Default::default).start_time =
+                    Some(Time(k8s_openapi::jiff::Timestamp::now()));
+                self.0.update_pod(pod).map(drop).map_err(|e| e.to_string())
+            }
+            None => Ok(()), // ended already
+        };
+        Box::pin(std::future::ready(r))
     }
     fn delete_group(&self, namespace: String, name: String) -> BoxFuture<'_, Result<(), String>> {
         // Whichever API the group was created in (not found is fine).
