@@ -276,14 +276,21 @@ impl PodInfo {
     /// declares neither bound (it has not started, or sets no deadline, and
     /// is not being deleted): it may run for ever.
     pub fn declared_end(&self) -> Option<i128> {
-        let deadline = self.spec().active_deadline_seconds.zip(self.start_time()).map(|(d, t)| {
-            t.0.as_nanosecond().saturating_add(i128::from(d).saturating_mul(1_000_000_000))
-        });
+        let deadline =
+            self.start_time().and_then(|t| self.deadline_if_started_at(t.0.as_nanosecond()));
         let deleted = self.pod.metadata.deletion_timestamp.as_ref().map(|t| t.0.as_nanosecond());
         match (deadline, deleted) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// When the kubelet would fail the pod by its `spec.activeDeadlineSeconds`
+    /// if it started at `start` (nanoseconds since the epoch); `None`
+    /// without a deadline.
+    pub fn deadline_if_started_at(&self, start: i128) -> Option<i128> {
+        let d = self.spec().active_deadline_seconds?;
+        Some(start.saturating_add(i128::from(d).saturating_mul(1_000_000_000)))
     }
 
     /// Whether the pod has `spec.schedulingGates`.

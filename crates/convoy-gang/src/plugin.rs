@@ -199,13 +199,8 @@ struct Held {
 /// [`crate::plan::Plan::ready_by`]; `None`: some pod waited for declares no
 /// end, so nothing can be sure to be gone first).
 fn ends_before(pod: &PodInfo, now: i128, start: Duration, ready_by: Option<i128>) -> bool {
-    let (Some(deadline), Some(ready_by)) = (pod.spec().active_deadline_seconds, ready_by) else {
-        return false;
-    };
-    let end = now
-        .saturating_add(i128::from(deadline).saturating_mul(1_000_000_000))
-        .saturating_add(start.as_nanos() as i128);
-    end <= ready_by
+    let started = now.saturating_add(start.as_nanos() as i128);
+    pod.deadline_if_started_at(started).zip(ready_by).is_some_and(|(end, ready)| end <= ready)
 }
 
 impl PreFilterPlugin for GangScheduling {
