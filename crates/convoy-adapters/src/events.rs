@@ -4,7 +4,12 @@
 //!
 //! - An Event identical to one written in the last [`SERIES_TTL`] (same
 //!   object, type, reason, action, related object **and note**) is not
-//!   written again: the first one's `series.count` goes up.
+//!   written again: the first one's `series.count` goes up. As client-go's
+//!   `tools/events` broadcaster, the first repeat is written at once
+//!   (`count: 2`); later ones are counted in memory and written at most
+//!   once per [`SERIES_REFRESH`] (the writer flushes what is pending on
+//!   that period), so a pod retried thousands of times costs a few writes,
+//!   not one per attempt.
 //! - An Event with a new note is a new Event object, so `kubectl events`
 //!   and `kubectl describe` show the latest message. (kube-runtime's
 //!   `Recorder`, which Convoy used before, keys its series without the note:
@@ -33,6 +38,10 @@ use serde_json::json;
 /// How long an Event stays open for repeats (kube-runtime's and client-go
 /// `tools/events`' 6 minutes, under the API server's 1-hour Event TTL).
 pub const SERIES_TTL: Duration = Duration::from_secs(6 * 60);
+/// How often a series' count is written at most after its first repeat
+/// (client-go writes later counts every 30 minutes; a count this fresh
+/// keeps `kubectl describe` close to the truth).
+pub const SERIES_REFRESH: Duration = Duration::from_secs(30);
 /// Different notes per object, type, reason and action after which they
 /// are combined (upstream `defaultAggregateMaxEvents`).
 pub const MAX_SIMILAR: usize = 10;
@@ -67,8 +76,14 @@ type SeriesKey = (SimilarKey, Option<String>);
 struct Written {
     name: String,
     namespace: String,
+    /// Occurrences seen.
     count: i32,
+    /// The count the API server has.
+    stored: i32,
+    /// The last occurrence.
     last: Timestamp,
+    /// When the series was last written.
+    stored_at: Timestamp,
 }
 
 /// The different notes seen for a similar key.
@@ -95,6 +110,29 @@ pub(crate) enum Write {
         /// The new `series.count`.
         count: i32,
     },
+    /// A repeat counted in memory, written later (see [`SERIES_REFRESH`]).
+    Counted,
+}
+
+/// A series whose count is ahead of what the API server has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PendingSeries {
+    key: SeriesKey,
+    name: String,
+    namespace: String,
+    count: i32,
+}
+
+impl PendingSeries {
+    /// The Event's name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The Event's namespace.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
 }
 
 /// The client-side state of the correlation, without IO (tested alone).
@@ -153,7 +191,12 @@ impl Aggregator {
         } else {
             ((similar, Some(note.clone())), note)
         };
-        let write = match self.series.get(&key) {
+        let write = match self.series.get_mut(&key) {
+            Some(w) if w.stored > 1 && !older_than(w.stored_at, now, SERIES_REFRESH) => {
+                w.count += 1;
+                w.last = now;
+                Write::Counted
+            }
             Some(w) => Write::Series {
                 name: w.name.clone(),
                 namespace: w.namespace.clone(),
@@ -162,6 +205,19 @@ impl Aggregator {
             None => Write::Create { note },
         };
         (key, write)
+    }
+
+    /// The series whose counts the API server does not have yet.
+    pub(crate) fn pending(&self) -> Vec<PendingSeries> {
+        let pending = self.series.iter().filter(|(_, w)| w.count > w.stored);
+        pending
+            .map(|(key, w)| PendingSeries {
+                key: key.clone(),
+                name: w.name.clone(),
+                namespace: w.namespace.clone(),
+                count: w.count,
+            })
+            .collect()
     }
 
     /// Records that the Event of `key` was written (created as `name` in
@@ -174,7 +230,10 @@ impl Aggregator {
         count: i32,
         now: Timestamp,
     ) {
-        self.series.insert(key, Written { name, namespace, count, last: now });
+        let stored = count;
+        let last = self.series.get(&key).map_or(now, |w| w.last.max(now));
+        let count = self.series.get(&key).map_or(count, |w| w.count.max(count));
+        self.series.insert(key, Written { name, namespace, count, stored, last, stored_at: now });
     }
 
     /// Forgets a series (its Event is gone): the next repeat creates one.
@@ -239,19 +298,47 @@ impl EventRecorder {
                         let (_, again) = self.state.observe(ev, regarding, now);
                         match again {
                             Write::Create { note } => note,
-                            Write::Series { .. } => unreachable!("the series was forgotten"),
+                            Write::Series { .. } | Write::Counted => {
+                                unreachable!("the series was forgotten")
+                            }
                         }
                     }
                     Err(e) => return Err(e),
                 }
             }
             Write::Create { note } => note,
+            Write::Counted => return Ok(()),
         };
         let event = self.event(ev, regarding, &namespace, note, now);
         let created = events.create(&PostParams::default(), &event).await?;
         let name = created.metadata.name.unwrap_or_default();
         self.state.written(key, name, namespace, 1, now);
         Ok(())
+    }
+
+    /// The series whose counts are not written yet.
+    pub(crate) fn pending(&self) -> Vec<PendingSeries> {
+        self.state.pending()
+    }
+
+    /// Writes a pending series' count (a series whose Event is gone is
+    /// forgotten: its next repeat creates a new one).
+    pub(crate) async fn write_pending(&mut self, p: PendingSeries) -> Result<(), kube::Error> {
+        let now = Timestamp::now();
+        let series = EventSeries { count: p.count, last_observed_time: MicroTime(now) };
+        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), &p.namespace);
+        let patch = json!({ "series": series });
+        match events.patch(&p.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            Ok(_) => {
+                self.state.written(p.key, p.name, p.namespace, p.count, now);
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.state.forget(&p.key);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn event(
@@ -316,6 +403,7 @@ mod tests {
         let (name, count) = match &write {
             Write::Create { note } => (format!("{}-{note}", r.name.as_deref().unwrap()), 1),
             Write::Series { name, count, .. } => (name.clone(), *count),
+            Write::Counted => return write,
         };
         a.written(key, name, "ns".into(), count, now);
         write
@@ -382,5 +470,33 @@ mod tests {
         let quiet = at(22 + SIMILAR_INTERVAL.as_secs() as i64 + 1);
         let w = record(&mut a, &failed("message 11"), &p, quiet);
         assert_eq!(w, Write::Create { note: "message 11".into() });
+    }
+
+    /// After the first repeat (written at once, as client-go), repeats
+    /// are counted in memory; the count is written once pending, or with
+    /// the next repeat after [`SERIES_REFRESH`].
+    #[test]
+    fn later_repeats_are_counted_and_written_once_per_refresh() {
+        let mut a = Aggregator::default();
+        let p = pod("p");
+        record(&mut a, &failed("m"), &p, at(0));
+        assert!(matches!(record(&mut a, &failed("m"), &p, at(1)), Write::Series { count: 2, .. }));
+        assert!(a.pending().is_empty(), "the first repeat is written");
+        for t in 2..10 {
+            assert_eq!(record(&mut a, &failed("m"), &p, at(t)), Write::Counted);
+        }
+        let pending = a.pending();
+        assert_eq!(pending.len(), 1);
+        assert_eq!((pending[0].name(), pending[0].count), ("p-m", 10));
+        // Written by the writer's refresh: nothing pending any more.
+        let PendingSeries { key, name, namespace, count } = pending[0].clone();
+        a.written(key, name, namespace, count, at(10));
+        assert!(a.pending().is_empty());
+        assert_eq!(record(&mut a, &failed("m"), &p, at(11)), Write::Counted);
+        // A repeat a refresh period after the last write is written itself.
+        let later = at(11 + SERIES_REFRESH.as_secs() as i64);
+        let w = record(&mut a, &failed("m"), &p, later);
+        assert!(matches!(w, Write::Series { count: 12, .. }), "{w:?}");
+        assert!(a.pending().is_empty());
     }
 }

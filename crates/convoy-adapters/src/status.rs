@@ -11,7 +11,19 @@
 //! Scheduling never waits on these writes. [`StatusWriter`] queues them in
 //! two bounded channels drained by one background task that writes at a
 //! limited rate; when a queue is full the write is dropped and counted
-//! (the pod's next attempt produces another). What explains a pod that is
+//! (the pod's next attempt produces another). Events are written one after
+//! the other; pods' `PodScheduled=False` conditions have a queue of their
+//! own, drained beside the Events and patched up to
+//! [`StatusWriterOptions::conditions_in_flight`] at once (upstream's API
+//! dispatcher also patches pod statuses concurrently, beside its event
+//! broadcaster), so that a burst of failed attempts shows on the pods
+//! within a few round trips, not one Event and one patch per pod after
+//! another. Two patches of one pod are never in flight at once: the last
+//! message written is the last one decided. A pod that fails again with
+//! the message it already shows is not patched again (upstream's
+//! `updatePod` skips an unchanged condition), for [`CONDITION_KEPT`] after
+//! the last write; a pod that churns through thousands of attempts costs
+//! one patch per message, not one per attempt. Both share one rate limit. What explains a pod that is
 //! not running (`FailedScheduling`, the `PodScheduled=False` condition,
 //! `Preempted`, group Events and status) goes first; `Scheduled` Events,
 //! which only repeat what the binding already recorded in the pod, wait
@@ -41,12 +53,21 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::api::{DynamicObject, ListParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 use serde_json::json;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::events::EventRecorder;
 use crate::group_status::{GroupReport, api_resource, initially_scheduled, xk8s_status};
 use crate::rate::TokenBucket;
+
+/// How long a pod's written condition is trusted to still be there: an
+/// unchanged one is not patched again within this time (after it, it is
+/// written again, in case another replica wrote another message).
+pub const CONDITION_KEPT: Duration = Duration::from_secs(300);
+
+/// Pods whose written conditions are remembered at most; past it, those
+/// older than [`CONDITION_KEPT`] are forgotten, then all if still too many.
+const CONDITIONS_REMEMBERED: usize = 100_000;
 
 /// The `reportingController` of Convoy's events.
 pub const REPORTING_CONTROLLER: &str = "convoy-scheduler";
@@ -59,10 +80,15 @@ pub struct StatusWriterOptions {
     /// `Scheduled` Events queued at most; more are dropped.
     pub scheduled_capacity: usize,
     /// API writes per second (an event and a status patch are one each);
-    /// `<= 0` means unlimited.
+    /// `<= 0` means unlimited. `convoy-scheduler` sets it to
+    /// `clientConnection.qps`, as kube-scheduler's writes are limited by
+    /// its client alone.
     pub qps: f32,
-    /// Writes allowed at once after a quiet period.
+    /// Writes allowed at once after a quiet period (`convoy-scheduler`:
+    /// `clientConnection.burst`).
     pub burst: u32,
+    /// `PodScheduled` condition patches in flight at most (at least 1).
+    pub conditions_in_flight: usize,
     /// The Events' `reportingInstance`: the replica's leader-election
     /// identity, so that an Event names the replica that decided (the one a
     /// binding's `convoy.dev/bound-by` names). `None`: `$HOSTNAME`, else
@@ -72,7 +98,14 @@ pub struct StatusWriterOptions {
 
 impl Default for StatusWriterOptions {
     fn default() -> Self {
-        Self { capacity: 10_000, scheduled_capacity: 1_000, qps: 50.0, burst: 100, instance: None }
+        Self {
+            capacity: 10_000,
+            scheduled_capacity: 1_000,
+            qps: 50.0,
+            burst: 100,
+            conditions_in_flight: 16,
+            instance: None,
+        }
     }
 }
 
@@ -89,11 +122,10 @@ enum Work {
         preemptor_uid: String,
         note: String,
     },
-    Unschedulable {
+    FailedScheduling {
         pod: PodKey,
         uid: String,
         message: String,
-        event: bool,
     },
     Group(GroupReport),
     RefreshGroup(GroupKey),
@@ -103,6 +135,12 @@ enum Work {
         message: String,
     },
     Warning(Box<Warning>),
+    Flush(oneshot::Sender<()>),
+}
+
+/// A pod's `PodScheduled=False` condition to write, or a flush marker.
+enum ConditionWork {
+    Write { pod: PodKey, uid: String, message: String },
     Flush(oneshot::Sender<()>),
 }
 
@@ -132,6 +170,8 @@ pub struct StatusWriter {
     /// `Scheduled` Events, and [`StatusWriter::flush`]'s marker: written
     /// when `queue` is empty.
     scheduled: mpsc::Sender<Work>,
+    /// Pods' `PodScheduled=False` conditions, written beside the Events.
+    conditions: mpsc::Sender<ConditionWork>,
     counters: Arc<Counters>,
 }
 
@@ -140,6 +180,10 @@ impl StatusWriter {
     pub fn new(client: kube::Client, opts: StatusWriterOptions) -> (StatusWriter, JoinHandle<()>) {
         let (tx, rx) = mpsc::channel(opts.capacity.max(1));
         let (scheduled_tx, scheduled_rx) = mpsc::channel(opts.scheduled_capacity.max(1));
+        let (conditions_tx, conditions_rx) = mpsc::channel(opts.capacity.max(1));
+        let bucket = (opts.qps > 0.0)
+            .then(|| TokenBucket::new(opts.qps, opts.burst, tokio::time::Instant::now()));
+        let bucket = Arc::new(tokio::sync::Mutex::new(bucket));
         let counters = Arc::new(Counters::default());
         let reporter = Reporter {
             controller: REPORTING_CONTROLLER.into(),
@@ -150,14 +194,29 @@ impl StatusWriter {
         };
         let task = Task {
             client: client.clone(),
-            recorder: EventRecorder::new(client, reporter),
-            bucket: (opts.qps > 0.0)
-                .then(|| TokenBucket::new(opts.qps, opts.burst, tokio::time::Instant::now())),
+            recorder: EventRecorder::new(client.clone(), reporter),
+            bucket: Arc::clone(&bucket),
             counters: Arc::clone(&counters),
             conditions: HashMap::new(),
         };
-        let handle = tokio::spawn(task.run(rx, scheduled_rx));
-        (StatusWriter { queue: tx, scheduled: scheduled_tx, counters }, handle)
+        let pod_conditions = PodConditions {
+            client,
+            bucket,
+            counters: Arc::clone(&counters),
+            writes: ConditionWrites::new(opts.conditions_in_flight),
+            written: Arc::default(),
+        };
+        // One task, so that aborting it stops both.
+        let handle = tokio::spawn(async move {
+            tokio::join!(task.run(rx, scheduled_rx), pod_conditions.run(conditions_rx));
+        });
+        let writer = StatusWriter {
+            queue: tx,
+            scheduled: scheduled_tx,
+            conditions: conditions_tx,
+            counters,
+        };
+        (writer, handle)
     }
 
     /// Queues a `Scheduled` event for a pod bound to `node`, behind every
@@ -208,27 +267,25 @@ impl StatusWriter {
     }
 
     /// Queues a `FailedScheduling` event and the `PodScheduled=False,
-    /// reason=Unschedulable` condition with `message`. False if the queue
-    /// was full and both were dropped.
+    /// reason=Unschedulable` condition with `message`. False if a queue
+    /// was full and either was dropped.
     pub fn unschedulable(&self, pod: &PodKey, uid: &str, message: &str) -> bool {
-        self.push(Work::Unschedulable {
+        let condition = self.unschedulable_condition(pod, uid, message);
+        let event = self.push(Work::FailedScheduling {
             pod: pod.clone(),
             uid: uid.into(),
             message: message.into(),
-            event: true,
-        })
+        });
+        condition && event
     }
 
     /// Queues only the `PodScheduled=False, reason=Unschedulable` condition
     /// (for a member of a group that did not fit: the group's Event covers
     /// it). False if the queue was full.
     pub fn unschedulable_condition(&self, pod: &PodKey, uid: &str, message: &str) -> bool {
-        self.push(Work::Unschedulable {
-            pod: pod.clone(),
-            uid: uid.into(),
-            message: message.into(),
-            event: false,
-        })
+        let work =
+            ConditionWork::Write { pod: pod.clone(), uid: uid.into(), message: message.into() };
+        Self::push_to(&self.conditions, &self.counters, work)
     }
 
     /// Queues a group attempt's Event and status write. False if the queue
@@ -302,7 +359,7 @@ impl StatusWriter {
         Self::push_to(&self.queue, &self.counters, work)
     }
 
-    fn push_to(queue: &mpsc::Sender<Work>, counters: &Counters, work: Work) -> bool {
+    fn push_to<W>(queue: &mpsc::Sender<W>, counters: &Counters, work: W) -> bool {
         match queue.try_send(work) {
             Ok(()) => true,
             Err(_) => {
@@ -326,10 +383,15 @@ impl StatusWriter {
     /// `timeout` passed. True if drained.
     pub async fn flush(&self, timeout: Duration) -> bool {
         let (tx, rx) = oneshot::channel();
+        let (conditions_tx, conditions_rx) = oneshot::channel();
         // Behind the `Scheduled` Events: the task takes it only once the
-        // other queue is empty, so both are drained of what came before.
+        // other queue is empty, so both are drained of what came before;
+        // the conditions' queue has a marker of its own.
         tokio::time::timeout(timeout, async {
-            self.scheduled.send(Work::Flush(tx)).await.is_ok() && rx.await.is_ok()
+            self.scheduled.send(Work::Flush(tx)).await.is_ok()
+                && self.conditions.send(ConditionWork::Flush(conditions_tx)).await.is_ok()
+                && rx.await.is_ok()
+                && conditions_rx.await.is_ok()
         })
         .await
         .unwrap_or(false)
@@ -339,7 +401,7 @@ impl StatusWriter {
 struct Task {
     client: kube::Client,
     recorder: EventRecorder,
-    bucket: Option<TokenBucket>,
+    bucket: SharedBucket,
     counters: Arc<Counters>,
     /// The `PodGroupInitiallyScheduled` condition last written (or found
     /// terminal) per upstream group: `(uid, status, message)`, so that a
@@ -347,16 +409,44 @@ struct Task {
     conditions: HashMap<GroupKey, (String, String, String)>,
 }
 
+/// The writers' one rate limit (`None`: unlimited).
+type SharedBucket = Arc<tokio::sync::Mutex<Option<TokenBucket>>>;
+
+/// Waits for a token of `bucket`.
+async fn take(bucket: &SharedBucket) {
+    if let Some(bucket) = bucket.lock().await.as_mut() {
+        bucket.take().await;
+    }
+}
+
 impl Task {
     /// Writes what `first` holds before anything of `then` (see the module
     /// docs); ends once both are closed and empty.
     async fn run(mut self, mut first: mpsc::Receiver<Work>, mut then: mpsc::Receiver<Work>) {
-        loop {
+        let mut refresh = tokio::time::interval(crate::events::SERIES_REFRESH);
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut first_open, mut then_open) = (true, true);
+        while first_open || then_open {
             let work = tokio::select! {
                 biased;
-                Some(work) = first.recv() => work,
-                Some(work) = then.recv() => work,
-                else => break,
+                _ = refresh.tick() => {
+                    self.write_pending_series().await;
+                    continue;
+                }
+                work = first.recv(), if first_open => match work {
+                    Some(work) => work,
+                    None => {
+                        first_open = false;
+                        continue;
+                    }
+                },
+                work = then.recv(), if then_open => match work {
+                    Some(work) => work,
+                    None => {
+                        then_open = false;
+                        continue;
+                    }
+                },
             };
             match work {
                 Work::Scheduled { pod, uid, node } => {
@@ -371,14 +461,10 @@ impl Task {
                     self.event(&r, Some(related), EventType::Normal, reason, "Preempting", note)
                         .await;
                 }
-                Work::Unschedulable { pod, uid, message, event } => {
-                    if event {
-                        let note = message.clone();
-                        let r = pod_ref(&pod, &uid);
-                        let (warning, reason) = (EventType::Warning, "FailedScheduling");
-                        self.event(&r, None, warning, reason, "Scheduling", note).await;
-                    }
-                    self.condition(&pod, &uid, &message).await;
+                Work::FailedScheduling { pod, uid, message } => {
+                    let r = pod_ref(&pod, &uid);
+                    let (warning, reason) = (EventType::Warning, "FailedScheduling");
+                    self.event(&r, None, warning, reason, "Scheduling", message).await;
                 }
                 Work::Group(report) => self.group(report).await,
                 Work::RefreshGroup(key) => {
@@ -396,16 +482,29 @@ impl Task {
                     self.event(&regarding, related, warning, reason, "Scheduling", note).await;
                 }
                 Work::Flush(done) => {
+                    self.write_pending_series().await;
                     let _ = done.send(());
                 }
+            }
+        }
+        self.write_pending_series().await;
+    }
+
+    /// Writes the Event series counts held in memory
+    /// ([`crate::events::SERIES_REFRESH`]).
+    async fn write_pending_series(&mut self) {
+        for pending in self.recorder.pending() {
+            self.take().await;
+            let name = format!("{}/{}", pending.namespace(), pending.name());
+            if let Err(e) = self.recorder.write_pending(pending).await {
+                self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(event = %name, error = %e, "writing an Event's series failed");
             }
         }
     }
 
     async fn take(&mut self) {
-        if let Some(bucket) = self.bucket.as_mut() {
-            bucket.take().await;
-        }
+        take(&self.bucket).await;
     }
 
     async fn event(
@@ -433,29 +532,149 @@ impl Task {
             tracing::warn!(kind, object = %format!("{ns}/{name}"), reason, error = %e, "writing event failed");
         }
     }
+}
+
+/// Writes pods' `PodScheduled=False` conditions (a second part of the
+/// background task, beside [`Task`]).
+struct PodConditions {
+    client: kube::Client,
+    bucket: SharedBucket,
+    counters: Arc<Counters>,
+    writes: ConditionWrites,
+    /// The condition each pod was last given: `(uid, message, when)`.
+    written: Arc<Mutex<HashMap<PodKey, WrittenCondition>>>,
+}
+
+/// A pod's last written condition: its uid, the message, and when.
+type WrittenCondition = (String, String, tokio::time::Instant);
+
+impl PodConditions {
+    /// Writes what `queue` holds; ends once it is closed and empty and
+    /// every write is over.
+    async fn run(mut self, mut queue: mpsc::Receiver<ConditionWork>) {
+        while let Some(work) = queue.recv().await {
+            match work {
+                ConditionWork::Write { pod, uid, message } => {
+                    self.condition(pod, uid, message).await;
+                }
+                ConditionWork::Flush(done) => {
+                    self.writes.wait_all().await;
+                    let _ = done.send(());
+                }
+            }
+        }
+        self.writes.wait_all().await;
+    }
 
     /// Sets `PodScheduled=False, reason=Unschedulable` with a strategic
-    /// merge patch (conditions merge by type). The UID in the patch makes
-    /// the server refuse it for a recreated pod.
-    async fn condition(&mut self, pod: &PodKey, uid: &str, message: &str) {
-        self.take().await;
-        let patch = json!({
-            "metadata": { "uid": uid },
-            "status": { "conditions": [{
-                "type": "PodScheduled",
-                "status": "False",
-                "reason": "Unschedulable",
-                "message": message,
-                "lastProbeTime": null,
-                "lastTransitionTime": Time(Timestamp::now()),
-            }]}
+    /// merge patch (conditions merge by type), in the background (see
+    /// [`ConditionWrites`]). The UID in the patch makes the server refuse
+    /// it for a recreated pod.
+    async fn condition(&mut self, pod: PodKey, uid: String, message: String) {
+        if !self.remember(&pod, &uid, &message) {
+            return;
+        }
+        take(&self.bucket).await;
+        let key = pod.clone();
+        let client = self.client.clone();
+        let counters = Arc::clone(&self.counters);
+        let written = Arc::clone(&self.written);
+        let write = async move {
+            let patch = json!({
+                "metadata": { "uid": uid },
+                "status": { "conditions": [{
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": message,
+                    "lastProbeTime": null,
+                    "lastTransitionTime": Time(Timestamp::now()),
+                }]}
+            });
+            let pods: Api<Pod> = Api::namespaced(client, &pod.namespace);
+            let params = PatchParams::default();
+            if let Err(e) = pods.patch_status(&pod.name, &params, &Patch::Strategic(patch)).await {
+                counters.failed.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%pod, error = %e, "patching PodScheduled condition failed");
+                // Not there: the next failure writes it again.
+                let mut written = written.lock().expect("not poisoned");
+                if written.get(&pod).is_some_and(|(u, m, _)| *u == uid && *m == message) {
+                    written.remove(&pod);
+                }
+            }
+        };
+        self.writes.spawn(key, write).await;
+    }
+
+    /// Records that `pod` gets `message` now; false if it has that very
+    /// condition already (see [`remember_condition`]).
+    fn remember(&self, pod: &PodKey, uid: &str, message: &str) -> bool {
+        let mut written = self.written.lock().expect("not poisoned");
+        remember_condition(&mut written, pod, uid, message, tokio::time::Instant::now())
+    }
+}
+
+/// Records in `written` that `pod` gets `message` at `now`; false if it
+/// was given that very condition less than [`CONDITION_KEPT`] before (so
+/// there is nothing to write).
+fn remember_condition(
+    written: &mut HashMap<PodKey, WrittenCondition>,
+    pod: &PodKey,
+    uid: &str,
+    message: &str,
+    now: tokio::time::Instant,
+) -> bool {
+    if let Some((u, m, at)) = written.get(pod)
+        && u == uid
+        && m == message
+        && now.duration_since(*at) < CONDITION_KEPT
+    {
+        return false;
+    }
+    if written.len() >= CONDITIONS_REMEMBERED && !written.contains_key(pod) {
+        written.retain(|_, (_, _, at)| now.duration_since(*at) < CONDITION_KEPT);
+        if written.len() >= CONDITIONS_REMEMBERED {
+            written.clear();
+        }
+    }
+    written.insert(pod.clone(), (uid.to_string(), message.to_string(), now));
+    true
+}
+
+/// Pods' condition patches running in the background: at most `limit` at
+/// once, and at most one per pod (a second write of a pod waits for the
+/// first to finish, so patches of one pod land in the order decided).
+struct ConditionWrites {
+    slots: Arc<Semaphore>,
+    running: HashMap<PodKey, JoinHandle<()>>,
+}
+
+impl ConditionWrites {
+    fn new(limit: usize) -> Self {
+        Self { slots: Arc::new(Semaphore::new(limit.max(1))), running: HashMap::new() }
+    }
+
+    /// Starts `write` for pod `key` once a slot is free and the pod's
+    /// previous write (if any) is over.
+    async fn spawn(&mut self, key: PodKey, write: impl Future<Output = ()> + Send + 'static) {
+        if let Some(previous) = self.running.remove(&key) {
+            let _ = previous.await;
+        }
+        let Ok(slot) = Arc::clone(&self.slots).acquire_owned().await else { return };
+        if self.running.len() >= 1024 {
+            self.running.retain(|_, h| !h.is_finished());
+        }
+        let handle = tokio::spawn(async move {
+            write.await;
+            drop(slot);
         });
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        if let Err(e) =
-            pods.patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(patch)).await
-        {
-            self.counters.failed.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(%pod, error = %e, "patching PodScheduled condition failed");
+        self.running.insert(key, handle);
+    }
+
+    /// Waits for every write started so far.
+    async fn wait_all(&mut self) {
+        for (_, handle) in self.running.drain() {
+            let _ = handle.await;
         }
     }
 }
@@ -632,5 +851,89 @@ impl Task {
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+
+    /// Runs 40 writes over `pods` pods through `ConditionWrites::new(limit)`;
+    /// returns the most that ran at once, whether two writes of one pod
+    /// ever overlapped, and the order in which they ended.
+    async fn run(limit: usize, pods: usize) -> (usize, bool, Vec<usize>) {
+        let mut writes = ConditionWrites::new(limit);
+        let running = Arc::new(AtomicUsize::new(0));
+        let peak = Arc::new(AtomicUsize::new(0));
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let busy = Arc::new(Mutex::new(HashSet::new()));
+        let overlapped = Arc::new(AtomicUsize::new(0));
+        for i in 0..40 {
+            let pod = i % pods;
+            let key = PodKey::new("ns", &format!("p{pod}"));
+            let (running, peak, order) = (running.clone(), peak.clone(), order.clone());
+            let (busy, overlapped) = (busy.clone(), overlapped.clone());
+            let write = async move {
+                if !busy.lock().expect("not poisoned").insert(pod) {
+                    overlapped.fetch_add(1, Ordering::SeqCst);
+                }
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                peak.fetch_max(now, Ordering::SeqCst);
+                // Later writes are quicker: without the wait for a pod's
+                // previous write, they would overtake it.
+                tokio::time::sleep(Duration::from_millis(50 - i as u64)).await;
+                order.lock().expect("not poisoned").push(i);
+                busy.lock().expect("not poisoned").remove(&pod);
+                running.fetch_sub(1, Ordering::SeqCst);
+            };
+            writes.spawn(key, write).await;
+        }
+        writes.wait_all().await;
+        let order = order.lock().expect("not poisoned").clone();
+        (peak.load(Ordering::SeqCst), overlapped.load(Ordering::SeqCst) > 0, order)
+    }
+
+    /// Writes of different pods run at once, up to the limit.
+    #[tokio::test]
+    async fn condition_writes_run_concurrently_up_to_the_limit() {
+        let (peak, _, order) = run(4, 40).await;
+        assert_eq!(order.len(), 40, "every write ran");
+        assert_eq!(peak, 4, "concurrent, at most the limit");
+    }
+
+    /// Never two writes of one pod at once, and a pod's writes end in the
+    /// order they were started.
+    #[tokio::test]
+    async fn condition_writes_of_one_pod_run_one_after_the_other() {
+        let (peak, overlapped, order) = run(16, 10).await;
+        assert!(!overlapped, "two writes of one pod ran at once");
+        assert_eq!(peak, 10, "one write per pod at once");
+        for pod in 0..10 {
+            let of_pod: Vec<_> = order.iter().filter(|&&i| i % 10 == pod).copied().collect();
+            assert_eq!(of_pod, vec![pod, pod + 10, pod + 20, pod + 30], "pod {pod}'s writes");
+        }
+    }
+
+    /// A pod that fails again with the message it shows is not patched
+    /// again until [`CONDITION_KEPT`] has passed; a new message, or a new
+    /// pod of the same name, is.
+    #[test]
+    fn an_unchanged_condition_is_written_once() {
+        let mut written = HashMap::new();
+        let t0 = tokio::time::Instant::now();
+        let p = PodKey::new("ns", "p");
+        let (m1, m2) = ("0/3 nodes are available: 3 Insufficient cpu.", "0/3 nodes: other");
+        assert!(remember_condition(&mut written, &p, "u1", m1, t0), "first write");
+        let soon = t0 + Duration::from_secs(10);
+        assert!(!remember_condition(&mut written, &p, "u1", m1, soon), "unchanged");
+        assert!(remember_condition(&mut written, &p, "u1", m2, soon), "new message");
+        assert!(remember_condition(&mut written, &p, "u1", m1, soon), "back to the first");
+        assert!(remember_condition(&mut written, &p, "u2", m1, soon), "recreated pod");
+        let later = soon + CONDITION_KEPT;
+        assert!(remember_condition(&mut written, &p, "u2", m1, later), "written again after");
+        let q = PodKey::new("ns", "q");
+        assert!(remember_condition(&mut written, &q, "u3", m1, later), "another pod");
     }
 }

@@ -148,14 +148,17 @@ async fn status_writer_explains_a_pending_pod_before_queued_scheduled_events() -
     })
     .await
     .context("PodScheduled condition")?;
-    let written = events.list(&ListParams::default()).await?.items;
-    let scheduled = written.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
     assert_eq!(condition.message.as_deref(), Some(message));
-    assert!(
-        written.iter().any(|e| e.reason.as_deref() == Some("FailedScheduling")),
-        "the FailedScheduling Event is written before the condition"
-    );
-    assert!(scheduled < 10, "{scheduled} Scheduled Events were written before the condition");
+    // The condition is patched first, the FailedScheduling Event one
+    // token (1 s) later; the Scheduled Events only after both.
+    let written = eventually(Duration::from_secs(30), || async {
+        let written = events.list(&ListParams::default()).await.ok()?.items;
+        written.iter().any(|e| e.reason.as_deref() == Some("FailedScheduling")).then_some(written)
+    })
+    .await
+    .context("FailedScheduling Event")?;
+    let scheduled = written.iter().filter(|e| e.reason.as_deref() == Some("Scheduled")).count();
+    assert!(scheduled < 10, "{scheduled} Scheduled Events were written before the explanation");
     Ok(())
 }
 

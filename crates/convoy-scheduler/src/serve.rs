@@ -182,7 +182,14 @@ pub async fn serve(config: SchedulerConfig, opts: ServeOptions) -> anyhow::Resul
 
     let (status, status_task) = StatusWriter::new(
         events_client,
-        StatusWriterOptions { instance: Some(opts.identity.clone()), ..Default::default() },
+        // Limited as the Events client itself (kube-scheduler's status
+        // patches and Events are limited by their clients alone).
+        StatusWriterOptions {
+            qps: cc.qps,
+            burst: cc.burst,
+            instance: Some(opts.identity.clone()),
+            ..Default::default()
+        },
     );
     let metrics = Arc::new(Metrics::new());
     let sink: Arc<dyn DecisionSink> = Arc::new(Fanout(vec![
