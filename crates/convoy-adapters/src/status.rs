@@ -13,7 +13,8 @@
 //! limited rate; when a queue is full the write is dropped and counted
 //! (the pod's next attempt produces another). Events are written one after
 //! the other; pods' `PodScheduled=False` conditions have a queue of their
-//! own, drained beside the Events and patched up to
+//! own (one entry per pod, with its latest message), drained beside the
+//! Events and patched up to
 //! [`StatusWriterOptions::conditions_in_flight`] at once (upstream's API
 //! dispatcher also patches pod statuses concurrently, beside its event
 //! broadcaster), so that a burst of failed attempts shows on the pods
@@ -138,11 +139,20 @@ enum Work {
     Flush(oneshot::Sender<()>),
 }
 
-/// A pod's `PodScheduled=False` condition to write, or a flush marker.
+/// A pod whose `PodScheduled=False` condition is to be written (its
+/// latest message waits in [`LatestConditions`]), or a flush marker.
 enum ConditionWork {
-    Write { pod: PodKey, uid: String, message: String },
+    Write { pod: PodKey },
     Flush(oneshot::Sender<()>),
 }
+
+/// The latest condition waiting to be written per pod: `(uid, message)`.
+/// A pod that fails again before its condition is written replaces its
+/// message here instead of queueing a second write (as upstream's API
+/// dispatcher merges a pod's pending status updates), so the queue holds
+/// one entry per pod and a burst of retries cannot fill it and crowd out
+/// pods not explained yet.
+type LatestConditions = Arc<Mutex<HashMap<PodKey, (String, String)>>>;
 
 /// A Warning Event on any object.
 struct Warning {
@@ -172,6 +182,8 @@ pub struct StatusWriter {
     scheduled: mpsc::Sender<Work>,
     /// Pods' `PodScheduled=False` conditions, written beside the Events.
     conditions: mpsc::Sender<ConditionWork>,
+    /// Their messages, latest per pod.
+    latest: LatestConditions,
     counters: Arc<Counters>,
 }
 
@@ -199,7 +211,9 @@ impl StatusWriter {
             counters: Arc::clone(&counters),
             conditions: HashMap::new(),
         };
+        let latest = LatestConditions::default();
         let pod_conditions = PodConditions {
+            latest: Arc::clone(&latest),
             client,
             bucket,
             counters: Arc::clone(&counters),
@@ -214,6 +228,7 @@ impl StatusWriter {
             queue: tx,
             scheduled: scheduled_tx,
             conditions: conditions_tx,
+            latest,
             counters,
         };
         (writer, handle)
@@ -283,9 +298,20 @@ impl StatusWriter {
     /// (for a member of a group that did not fit: the group's Event covers
     /// it). False if the queue was full.
     pub fn unschedulable_condition(&self, pod: &PodKey, uid: &str, message: &str) -> bool {
-        let work =
-            ConditionWork::Write { pod: pod.clone(), uid: uid.into(), message: message.into() };
-        Self::push_to(&self.conditions, &self.counters, work)
+        let mut latest = self.latest.lock().expect("not poisoned");
+        let waiting = latest.insert(pod.clone(), (uid.into(), message.into())).is_some();
+        if waiting {
+            return true; // its queued write takes the new message
+        }
+        let queued = Self::push_to(
+            &self.conditions,
+            &self.counters,
+            ConditionWork::Write { pod: pod.clone() },
+        );
+        if !queued {
+            latest.remove(pod);
+        }
+        queued
     }
 
     /// Queues a group attempt's Event and status write. False if the queue
@@ -537,6 +563,7 @@ impl Task {
 /// Writes pods' `PodScheduled=False` conditions (a second part of the
 /// background task, beside [`Task`]).
 struct PodConditions {
+    latest: LatestConditions,
     client: kube::Client,
     bucket: SharedBucket,
     counters: Arc<Counters>,
@@ -554,8 +581,11 @@ impl PodConditions {
     async fn run(mut self, mut queue: mpsc::Receiver<ConditionWork>) {
         while let Some(work) = queue.recv().await {
             match work {
-                ConditionWork::Write { pod, uid, message } => {
-                    self.condition(pod, uid, message).await;
+                ConditionWork::Write { pod } => {
+                    let latest = self.latest.lock().expect("not poisoned").remove(&pod);
+                    if let Some((uid, message)) = latest {
+                        self.condition(pod, uid, message).await;
+                    }
                 }
                 ConditionWork::Flush(done) => {
                     self.writes.wait_all().await;

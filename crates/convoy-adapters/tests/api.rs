@@ -201,6 +201,40 @@ async fn status_writer_shows_a_new_message_and_counts_repeats() -> Result<()> {
     Ok(())
 }
 
+/// A pod that fails again before its condition is written takes one place
+/// in the queue, with its latest message: a burst of retries of a few pods
+/// cannot fill the queue and crowd out a pod not explained yet.
+#[tokio::test]
+async fn status_writer_keeps_one_condition_per_pod_with_the_latest_message() -> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "adapters-status-latest").await?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    // Room for two writes, one write a second: the retries below all come
+    // while the first write waits.
+    let opts =
+        StatusWriterOptions { capacity: 2, qps: 1.0, burst: 1, ..StatusWriterOptions::default() };
+    let (writer, _task) = StatusWriter::new(client.clone(), opts);
+    let (a, b) = (create_pod(&pods, "a").await?, create_pod(&pods, "b").await?);
+    for i in 0..50 {
+        assert!(writer.unschedulable_condition(&a.key, &a.uid, &format!("a attempt {i}")));
+    }
+    assert!(writer.unschedulable_condition(&b.key, &b.uid, "b attempt 0"));
+    assert_eq!(writer.dropped(), 0, "retries of one pod take one place");
+    assert!(writer.flush(Duration::from_secs(20)).await, "queue drained");
+    let message = |name: &'static str| {
+        let pods = pods.clone();
+        async move {
+            let status = pods.get_status(name).await.ok()?.status?;
+            let c = status.conditions?.into_iter().find(|c| c.type_ == "PodScheduled")?;
+            c.message
+        }
+    };
+    assert_eq!(message("a").await.as_deref(), Some("a attempt 49"), "the latest message");
+    assert_eq!(message("b").await.as_deref(), Some("b attempt 0"));
+    Ok(())
+}
+
 #[tokio::test]
 async fn status_writer_drops_when_full_and_never_blocks() -> Result<()> {
     let env = TestEnv::shared();
