@@ -109,11 +109,14 @@ async fn a_kubelet_rejection_is_explained_on_the_pod_and_the_node() -> Result<()
         ),
         "{note}"
     );
-    let metrics = metrics(&sched).await?;
-    assert!(
-        metrics.contains("convoy_kubelet_rejections_total{reason=\"PodOSNotSupported\"} 1"),
-        "{metrics}"
-    );
+    // Counted once (waited for: a CI run once scraped before the count
+    // showed, with both Events already written).
+    let want = "convoy_kubelet_rejections_total{reason=\"PodOSNotSupported\"} 1";
+    let counted = eventually(Duration::from_secs(15), || async {
+        metrics(&sched).await.ok().filter(|m| m.contains(want))
+    })
+    .await;
+    ensure!(counted.is_some(), "{want} not in\n{}", metrics(&sched).await?);
     // Held, then offered again.
     let released = eventually(Duration::from_secs(30), || async {
         (sched.count("offered to scheduling again") > 0).then_some(())
