@@ -24,7 +24,9 @@
 //! the message it already shows is not patched again (upstream's
 //! `updatePod` skips an unchanged condition), for [`CONDITION_KEPT`] after
 //! the last write; a pod that churns through thousands of attempts costs
-//! one patch per message, not one per attempt. Both share one rate limit. What explains a pod that is
+//! one patch per message, not one per attempt. Both share one rate limit.
+//!
+//! What explains a pod that is
 //! not running (`FailedScheduling`, the `PodScheduled=False` condition,
 //! `Preempted`, group Events and status) goes first; `Scheduled` Events,
 //! which only repeat what the binding already recorded in the pod, wait
