@@ -43,6 +43,23 @@
 //!   `holderIdentity` while still leading, so a standby takes over at its
 //!   next retry instead of waiting a lease duration.
 //!
+//! # Failover time
+//!
+//! client-go's candidate only polls, every `retryPeriod` stretched by up
+//! to 120 % jitter (2 to 4.4 s with kube-scheduler's defaults): it sees
+//! the holder's last renewal up to one poll late, and tries again up to
+//! one poll after the lease has expired, so a failover takes the lease
+//! duration plus up to two polls. A Convoy candidate also watches its
+//! Lease (a `fieldSelector` on its name, which a `resourceNames` rule
+//! authorizes): it sees each renewal as it is written, wakes at the moment
+//! the record seen last expires, and tries at once when the lease is
+//! released or deleted. The rules above are unchanged (expiry is still
+//! counted from the local moment a changed record is seen, and seeing it
+//! sooner only makes the count start after the renewal was written), so
+//! failover takes the lease duration after the holder's last renewal,
+//! plus one request. Where the watch is refused (RBAC without `list` and
+//! `watch` on the Lease), the candidate polls as client-go does.
+//!
 //! Leases are not fencing tokens: a renewal request already on the wire
 //! when the deadline passes may still land (delaying a standby by at most
 //! one more lease duration), and bindings in flight at the moment of loss
@@ -51,10 +68,14 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -235,15 +256,20 @@ impl Observed {
     /// Whether the record seen last is still valid at `now`: observed less
     /// than its `leaseDurationSeconds` ago (`default` when it has none).
     fn valid(&self, now: Instant, default: Duration) -> bool {
-        let Some((spec, at)) = &self.record else {
-            return false;
-        };
+        self.expiry(default).is_some_and(|expiry| expiry > now)
+    }
+
+    /// When the record seen last stops being valid: its `leaseDurationSeconds`
+    /// (`default` when it has none) after it was first seen. `None` when
+    /// nothing was seen yet.
+    fn expiry(&self, default: Duration) -> Option<Instant> {
+        let (spec, at) = self.record.as_ref()?;
         let duration = spec
             .lease_duration_seconds
             .and_then(|s| u64::try_from(s).ok())
             .filter(|s| *s > 0)
             .map_or(default, Duration::from_secs);
-        *at + duration > now
+        Some(*at + duration)
     }
 }
 
@@ -294,7 +320,16 @@ impl Elector {
 
     /// Tries every `retry_period` (jittered) until we hold the lease.
     /// Returns when the successful attempt started, or `None` when stopped.
+    ///
+    /// Between attempts it also watches the Lease (see the module docs,
+    /// "Failover time"): a renewal seen on the watch restarts the expiry
+    /// clock as soon as it is written, a release or a deletion brings the
+    /// next attempt forward to now, and no wait runs past the moment the
+    /// record seen last expires. If the watch is refused (no `watch`
+    /// verb on the Lease), polling alone still elects, only later.
     async fn acquire(&mut self, stop: &mut oneshot::Receiver<()>) -> Option<Instant> {
+        let mut changes = self.watch_lease();
+        let mut refused = false;
         loop {
             let started = Instant::now();
             let attempt = tokio::select! {
@@ -309,11 +344,56 @@ impl Elector {
                 }
                 Err(_) => tracing::debug!(lease = %self.cfg.name, "acquiring the lease timed out"),
             }
-            tokio::select! {
-                _ = &mut *stop => return None,
-                () = tokio::time::sleep(jittered(self.cfg.retry_period)) => {}
+            let now = Instant::now();
+            let poll = now + jittered(self.cfg.retry_period);
+            loop {
+                // An expiry already past (the attempt failed) waits for the
+                // poll: failing attempts are never retried in a tight loop.
+                let next = match self.observed.expiry(self.cfg.lease_duration) {
+                    Some(expiry) if expiry > now => expiry.min(poll),
+                    _ => poll,
+                };
+                tokio::select! {
+                    _ = &mut *stop => return None,
+                    () = tokio::time::sleep_until(next) => break,
+                    change = changes.next() => match change {
+                        Some(Ok(Some(spec))) => {
+                            self.observed.observe(&spec, Instant::now());
+                            if spec.holder_identity.as_deref().is_none_or(str::is_empty) {
+                                break;
+                            }
+                        }
+                        Some(Ok(None)) => break,
+                        Some(Err(e)) => {
+                            if !std::mem::replace(&mut refused, true) {
+                                tracing::info!(lease = %self.cfg.name, error = %e, "watching the lease failed; trying it every retryPeriod only");
+                            }
+                        }
+                        None => changes = futures::stream::pending().boxed(),
+                    },
+                }
             }
         }
+    }
+
+    /// The Lease's record as each change is seen: `Some(spec)` when it is
+    /// written, `None` when it is deleted. Errors are the watch's own
+    /// (retried with [`crate::backoff`]); the stream does not end.
+    fn watch_lease(&self) -> BoxStream<'static, Result<Option<LeaseSpec>, watcher::Error>> {
+        let cfg = watcher::Config::default().fields(&format!("metadata.name={}", self.cfg.name));
+        watcher::watcher(self.api.clone(), cfg)
+            .backoff(crate::backoff::watch_backoff())
+            .filter_map(|event| async move {
+                match event {
+                    Ok(Event::Apply(lease) | Event::InitApply(lease)) => {
+                        Some(Ok(Some(lease.spec.unwrap_or_default())))
+                    }
+                    Ok(Event::Delete(_)) => Some(Ok(None)),
+                    Ok(Event::Init | Event::InitDone) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .boxed()
     }
 
     /// Renews every `retry_period` until stopped or until no renewal

@@ -16,7 +16,7 @@ use convoy_testenv::TestEnv;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, ListParams, ObjectMeta, PostParams, WatchParams};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -377,6 +377,157 @@ async fn an_outage_shorter_than_the_renew_deadline_costs_nothing() -> Result<()>
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     handle.release().await;
+    Ok(())
+}
+
+/// A standby watches the Lease: it takes over a lease duration after the
+/// holder's last write, not a retry period or two later, and at once when
+/// the holder releases it. Its retry period (2 s, up to 4.4 s with
+/// jitter) is longer than the margins here, so a standby that only polled
+/// would fail both bounds most of the time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_a_lease_duration_after_the_last_write_and_at_once_on_release()
+-> Result<()> {
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "leader-watch").await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    create_lease(&leases, "other", Timestamp::now()).await?;
+    let cfg = LeaderElection {
+        lease_duration: Duration::from_secs(3),
+        renew_deadline: Duration::from_millis(2500),
+        retry_period: Duration::from_secs(2),
+        ..LeaderElection::new(&ns, LEASE, "b")
+    };
+    // The holder renews every 250 ms for 3 s, then stops (a SIGKILL).
+    let renew = |leases: Api<Lease>| async move {
+        let mut last = Instant::now();
+        for _ in 0..12 {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let mut lease = leases.get(LEASE).await?;
+            let spec = lease.spec.as_mut().context("lease spec")?;
+            spec.renew_time = Some(MicroTime(Timestamp::now()));
+            leases.replace(LEASE, &PostParams::default(), &lease).await?;
+            last = Instant::now();
+        }
+        anyhow::Ok(last)
+    };
+    let (mut rx, handle) = leader::start(client.clone(), cfg.clone())?;
+    let last = renew(leases.clone()).await?;
+    assert!(!*rx.borrow(), "took a lease that was being renewed");
+    // The record says 2 s (`create_lease`): expiry is judged by it.
+    wait_leader(&mut rx, true, Duration::from_secs(8)).await?;
+    let took = last.elapsed();
+    assert!(took >= Duration::from_millis(1900), "took over {took:?} after the last write");
+    assert!(
+        took <= Duration::from_millis(3000),
+        "took over {took:?} after the last write, more than the 2 s lease plus 1 s"
+    );
+    assert_eq!(lease_spec(&leases).await?.holder_identity.as_deref(), Some("b"));
+
+    // b releases with c waiting: c leads well within its retry period.
+    let (mut c_rx, c) =
+        leader::start(client.clone(), LeaderElection { identity: "c".into(), ..cfg })?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!*c_rx.borrow(), "c waits while b leads");
+    let released = Instant::now();
+    handle.release().await;
+    wait_leader(&mut c_rx, true, Duration::from_secs(5)).await?;
+    let took = released.elapsed();
+    assert!(took <= Duration::from_millis(1000), "c led {took:?} after the release");
+    c.release().await;
+    Ok(())
+}
+
+/// A candidate allowed only `get`, `create` and `update` on Leases
+/// (kube-scheduler's own RBAC has no `watch`): the refused watch does not
+/// block the election; it polls, takes the lease once it expires and keeps
+/// renewing it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_candidate_that_may_not_watch_leases_still_takes_over_by_polling() -> Result<()> {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    let env = TestEnv::shared();
+    let client = env.client().await?;
+    let ns = env.create_namespace(&client, "leader-no-watch").await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+    let user = "convoy-leader-no-watch";
+    let meta = ObjectMeta { name: Some(user.into()), ..Default::default() };
+    let role = Role {
+        metadata: meta.clone(),
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec!["coordination.k8s.io".into()]),
+            resources: Some(vec!["leases".into()]),
+            verbs: vec!["get".into(), "create".into(), "update".into()],
+            ..Default::default()
+        }]),
+    };
+    Api::<Role>::namespaced(client.clone(), &ns).create(&PostParams::default(), &role).await?;
+    let binding = RoleBinding {
+        metadata: meta,
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: user.into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "User".into(),
+            name: user.into(),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &binding)
+        .await?;
+    let kubeconfig = kube::config::Kubeconfig::read_from(env.kubeconfig())?;
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await?;
+    config.auth_info.impersonate = Some(user.into());
+    let limited = kube::Client::try_from(config)?;
+    let refused = Api::<Lease>::namespaced(limited.clone(), &ns).list(&Default::default()).await;
+    assert!(
+        matches!(&refused, Err(kube::Error::Api(s)) if s.code == 403),
+        "the test user may list leases: {refused:?}"
+    );
+
+    create_lease(&leases, "other", Timestamp::now()).await?;
+    let t0 = Instant::now();
+    let (mut rx, handle) = leader::start(limited, election(&ns, "a"))?;
+    wait_leader(&mut rx, true, Duration::from_secs(8)).await?;
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(1900), "took over after {took:?}, before 2 s");
+    let (rv, _) = next_write(&leases, "").await?;
+    next_write(&leases, &rv).await.context("a stopped renewing")?;
+    assert!(*rx.borrow(), "a leads");
+    assert_eq!(lease_spec(&leases).await?.holder_identity.as_deref(), Some("a"));
+    handle.release().await;
+    Ok(())
+}
+
+/// The chart's Role lets a replica watch its own Lease (the standby's
+/// watch: a `fieldSelector` on the name) and no other.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_role_lets_a_standby_watch_its_own_lease_only() -> Result<()> {
+    let env = TestEnv::shared();
+    let admin = env.client().await?;
+    let (name, namespace) = ("convoy-lease", "leader-chart");
+    env.create_namespace(&admin, namespace).await?;
+    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
+    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
+    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
+    let client = convoy_testenv::chart::client_from(&kubeconfig).await?;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let own = ListParams::default().fields(&format!("metadata.name={name}"));
+    leases.list(&own).await.context("the chart's Role does not let a replica list its Lease")?;
+    // The request is refused (403) or accepted before the first event.
+    let _accepted = leases
+        .watch(&WatchParams::default().fields(&format!("metadata.name={name}")), "0")
+        .await
+        .context("the chart's Role does not let a replica watch its Lease")?;
+    let other = leases.list(&ListParams::default()).await;
+    assert!(
+        matches!(&other, Err(kube::Error::Api(s)) if s.code == 403),
+        "the chart's Role lets a replica list every Lease: {other:?}"
+    );
     Ok(())
 }
 
