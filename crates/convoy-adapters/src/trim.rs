@@ -5,7 +5,7 @@
 //! (`managedFields` alone is often half of `ObjectMeta`; container env,
 //! probes and per-container status dominate the rest of a pod).
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod, PodStatus, VolumeMount};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec, PodStatus, Volume, VolumeMount};
 
 /// Clears `metadata.managedFields`; everything else in a node (labels,
 /// taints, allocatable, conditions, images) is read by plugins.
@@ -13,7 +13,8 @@ pub fn trim_node(node: &mut Node) {
     node.metadata.managed_fields = None;
 }
 
-/// Clears a pod's `metadata.managedFields`; the containers' and init
+/// Clears a pod's `metadata.managedFields`; the volumes no plugin reads
+/// (see `trim_volumes`); the containers' and init
 /// containers' env, envFrom, volumeMounts (unless one has
 /// `bindMountOptions`, a field Convoy refuses: see `convoy_api::pod_fields`),
 /// command, args, probes and lifecycle; and its status except phase,
@@ -26,6 +27,7 @@ pub fn trim_node(node: &mut Node) {
 pub fn trim_pod(pod: &mut Pod) {
     pod.metadata.managed_fields = None;
     if let Some(spec) = pod.spec.as_mut() {
+        trim_volumes(spec);
         spec.containers.iter_mut().for_each(trim_container);
         if let Some(init) = spec.init_containers.as_mut() {
             init.iter_mut().for_each(trim_container);
@@ -47,6 +49,36 @@ pub fn trim_pod(pod: &mut Pod) {
             extended_resource_claim_status: status.extended_resource_claim_status,
             ..Default::default()
         });
+    }
+}
+
+/// Drops the volumes no plugin reads: `configMap`, `secret`, `projected`,
+/// `downwardAPI` and `emptyDir`. Nearly every pod has one (the service
+/// account's `kube-api-access-*` projected volume), and a k8s-openapi
+/// `Volume` with its projections is about 6 KiB, half of a small pod's
+/// memory. A pod with a volume Convoy refuses keeps them all: the refusal
+/// names volumes by their index.
+fn trim_volumes(spec: &mut PodSpec) {
+    if spec.volumes.is_none() {
+        return;
+    }
+    let refused =
+        convoy_api::unevaluated_fields(spec).iter().any(|f| f.path.starts_with("spec.volumes["));
+    if refused {
+        return;
+    }
+    let unread = |v: &Volume| {
+        v.config_map.is_some()
+            || v.secret.is_some()
+            || v.projected.is_some()
+            || v.downward_api.is_some()
+            || v.empty_dir.is_some()
+    };
+    if let Some(volumes) = spec.volumes.as_mut() {
+        volumes.retain(|v| !unread(v));
+        if volumes.is_empty() {
+            spec.volumes = None;
+        }
     }
 }
 
@@ -131,7 +163,20 @@ mod tests {
                 "schedulerName": "convoy-scheduler",
                 "nodeSelector": { "zone": "a" },
                 "containers": [container("main")],
-                "initContainers": [container("init")]
+                "initContainers": [container("init")],
+                "volumes": [
+                    { "name": "kube-api-access-x", "projected": { "sources": [
+                        { "serviceAccountToken": { "path": "token" } },
+                        { "configMap": { "name": "kube-root-ca.crt" } }
+                    ] } },
+                    { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
+                    { "name": "cm", "configMap": { "name": "cm" } },
+                    { "name": "s", "secret": { "secretName": "s" } },
+                    { "name": "d", "downwardAPI": { "items": [] } },
+                    { "name": "scratch", "emptyDir": {} },
+                    { "name": "img", "image": { "reference": "img:2" } },
+                    { "name": "disk", "iscsi": { "targetPortal": "t", "iqn": "i", "lun": 0 } }
+                ]
             },
             "status": {
                 "phase": "Pending",
@@ -163,7 +208,12 @@ mod tests {
                 "schedulerName": "convoy-scheduler",
                 "nodeSelector": { "zone": "a" },
                 "containers": [kept_container("main")],
-                "initContainers": [kept_container("init")]
+                "initContainers": [kept_container("init")],
+                "volumes": [
+                    { "name": "data", "persistentVolumeClaim": { "claimName": "data" } },
+                    { "name": "img", "image": { "reference": "img:2" } },
+                    { "name": "disk", "iscsi": { "targetPortal": "t", "iqn": "i", "lun": 0 } }
+                ]
             },
             "status": {
                 "phase": "Pending",
@@ -203,6 +253,7 @@ mod tests {
                 "initContainers": [container("plain"), c],
                 "resourceClaims": [{ "name": "gpu", "resourceClaimName": "g" }],
                 "volumes": [
+                    { "name": "token", "projected": { "sources": [] } },
                     { "name": "v", "awsElasticBlockStore": { "volumeID": "d" } },
                     { "name": "c", "persistentVolumeClaim": { "claimName": "c" } },
                     { "name": "e", "ephemeral": { "volumeClaimTemplate": { "spec": {} } } }
