@@ -209,8 +209,14 @@ impl Scheduler {
     fn pod_added(&self, pod: Arc<Pod>) {
         let assigned =
             pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_some_and(|n| !n.is_empty());
+        // Another scheduler's pod counts as that scheduler at work, except
+        // one the initial lists find already bound: that binding is old
+        // news, and counting the whole cluster's pods would make every
+        // binding of the first 10 s read its node from the API server.
+        let listed_bound = assigned && !self.synced.load(Ordering::Acquire);
         if !self.is_ours(&pod)
             && !is_terminal(&pod)
+            && !listed_bound
             && let Some(uid) = pod.metadata.uid.as_deref()
         {
             self.foreign_pod_seen(&Arc::from(uid), !assigned);
@@ -470,4 +476,57 @@ pub fn node_update_action(old: &Node, new: &Node) -> ActionType {
         a |= ActionType::UPDATE_NODE_ANNOTATION;
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use convoy_api::testing::{NodeBuilder, PodBuilder};
+    use convoy_api::{ClusterUpdate, FakeClock};
+    use convoy_embedded::{EmbeddedCluster, Objects};
+
+    use crate::decision::LogSink;
+    use crate::scheduler::{Scheduler, SchedulerOptions};
+
+    fn scheduler() -> Arc<Scheduler> {
+        let (cluster, _updates) = EmbeddedCluster::new(Objects::default());
+        Scheduler::new(SchedulerOptions::embedded(
+            crate::load_config(None).unwrap(),
+            &cluster,
+            Arc::new(FakeClock::new()),
+            Arc::new(LogSink),
+        ))
+        .unwrap()
+    }
+
+    fn foreign(name: &str, node: Option<&str>) -> ClusterUpdate {
+        let pod = PodBuilder::new(name).uid(name).scheduler("default-scheduler").cpu("1");
+        let pod = match node {
+            Some(n) => pod.node(n),
+            None => pod,
+        };
+        ClusterUpdate::PodAdded(Arc::new(pod.build()))
+    }
+
+    /// The initial lists' bound pods of other schedulers are old bindings,
+    /// not a scheduler at work: counting them made every binding of the
+    /// first 10 s after a cold start read its node's pods from the API
+    /// server (at 100,000 pods, seconds of slow bindings). A pending one
+    /// listed, or a pod bound once the lists are synced, still counts.
+    #[test]
+    fn bound_pods_of_the_initial_lists_are_not_another_scheduler_at_work() {
+        let s = scheduler();
+        s.handle_update(ClusterUpdate::NodeAdded(Arc::new(NodeBuilder::new("n1").build())));
+        s.handle_update(foreign("old", Some("n1")));
+        assert!(!s.contended(), "a listed, bound pod is not activity");
+        s.handle_update(ClusterUpdate::Synced);
+        assert!(!s.contended());
+        s.handle_update(foreign("new", Some("n1")));
+        assert!(s.contended(), "a pod bound after the lists is activity");
+
+        let s = scheduler();
+        s.handle_update(foreign("waiting", None));
+        assert!(s.contended(), "another scheduler's listed pending pod is activity");
+    }
 }

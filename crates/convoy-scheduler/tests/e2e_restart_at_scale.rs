@@ -1,6 +1,8 @@
 //! Restart and failover on a large cluster, beside kube-scheduler on the
 //! same control plane in the same run: 5,000 nodes and 100,000 bound pods
-//! (`CONVOY_SCALE_NODES`, `CONVOY_SCALE_PODS`), then for each scheduler:
+//! (`CONVOY_SCALE_NODES`, `CONVOY_SCALE_PODS`), each with the service
+//! account's projected volume a real cluster's admission adds
+//! (`CONVOY_SCALE_TOKEN_VOLUME=false`: without), then for each scheduler:
 //!
 //! - **cold start**: a backlog of pending pods (`CONVOY_SCALE_BATCH`), the
 //!   scheduler started with an empty cache: time from process start to the
@@ -236,10 +238,18 @@ async fn create_batch(api: &Api<Pod>, prefix: &str, count: usize, scheduler: &st
 }
 
 /// Creates `count` pods already bound, round-robin over `nodes` nodes.
-async fn create_resident(api: &Api<Pod>, count: usize, nodes: usize) -> Result<()> {
+async fn create_resident(
+    api: &Api<Pod>,
+    count: usize,
+    nodes: usize,
+    token_volume: bool,
+) -> Result<()> {
     futures::stream::iter(0..count)
         .map(|i| {
             let mut p = pod(&format!("r{i:06}"), "default-scheduler", "100m", "10Mi");
+            if token_volume {
+                add_token_volume(&mut p);
+            }
             p.spec.as_mut().expect("spec").node_name = Some(format!("n{:04}", i % nodes));
             let api = api.clone();
             async move { api.create(&PostParams::default(), &p).await }
@@ -248,6 +258,35 @@ async fn create_resident(api: &Api<Pod>, count: usize, nodes: usize) -> Result<(
         .try_for_each(|_| async { Ok(()) })
         .await?;
     Ok(())
+}
+
+/// Adds the service account, volume and mount the ServiceAccount admission plugin gives
+/// every pod that does not opt out (testenv's API server runs without that
+/// plugin): the `kube-api-access-*` projected volume with the token, the
+/// cluster's CA and the namespace.
+fn add_token_volume(pod: &mut Pod) {
+    let volume = serde_json::json!({
+        "name": "kube-api-access-7x2kq",
+        "projected": {
+            "defaultMode": 420,
+            "sources": [
+                { "serviceAccountToken": { "expirationSeconds": 3607, "path": "token" } },
+                { "configMap": { "name": "kube-root-ca.crt",
+                                 "items": [{ "key": "ca.crt", "path": "ca.crt" }] } },
+                { "downwardAPI": { "items": [{ "path": "namespace", "fieldRef":
+                    { "apiVersion": "v1", "fieldPath": "metadata.namespace" } }] } }
+            ]
+        }
+    });
+    let mount = serde_json::json!({
+        "name": "kube-api-access-7x2kq",
+        "readOnly": true,
+        "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"
+    });
+    let spec = pod.spec.as_mut().expect("spec");
+    spec.service_account_name = Some("default".into());
+    spec.volumes = Some(vec![serde_json::from_value(volume).expect("volume")]);
+    spec.containers[0].volume_mounts = Some(vec![serde_json::from_value(mount).expect("mount")]);
 }
 
 /// Deletes every pod of `api` at once (no kubelet runs to confirm).
@@ -366,6 +405,7 @@ async fn restart_and_failover_at_scale() -> Result<()> {
     let resident: usize = knob("CONVOY_SCALE_PODS", 100_000);
     let batch: usize = knob("CONVOY_SCALE_BATCH", 5000);
     let rounds: usize = knob("CONVOY_SCALE_ROUNDS", 3);
+    let token_volume: bool = knob("CONVOY_SCALE_TOKEN_VOLUME", true);
     let cp = ControlPlane::start().await?;
     let t = Instant::now();
     create_nodes(
@@ -374,9 +414,10 @@ async fn restart_and_failover_at_scale() -> Result<()> {
     )
     .await?;
     let api = cp.namespace("resident").await?;
-    create_resident(&api, resident, nodes).await?;
+    create_resident(&api, resident, nodes, token_volume).await?;
     eprintln!(
-        "{nodes} nodes and {resident} bound pods created in {:.0} s",
+        "{nodes} nodes and {resident} bound pods (service account volume: {token_volume}) \
+         created in {:.0} s",
         t.elapsed().as_secs_f64()
     );
 
@@ -405,7 +446,7 @@ async fn restart_and_failover_at_scale() -> Result<()> {
         }
     }
     println!(
-        "\n{nodes} nodes, {resident} bound pods, batches of {batch} pending pods; \
+        "\n{nodes} nodes, {resident} bound pods (service account volume: {token_volume}), batches of {batch} pending pods; \
          lease 15 s / 10 s / 2 s, qps 5000; seconds from the process start (cold) or the \
          leader's SIGKILL (failover)\n\
          | case | scheduler | first bind | steady | last bind | pods/s | peak MiB |\n\
