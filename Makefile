@@ -91,6 +91,6 @@ soak: testenv
 soak-chart: testenv
 	CONVOY_CHAOS_SETTINGS=chart $(CARGO) test -p convoy-scheduler --test chaos --locked -- --ignored --nocapture soak_random_faults
 
-## bench-restart: cold start and failover (warm standby, delayCacheUntilActive) at 5,000 nodes and 100,000 pods, beside kube-scheduler (CONVOY_SCALE_NODES, CONVOY_SCALE_PODS, CONVOY_SCALE_BATCH, CONVOY_SCALE_ROUNDS).
+## bench-restart: cold start and failover (warm standby, delayCacheUntilActive) at 5,000 nodes and 100,000 pods, beside kube-scheduler (CONVOY_SCALE_NODES, CONVOY_SCALE_PODS, CONVOY_SCALE_BATCH, CONVOY_SCALE_ROUNDS, CONVOY_SCALE_TOKEN_VOLUME).
 bench-restart: testenv
 	$(CARGO) test --release -p convoy-scheduler --locked --test e2e_restart_at_scale -- --ignored --nocapture restart_and_failover_at_scale
