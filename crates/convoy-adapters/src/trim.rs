@@ -59,12 +59,8 @@ pub fn trim_pod(pod: &mut Pod) {
 /// memory. A pod with a volume Convoy refuses keeps them all: the refusal
 /// names volumes by their index.
 fn trim_volumes(spec: &mut PodSpec) {
-    if spec.volumes.is_none() {
-        return;
-    }
-    let refused =
-        convoy_api::unevaluated_fields(spec).iter().any(|f| f.path.starts_with("spec.volumes["));
-    if refused {
+    let Some(volumes) = spec.volumes.as_mut() else { return };
+    if volumes.iter().any(|v| convoy_api::pod_fields::unevaluated_volume(v).is_some()) {
         return;
     }
     let unread = |v: &Volume| {
@@ -74,11 +70,9 @@ fn trim_volumes(spec: &mut PodSpec) {
             || v.downward_api.is_some()
             || v.empty_dir.is_some()
     };
-    if let Some(volumes) = spec.volumes.as_mut() {
-        volumes.retain(|v| !unread(v));
-        if volumes.is_empty() {
-            spec.volumes = None;
-        }
+    volumes.retain(|v| !unread(v));
+    if volumes.is_empty() {
+        spec.volumes = None;
     }
 }
 

@@ -420,10 +420,11 @@ pub struct UnevaluatedField {
     pub plugins: &'static [&'static str],
 }
 
-/// The volume sources Convoy does not evaluate, and who would (the
-/// plugins whose part is missing: disabling them is what makes upstream
-/// ignore the source).
-fn unevaluated_volume(v: &Volume) -> Option<(&'static str, &'static [&'static str])> {
+/// The volume source of `v` Convoy does not evaluate, if it has one, and
+/// who would (the plugins whose part is missing: disabling them is what
+/// makes upstream ignore the source). [`unevaluated_fields`] reports it as
+/// `spec.volumes[i].<source>`.
+pub fn unevaluated_volume(v: &Volume) -> Option<(&'static str, &'static [&'static str])> {
     // In-tree disks: VolumeRestrictions evaluates them, only the attach
     // limits (NodeVolumeLimits) are missing.
     let sources: [(&'static str, bool, &'static [&'static str]); 7] = [
