@@ -81,17 +81,6 @@ where
     Ok(Api::<K>::namespaced(client.clone(), ns).create(&PostParams::default(), &obj).await?)
 }
 
-/// A client holding a TokenRequest token of the chart's ServiceAccount,
-/// the chart's RBAC (as `helm template` renders it) applied.
-async fn chart_client(env: &TestEnv, name: &str, namespace: &str) -> Result<kube::Client> {
-    let admin = env.client().await?;
-    env.create_namespace(&admin, namespace).await?;
-    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
-    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
-    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
-    Ok(convoy_testenv::chart::client_from(&kubeconfig).await?)
-}
-
 fn allocation(device: &str) -> Result<AllocationResult> {
     Ok(serde_json::from_value(json!({
         "devices": {"results": [{"request": "gpu", "driver": DRIVER,
@@ -119,7 +108,7 @@ async fn dra_objects_are_watched_and_claims_written_as_upstream() -> Result<()> 
     let admin = env.client().await?;
     let ns = "adapters-dra";
     env.create_namespace(&admin, ns).await?;
-    let client = chart_client(env, "convoy-dra", "adapters-dra-rbac").await?;
+    let client = common::chart_client(env, "convoy-dra", "adapters-dra-rbac").await?;
 
     create_cluster::<DeviceClass>(
         &admin,

@@ -507,14 +507,8 @@ async fn a_candidate_that_may_not_watch_leases_still_takes_over_by_polling() -> 
 /// watch: a `fieldSelector` on the name) and no other.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_role_lets_a_standby_watch_its_own_lease_only() -> Result<()> {
-    let env = TestEnv::shared();
-    let admin = env.client().await?;
     let (name, namespace) = ("convoy-lease", "leader-chart");
-    env.create_namespace(&admin, namespace).await?;
-    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
-    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
-    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
-    let client = convoy_testenv::chart::client_from(&kubeconfig).await?;
+    let client = common::chart_client(TestEnv::shared(), name, namespace).await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
     let own = ListParams::default().fields(&format!("metadata.name={name}"));
     leases.list(&own).await.context("the chart's Role does not let a replica list its Lease")?;

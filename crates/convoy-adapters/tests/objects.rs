@@ -259,14 +259,8 @@ async fn objects_are_listed_trimmed_followed_and_deleted() -> Result<()> {
 /// ServiceAccount.
 #[tokio::test]
 async fn chart_rbac_is_enough_to_sync() -> Result<()> {
-    let env = TestEnv::shared();
-    let admin = env.client().await?;
     let (name, namespace) = ("convoy-rbac", "adapters-rbac");
-    env.create_namespace(&admin, namespace).await?;
-    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
-    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
-    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
-    let client = convoy_testenv::chart::client_from(&kubeconfig).await?;
+    let client = common::chart_client(TestEnv::shared(), name, namespace).await?;
 
     // Nothing more than listing: a Service cannot be read by name.
     let denied = Api::<Service>::namespaced(client.clone(), namespace).get("any").await;

@@ -63,3 +63,19 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A client holding a TokenRequest token of the chart's ServiceAccount
+/// `name` in a new namespace `namespace`, the chart's RBAC (as `helm
+/// template` renders it) applied.
+pub async fn chart_client(
+    env: &convoy_testenv::TestEnv,
+    name: &str,
+    namespace: &str,
+) -> anyhow::Result<kube::Client> {
+    let admin = env.client().await?;
+    env.create_namespace(&admin, namespace).await?;
+    let rendered = convoy_testenv::chart::render(name, namespace, "")?;
+    env.apply(&rendered.list_of(&convoy_testenv::chart::RBAC_KINDS))?;
+    let kubeconfig = env.service_account_kubeconfig(&admin, namespace, name).await?;
+    Ok(convoy_testenv::chart::client_from(&kubeconfig).await?)
+}
